@@ -1,0 +1,554 @@
+//! `InMemorySaver`: the full checkpointer contract in process memory; the reference backend.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use parking_lot::RwLock;
+use serde_json::Value;
+
+use crate::filter::json_contains;
+use crate::saver::{Capabilities, CheckpointSaver, ListOptions, PruneStrategy};
+use crate::serde::{Serde, Slot};
+use crate::version::{ChannelVersion, channels};
+use crate::{
+    ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointTuple, Error,
+    PendingWrite, Result, SerializedValue,
+};
+
+/// Metadata key under which the runtime lists the delta channels that need their history.
+pub const DELTA_COUNTERS_KEY: &str = "counters_since_delta_snapshot";
+
+/// A checkpointer that keeps everything in memory (behind one `RwLock`).
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// use waypoint_checkpoint::{Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSource,
+///     CheckpointSaver, InMemorySaver};
+/// let saver = InMemorySaver::new();
+/// let config = CheckpointConfig::new("thread-1");
+/// let stored = saver
+///     .put(&config, Checkpoint::new(-1), CheckpointMetadata::new(CheckpointSource::Input, -1), Default::default())
+///     .await?;
+/// assert_eq!(saver.get_tuple(&config).await?.unwrap().config, stored);
+/// # Ok::<_, waypoint_checkpoint::Error>(()) }).unwrap();
+/// ```
+#[derive(Debug, Default)]
+pub struct InMemorySaver {
+    storage: RwLock<HashMap<String, Thread>>,
+    serde: Serde,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Thread {
+    namespaces: HashMap<String, Namespace>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Namespace {
+    /// Checkpoint id to checkpoint; ids sort in creation order.
+    checkpoints: BTreeMap<String, Stored>,
+    /// Channel to version to value; `None` is a versioned-but-empty channel.
+    blobs: HashMap<String, HashMap<ChannelVersion, Option<SerializedValue>>>,
+    /// Checkpoint id to its writes by `(task_id, idx)`; may precede the checkpoint.
+    writes: HashMap<String, BTreeMap<(String, i64), StoredWrite>>,
+}
+
+#[derive(Clone, Debug)]
+struct Stored {
+    /// The checkpoint without channel values (those live in `blobs`).
+    checkpoint: Checkpoint,
+    metadata: Arc<CheckpointMetadata>,
+    metadata_json: Arc<Value>,
+    parent: Option<String>,
+}
+
+#[derive(Clone, Debug)]
+struct StoredWrite {
+    channel: String,
+    value: SerializedValue,
+    #[allow(dead_code)] // Kept as LangGraph does; copied with the thread.
+    task_path: String,
+}
+
+impl InMemorySaver {
+    /// An empty saver with the default serde (no encryption).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// An empty saver that seals values at rest with `serde`'s keyring, if it has one.
+    pub fn with_serde(serde: Serde) -> Self {
+        InMemorySaver {
+            storage: RwLock::default(),
+            serde,
+        }
+    }
+
+    /// The serde values are sealed and opened with.
+    pub fn serde(&self) -> &Serde {
+        &self.serde
+    }
+
+    fn materialize(
+        &self,
+        thread_id: &str,
+        ns_name: &str,
+        ns: &Namespace,
+        id: &str,
+        stored: &Stored,
+    ) -> Result<CheckpointTuple> {
+        let mut checkpoint = stored.checkpoint.clone();
+        for (channel, version) in &checkpoint.channel_versions {
+            let value = ns
+                .blobs
+                .get(channel)
+                .and_then(|versions| versions.get(version))
+                .and_then(Option::as_ref);
+            if let Some(value) = value {
+                let slot = Slot::Channel {
+                    thread_id,
+                    checkpoint_ns: ns_name,
+                    channel,
+                    version: version.as_str(),
+                };
+                let opened = self.serde.open(value, &slot)?;
+                checkpoint.channel_values.insert(channel.clone(), opened);
+            }
+        }
+        let pending_writes = match ns.writes.get(id) {
+            None => Vec::new(),
+            Some(writes) => writes
+                .iter()
+                .map(|((task_id, idx), w)| {
+                    let slot = write_slot(thread_id, ns_name, id, task_id, &w.channel, *idx);
+                    Ok(PendingWrite {
+                        task_id: task_id.clone(),
+                        channel: w.channel.clone(),
+                        value: self.serde.open(&w.value, &slot)?,
+                    })
+                })
+                .collect::<Result<_>>()?,
+        };
+        Ok(CheckpointTuple {
+            config: CheckpointConfig::of(thread_id, ns_name, id),
+            checkpoint,
+            metadata: (*stored.metadata).clone(),
+            parent_config: stored
+                .parent
+                .as_deref()
+                .map(|p| CheckpointConfig::of(thread_id, ns_name, p)),
+            pending_writes,
+        })
+    }
+
+    /// Re-seals every value of a copied thread for its new thread id.
+    fn reseal_thread(&self, thread: &mut Thread, from: &str, to: &str) -> Result<()> {
+        if !self.serde.is_encrypted() {
+            return Ok(());
+        }
+        for (ns_name, ns) in thread.namespaces.iter_mut() {
+            for (channel, versions) in ns.blobs.iter_mut() {
+                for (version, value) in versions.iter_mut() {
+                    if let Some(value) = value {
+                        let slot = |thread_id| Slot::Channel {
+                            thread_id,
+                            checkpoint_ns: ns_name,
+                            channel,
+                            version: version.as_str(),
+                        };
+                        let plain = self.serde.open(value, &slot(from))?;
+                        *value = self.serde.seal(&plain, &slot(to))?;
+                    }
+                }
+            }
+            for (checkpoint_id, writes) in ns.writes.iter_mut() {
+                for ((task_id, idx), w) in writes.iter_mut() {
+                    let slot = |t| write_slot(t, ns_name, checkpoint_id, task_id, &w.channel, *idx);
+                    let plain = self.serde.open(&w.value, &slot(from))?;
+                    w.value = self.serde.seal(&plain, &slot(to))?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn write_slot<'a>(
+    thread_id: &'a str,
+    checkpoint_ns: &'a str,
+    checkpoint_id: &'a str,
+    task_id: &'a str,
+    channel: &'a str,
+    idx: i64,
+) -> Slot<'a> {
+    Slot::Write {
+        thread_id,
+        checkpoint_ns,
+        checkpoint_id,
+        task_id,
+        channel,
+        idx,
+    }
+}
+
+impl Namespace {
+    fn has_value(&self, stored: &Stored, channel: &str) -> bool {
+        stored
+            .checkpoint
+            .channel_versions
+            .get(channel)
+            .and_then(|v| self.blobs.get(channel)?.get(v))
+            .is_some_and(Option::is_some)
+    }
+
+    /// The ids `KeepLatest` keeps: the newest checkpoint, plus the ancestors that its delta
+    /// channels (named in its metadata) still need to rebuild their value.
+    fn ids_to_keep(&self) -> BTreeSet<String> {
+        let mut keep = BTreeSet::new();
+        let Some((latest_id, latest)) = self.checkpoints.last_key_value() else {
+            return keep;
+        };
+        keep.insert(latest_id.clone());
+        let mut open: Vec<&str> = match latest.metadata.extra.get(DELTA_COUNTERS_KEY) {
+            Some(Value::Object(counters)) => counters
+                .keys()
+                .map(String::as_str)
+                .filter(|ch| !self.has_value(latest, ch))
+                .collect(),
+            _ => Vec::new(),
+        };
+        let mut next = latest.parent.as_deref();
+        while let (false, Some(id)) = (open.is_empty(), next) {
+            let Some(ancestor) = self.checkpoints.get(id) else {
+                break;
+            };
+            keep.insert(id.to_owned());
+            open.retain(|ch| !self.has_value(ancestor, ch));
+            next = ancestor.parent.as_deref();
+        }
+        keep
+    }
+
+    /// Drops values no remaining checkpoint refers to.
+    fn collect_garbage(&mut self) {
+        let mut live: HashSet<(&str, &ChannelVersion)> = HashSet::new();
+        for stored in self.checkpoints.values() {
+            for (channel, version) in &stored.checkpoint.channel_versions {
+                live.insert((channel.as_str(), version));
+            }
+        }
+        let mut dead: Vec<(String, ChannelVersion)> = Vec::new();
+        for (channel, versions) in &self.blobs {
+            for version in versions.keys() {
+                if !live.contains(&(channel.as_str(), version)) {
+                    dead.push((channel.clone(), version.clone()));
+                }
+            }
+        }
+        for (channel, version) in dead {
+            if let Some(versions) = self.blobs.get_mut(&channel) {
+                versions.remove(&version);
+                if versions.is_empty() {
+                    self.blobs.remove(&channel);
+                }
+            }
+        }
+    }
+}
+
+impl Thread {
+    fn has_checkpoints(&self) -> bool {
+        self.namespaces
+            .values()
+            .any(|ns| !ns.checkpoints.is_empty())
+    }
+}
+
+#[async_trait]
+impl CheckpointSaver for InMemorySaver {
+    fn backend(&self) -> &'static str {
+        "memory"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::ALL
+    }
+
+    async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
+        let storage = self.storage.read();
+        let Some(ns) = storage
+            .get(&config.thread_id)
+            .and_then(|t| t.namespaces.get(config.ns()))
+        else {
+            return Ok(None);
+        };
+        let found = match config.checkpoint_id.as_deref().filter(|id| !id.is_empty()) {
+            Some(id) => ns.checkpoints.get_key_value(id),
+            None => ns.checkpoints.last_key_value(),
+        };
+        found
+            .map(|(id, stored)| self.materialize(&config.thread_id, config.ns(), ns, id, stored))
+            .transpose()
+    }
+
+    async fn list(
+        &self,
+        config: Option<&CheckpointConfig>,
+        options: &ListOptions,
+    ) -> Result<Vec<CheckpointTuple>> {
+        let limit = options.limit.unwrap_or(usize::MAX);
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let storage = self.storage.read();
+        let threads: Vec<(&String, &Thread)> = match config {
+            Some(c) => storage.get_key_value(&c.thread_id).into_iter().collect(),
+            None => storage.iter().collect(),
+        };
+        // The newest `limit` of each namespace, merged, is a superset of the global newest.
+        let mut hits: Vec<(&String, &String, &String, &Namespace, &Stored)> = Vec::new();
+        for (thread_id, thread) in threads {
+            let namespaces: Vec<(&String, &Namespace)> =
+                match config.and_then(|c| c.checkpoint_ns.as_ref()) {
+                    Some(ns) => thread.namespaces.get_key_value(ns).into_iter().collect(),
+                    None => thread.namespaces.iter().collect(),
+                };
+            for (ns_name, ns) in namespaces {
+                let upper = options.before.as_deref();
+                let only = config.and_then(|c| c.checkpoint_id.as_deref());
+                let matching = ns
+                    .checkpoints
+                    .iter()
+                    .rev()
+                    .filter(|(id, _)| upper.is_none_or(|b| id.as_str() < b))
+                    .filter(|(id, _)| only.is_none_or(|o| id.as_str() == o))
+                    .filter(|(_, s)| {
+                        options
+                            .filter
+                            .as_ref()
+                            .is_none_or(|f| json_contains(&s.metadata_json, f))
+                    })
+                    .take(limit);
+                hits.extend(matching.map(|(id, s)| (thread_id, ns_name, id, ns, s)));
+            }
+        }
+        hits.sort_by(|a, b| (b.2, b.0, b.1).cmp(&(a.2, a.0, a.1)));
+        hits.truncate(limit);
+        hits.into_iter()
+            .map(|(thread_id, ns_name, id, ns, stored)| {
+                self.materialize(thread_id, ns_name, ns, id, stored)
+            })
+            .collect()
+    }
+
+    async fn put(
+        &self,
+        config: &CheckpointConfig,
+        mut checkpoint: Checkpoint,
+        mut metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> Result<CheckpointConfig> {
+        let thread_id = config.require_thread("put")?;
+        let ns_name = config.ns();
+        if checkpoint.id.is_empty() {
+            return Err(Error::InvalidConfig("checkpoint id is empty".into()));
+        }
+        metadata.strip_nul();
+        // Seal before taking the lock: encryption is the slow part.
+        let mut sealed = Vec::with_capacity(new_versions.len());
+        for (channel, version) in new_versions {
+            let value = match checkpoint.channel_values.get(&channel) {
+                Some(value) => {
+                    let slot = Slot::Channel {
+                        thread_id,
+                        checkpoint_ns: ns_name,
+                        channel: &channel,
+                        version: version.as_str(),
+                    };
+                    Some(self.serde.seal(value, &slot)?)
+                }
+                None => None,
+            };
+            sealed.push((channel, version, value));
+        }
+        checkpoint.channel_values.clear();
+        let metadata_json = Arc::new(Value::Object(metadata.to_json()));
+        let id = checkpoint.id.clone();
+
+        let mut storage = self.storage.write();
+        let ns = storage
+            .entry(thread_id.to_owned())
+            .or_default()
+            .namespaces
+            .entry(ns_name.to_owned())
+            .or_default();
+        for (channel, version, value) in sealed {
+            ns.blobs.entry(channel).or_default().insert(version, value);
+        }
+        let parent = match ns.checkpoints.get(&id) {
+            Some(existing) => existing.parent.clone(),
+            None => config.checkpoint_id.clone().filter(|p| !p.is_empty()),
+        };
+        ns.checkpoints.insert(
+            id.clone(),
+            Stored {
+                checkpoint,
+                metadata: Arc::new(metadata),
+                metadata_json,
+                parent,
+            },
+        );
+        Ok(CheckpointConfig::of(thread_id, ns_name, &id))
+    }
+
+    async fn put_writes(
+        &self,
+        config: &CheckpointConfig,
+        writes: Vec<(String, SerializedValue)>,
+        task_id: &str,
+        task_path: &str,
+    ) -> Result<()> {
+        let thread_id = config.require_thread("put_writes")?;
+        let checkpoint_id = config.require_id("put_writes")?;
+        let ns_name = config.ns();
+        if writes.is_empty() {
+            return Ok(());
+        }
+        let replace = writes
+            .iter()
+            .all(|(channel, _)| channels::special_index(channel).is_some());
+        let mut rows = Vec::with_capacity(writes.len());
+        for (position, (channel, value)) in writes.into_iter().enumerate() {
+            let idx = channels::write_index(&channel, position);
+            let slot = write_slot(thread_id, ns_name, checkpoint_id, task_id, &channel, idx);
+            let value = self.serde.seal(&value, &slot)?;
+            rows.push((idx, channel, value));
+        }
+
+        let mut storage = self.storage.write();
+        let by_task = storage
+            .entry(thread_id.to_owned())
+            .or_default()
+            .namespaces
+            .entry(ns_name.to_owned())
+            .or_default()
+            .writes
+            .entry(checkpoint_id.to_owned())
+            .or_default();
+        for (idx, channel, value) in rows {
+            let key = (task_id.to_owned(), idx);
+            if replace || !by_task.contains_key(&key) {
+                let row = StoredWrite {
+                    channel,
+                    value,
+                    task_path: task_path.to_owned(),
+                };
+                by_task.insert(key, row);
+            }
+        }
+        Ok(())
+    }
+
+    async fn delete_thread(&self, thread_id: &str) -> Result<()> {
+        self.storage.write().remove(thread_id);
+        Ok(())
+    }
+
+    async fn delete_for_runs(&self, run_ids: &[String]) -> Result<()> {
+        if run_ids.is_empty() {
+            return Ok(());
+        }
+        let runs: HashSet<&str> = run_ids.iter().map(String::as_str).collect();
+        let mut storage = self.storage.write();
+        for thread in storage.values_mut() {
+            for ns in thread.namespaces.values_mut() {
+                let doomed: Vec<String> = ns
+                    .checkpoints
+                    .iter()
+                    .filter(|(_, s)| {
+                        s.metadata
+                            .run_id
+                            .as_deref()
+                            .is_some_and(|r| runs.contains(r))
+                    })
+                    .map(|(id, _)| id.clone())
+                    .collect();
+                if doomed.is_empty() {
+                    continue;
+                }
+                for id in &doomed {
+                    ns.checkpoints.remove(id);
+                    ns.writes.remove(id);
+                }
+                ns.collect_garbage();
+            }
+        }
+        storage.retain(|_, t| {
+            t.has_checkpoints() || t.namespaces.values().any(|n| !n.writes.is_empty())
+        });
+        Ok(())
+    }
+
+    async fn copy_thread(&self, source_thread_id: &str, target_thread_id: &str) -> Result<()> {
+        if source_thread_id == target_thread_id {
+            return Err(Error::Conflict("cannot copy a thread onto itself".into()));
+        }
+        let copy = {
+            let storage = self.storage.read();
+            if storage
+                .get(target_thread_id)
+                .is_some_and(Thread::has_checkpoints)
+            {
+                return Err(Error::Conflict(format!(
+                    "target thread `{target_thread_id}` already has checkpoints"
+                )));
+            }
+            match storage.get(source_thread_id) {
+                Some(source) => source.clone(),
+                None => return Ok(()),
+            }
+        };
+        let mut copy = copy;
+        self.reseal_thread(&mut copy, source_thread_id, target_thread_id)?;
+        let mut storage = self.storage.write();
+        if storage
+            .get(target_thread_id)
+            .is_some_and(Thread::has_checkpoints)
+        {
+            return Err(Error::Conflict(format!(
+                "target thread `{target_thread_id}` already has checkpoints"
+            )));
+        }
+        // Leftover writes of a deleted target must not attach to the copied checkpoints.
+        storage.insert(target_thread_id.to_owned(), copy);
+        Ok(())
+    }
+
+    async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<()> {
+        let mut storage = self.storage.write();
+        for thread_id in thread_ids {
+            match strategy {
+                PruneStrategy::Delete => {
+                    storage.remove(thread_id);
+                }
+                PruneStrategy::KeepLatest => {
+                    let Some(thread) = storage.get_mut(thread_id) else {
+                        continue;
+                    };
+                    for ns in thread.namespaces.values_mut() {
+                        let keep = ns.ids_to_keep();
+                        let newest = keep.last().cloned();
+                        ns.checkpoints.retain(|id, _| keep.contains(id));
+                        // Writes for checkpoints not stored yet (newer than the latest) stay.
+                        ns.writes.retain(|id, _| {
+                            keep.contains(id) || newest.as_ref().is_none_or(|n| id > n)
+                        });
+                        ns.collect_garbage();
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,341 @@
+//! The `CheckpointSaver` trait every backend implements, and its conveniences.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::version::ChannelVersion;
+use crate::{
+    ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointTuple, Error,
+    PendingWrite, Result, SerializedValue,
+};
+
+/// Options of [`CheckpointSaver::list`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ListOptions {
+    /// JSON the metadata must contain (PostgreSQL `@>` semantics); `{}` matches everything.
+    pub filter: Option<Value>,
+    /// Only checkpoints whose id is strictly lower than this one (across threads, too).
+    pub before: Option<String>,
+    /// At most this many tuples; `Some(0)` returns none.
+    pub limit: Option<usize>,
+}
+
+impl ListOptions {
+    /// Sets the metadata filter.
+    pub fn filter(mut self, filter: Value) -> Self {
+        self.filter = Some(filter);
+        self
+    }
+
+    /// Sets the exclusive upper bound on checkpoint ids.
+    pub fn before(mut self, checkpoint_id: impl Into<String>) -> Self {
+        self.before = Some(checkpoint_id.into());
+        self
+    }
+
+    /// Sets the maximum number of tuples.
+    pub fn limit(mut self, limit: usize) -> Self {
+        self.limit = Some(limit);
+        self
+    }
+}
+
+/// What [`CheckpointSaver::prune`] keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PruneStrategy {
+    /// Keep the newest checkpoint of each namespace (and the ancestors its delta channels
+    /// still need), with its writes; delete the rest.
+    KeepLatest,
+    /// Delete everything of the threads.
+    Delete,
+}
+
+/// The optional operations a backend implements; undeclared ones return `Unsupported`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Capabilities {
+    /// [`CheckpointSaver::delete_for_runs`].
+    pub delete_for_runs: bool,
+    /// [`CheckpointSaver::copy_thread`].
+    pub copy_thread: bool,
+    /// [`CheckpointSaver::prune`].
+    pub prune: bool,
+    /// A backend-specific [`CheckpointSaver::delta_channel_history`] (the default walk works
+    /// on every backend; this flag says the backend has its own).
+    pub delta_history: bool,
+}
+
+impl Capabilities {
+    /// Every optional operation.
+    pub const ALL: Capabilities = Capabilities {
+        delete_for_runs: true,
+        copy_thread: true,
+        prune: true,
+        delta_history: true,
+    };
+}
+
+/// What a delta channel needs to rebuild its value at a checkpoint.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeltaChannelHistory {
+    /// The channel's writes on the ancestors path, oldest first, `(task_id, idx)` order within
+    /// one checkpoint; the target checkpoint's own writes are excluded.
+    pub writes: Vec<PendingWrite>,
+    /// The value stored at the nearest ancestor that has one; `None` if no ancestor has.
+    pub seed: Option<SerializedValue>,
+}
+
+/// Durable storage of checkpoints and pending writes, one implementation per backend.
+///
+/// Semantics every implementation follows (the conformance suite pins each one):
+/// * Latest = greatest checkpoint id in `(thread_id, checkpoint_ns)`; namespaces never mix.
+/// * Channel values are stored per `(thread, ns, channel, version)`, only for channels in
+///   `new_versions`; others are joined by version from older checkpoints.
+/// * Pending writes belong to one checkpoint and are returned ordered by `(task_id, idx)`.
+#[async_trait]
+pub trait CheckpointSaver: Send + Sync + Debug {
+    /// Short backend name used in errors (`memory`, `sqlite`, ...).
+    fn backend(&self) -> &'static str;
+
+    /// The optional operations this backend implements.
+    fn capabilities(&self) -> Capabilities;
+
+    /// The checkpoint `config` names, or the latest of its thread and namespace.
+    ///
+    /// Returns `None` for an unknown thread, namespace or id. The tuple's config is exactly
+    /// thread, namespace and id; channel values are fully materialised.
+    async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>>;
+
+    /// Checkpoints newest first (by id, globally, also across threads).
+    ///
+    /// `config` `None` lists every thread; its `checkpoint_ns` `None` lists every namespace,
+    /// `Some("")` only the root; its `checkpoint_id` restricts to that id.
+    async fn list(
+        &self,
+        config: Option<&CheckpointConfig>,
+        options: &ListOptions,
+    ) -> Result<Vec<CheckpointTuple>>;
+
+    /// Stores `checkpoint` as a child of `config.checkpoint_id`, atomically.
+    ///
+    /// Only channels in `new_versions` are written (a versioned channel without a value is
+    /// stored as empty). Re-putting an existing id replaces checkpoint and metadata and keeps
+    /// the parent. Top-level NUL characters are stripped from metadata strings. Returns the
+    /// exact config of the new checkpoint.
+    async fn put(
+        &self,
+        config: &CheckpointConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> Result<CheckpointConfig>;
+
+    /// Stores one task's writes against `config.checkpoint_id` (which need not exist yet).
+    ///
+    /// Keyed by `(task_id, idx)` with `idx` the position or the reserved channel's index.
+    /// A call whose writes all target reserved channels replaces (last wins); any other call
+    /// inserts each row only if absent (first wins), so retried tasks are idempotent.
+    async fn put_writes(
+        &self,
+        config: &CheckpointConfig,
+        writes: Vec<(String, SerializedValue)>,
+        task_id: &str,
+        task_path: &str,
+    ) -> Result<()>;
+
+    /// Deletes every checkpoint, value and write of a thread in all namespaces; unknown
+    /// threads are a no-op.
+    async fn delete_thread(&self, thread_id: &str) -> Result<()>;
+
+    /// The version that follows `current` for a channel (LangGraph's string form).
+    fn next_version(&self, current: Option<&ChannelVersion>) -> Result<ChannelVersion> {
+        ChannelVersion::next(current)
+    }
+
+    /// Deletes checkpoints (and their writes) whose metadata `run_id` is in `run_ids`.
+    async fn delete_for_runs(&self, run_ids: &[String]) -> Result<()> {
+        let _ = run_ids;
+        Err(self.unsupported("delete_for_runs"))
+    }
+
+    /// Copies a whole thread (all namespaces, ids, parents, values, writes) to an empty one.
+    ///
+    /// An unknown source leaves the target empty; a target with checkpoints is a `Conflict`.
+    async fn copy_thread(&self, source_thread_id: &str, target_thread_id: &str) -> Result<()> {
+        let _ = (source_thread_id, target_thread_id);
+        Err(self.unsupported("copy_thread"))
+    }
+
+    /// Prunes the given threads; unknown threads and an empty list are no-ops.
+    async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<()> {
+        let _ = (thread_ids, strategy);
+        Err(self.unsupported("prune"))
+    }
+
+    /// For each channel, the writes and seed needed to rebuild it at `config`'s checkpoint
+    /// (latest when no id is given), walking parent links back to a stored value.
+    async fn delta_channel_history(
+        &self,
+        config: &CheckpointConfig,
+        channels: &[String],
+    ) -> Result<BTreeMap<String, DeltaChannelHistory>> {
+        walk_delta_history(self, config, channels).await
+    }
+
+    /// The `Unsupported` error for `operation` on this backend.
+    fn unsupported(&self, operation: &'static str) -> Error {
+        Error::Unsupported {
+            operation,
+            backend: self.backend(),
+        }
+    }
+}
+
+/// The delta-history walk over `get_tuple` and parent links; works on any saver.
+pub async fn walk_delta_history<S: CheckpointSaver + ?Sized>(
+    saver: &S,
+    config: &CheckpointConfig,
+    channels: &[String],
+) -> Result<BTreeMap<String, DeltaChannelHistory>> {
+    let mut out: BTreeMap<String, DeltaChannelHistory> = channels
+        .iter()
+        .map(|c| (c.clone(), DeltaChannelHistory::default()))
+        .collect();
+    if channels.is_empty() {
+        return Ok(out);
+    }
+    let Some(target) = saver.get_tuple(config).await? else {
+        return Ok(out);
+    };
+    // Writes are gathered newest ancestor first, then reversed per channel at the end.
+    let mut open: Vec<String> = out.keys().cloned().collect();
+    let mut chunks: BTreeMap<String, Vec<Vec<PendingWrite>>> = BTreeMap::new();
+    let mut seeds: BTreeMap<String, SerializedValue> = BTreeMap::new();
+    let mut next = target.parent_config;
+    while let Some(parent) = next.take() {
+        if open.is_empty() {
+            break;
+        }
+        let Some(ancestor) = saver.get_tuple(&parent).await? else {
+            break;
+        };
+        open.retain(|channel| {
+            let writes: Vec<PendingWrite> = ancestor
+                .pending_writes
+                .iter()
+                .filter(|w| &w.channel == channel)
+                .cloned()
+                .collect();
+            chunks.entry(channel.clone()).or_default().push(writes);
+            match ancestor.checkpoint.channel_values.get(channel) {
+                Some(value) => {
+                    seeds.insert(channel.clone(), value.clone());
+                    false
+                }
+                None => true,
+            }
+        });
+        next = ancestor.parent_config;
+    }
+    for (channel, history) in out.iter_mut() {
+        if let Some(chunks) = chunks.remove(channel) {
+            history.writes = chunks.into_iter().rev().flatten().collect();
+        }
+        history.seed = seeds.remove(channel);
+    }
+    Ok(out)
+}
+
+/// Conveniences over [`CheckpointSaver`], for every saver.
+#[async_trait]
+pub trait CheckpointSaverExt: CheckpointSaver {
+    /// The checkpoint `config` names (or the latest), without metadata or writes.
+    async fn get(&self, config: &CheckpointConfig) -> Result<Option<Checkpoint>> {
+        Ok(self.get_tuple(config).await?.map(|t| t.checkpoint))
+    }
+
+    /// The latest checkpoint tuple of a thread's root namespace.
+    async fn latest(&self, thread_id: &str) -> Result<Option<CheckpointTuple>> {
+        self.get_tuple(&CheckpointConfig::new(thread_id)).await
+    }
+
+    /// Every checkpoint of a thread, all namespaces, newest first.
+    async fn list_thread(&self, thread_id: &str) -> Result<Vec<CheckpointTuple>> {
+        self.list(
+            Some(&CheckpointConfig::new(thread_id)),
+            &ListOptions::default(),
+        )
+        .await
+    }
+}
+
+impl<T: CheckpointSaver + ?Sized> CheckpointSaverExt for T {}
+
+macro_rules! forward_saver {
+    ($($ty:ty),*) => {$(
+        #[async_trait]
+        impl<T: CheckpointSaver + ?Sized> CheckpointSaver for $ty {
+            fn backend(&self) -> &'static str {
+                (**self).backend()
+            }
+            fn capabilities(&self) -> Capabilities {
+                (**self).capabilities()
+            }
+            async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
+                (**self).get_tuple(config).await
+            }
+            async fn list(
+                &self,
+                config: Option<&CheckpointConfig>,
+                options: &ListOptions,
+            ) -> Result<Vec<CheckpointTuple>> {
+                (**self).list(config, options).await
+            }
+            async fn put(
+                &self,
+                config: &CheckpointConfig,
+                checkpoint: Checkpoint,
+                metadata: CheckpointMetadata,
+                new_versions: ChannelVersions,
+            ) -> Result<CheckpointConfig> {
+                (**self).put(config, checkpoint, metadata, new_versions).await
+            }
+            async fn put_writes(
+                &self,
+                config: &CheckpointConfig,
+                writes: Vec<(String, SerializedValue)>,
+                task_id: &str,
+                task_path: &str,
+            ) -> Result<()> {
+                (**self).put_writes(config, writes, task_id, task_path).await
+            }
+            async fn delete_thread(&self, thread_id: &str) -> Result<()> {
+                (**self).delete_thread(thread_id).await
+            }
+            fn next_version(&self, current: Option<&ChannelVersion>) -> Result<ChannelVersion> {
+                (**self).next_version(current)
+            }
+            async fn delete_for_runs(&self, run_ids: &[String]) -> Result<()> {
+                (**self).delete_for_runs(run_ids).await
+            }
+            async fn copy_thread(&self, source: &str, target: &str) -> Result<()> {
+                (**self).copy_thread(source, target).await
+            }
+            async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<()> {
+                (**self).prune(thread_ids, strategy).await
+            }
+            async fn delta_channel_history(
+                &self,
+                config: &CheckpointConfig,
+                channels: &[String],
+            ) -> Result<BTreeMap<String, DeltaChannelHistory>> {
+                (**self).delta_channel_history(config, channels).await
+            }
+        }
+    )*};
+}
+
+forward_saver!(Arc<T>, Box<T>, &T);

@@ -1,0 +1,354 @@
+//! The checkpoint data model shared by every saver.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
+
+use crate::version::ChannelVersion;
+use crate::{Error, Result};
+
+/// The checkpoint format version this crate writes.
+pub const CHECKPOINT_VERSION: u32 = 4;
+
+/// Map from channel name to its current version.
+pub type ChannelVersions = BTreeMap<String, ChannelVersion>;
+
+/// Addresses a thread, a namespace within it, and optionally one checkpoint.
+///
+/// In `put` the `checkpoint_id` is the **parent**; elsewhere it selects a checkpoint.
+/// A missing `checkpoint_ns` means the root namespace `""`, except in `list`, where it
+/// means every namespace.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CheckpointConfig {
+    /// The conversation or run partition.
+    pub thread_id: String,
+    /// The (sub)graph namespace; `None` is the root for reads and writes, all for `list`.
+    #[serde(default)]
+    pub checkpoint_ns: Option<String>,
+    /// A checkpoint id (the parent, in `put`).
+    #[serde(default)]
+    pub checkpoint_id: Option<String>,
+}
+
+impl CheckpointConfig {
+    /// A config for the latest checkpoint of `thread_id` in the root namespace.
+    pub fn new(thread_id: impl Into<String>) -> Self {
+        CheckpointConfig {
+            thread_id: thread_id.into(),
+            checkpoint_ns: None,
+            checkpoint_id: None,
+        }
+    }
+
+    /// The same config in namespace `ns`.
+    pub fn with_ns(mut self, ns: impl Into<String>) -> Self {
+        self.checkpoint_ns = Some(ns.into());
+        self
+    }
+
+    /// The same config pointing at checkpoint `id`.
+    pub fn with_id(mut self, id: impl Into<String>) -> Self {
+        self.checkpoint_id = Some(id.into());
+        self
+    }
+
+    /// The namespace, `""` when absent.
+    pub fn ns(&self) -> &str {
+        self.checkpoint_ns.as_deref().unwrap_or("")
+    }
+
+    /// The checkpoint id, or an [`Error::InvalidConfig`] naming `operation`.
+    pub fn require_id(&self, operation: &str) -> Result<&str> {
+        match self.checkpoint_id.as_deref() {
+            Some(id) if !id.is_empty() => Ok(id),
+            _ => Err(Error::InvalidConfig(format!(
+                "{operation} needs a checkpoint_id in the config"
+            ))),
+        }
+    }
+
+    /// Fails with [`Error::InvalidConfig`] when the thread id is empty.
+    pub fn require_thread(&self, operation: &str) -> Result<&str> {
+        if self.thread_id.is_empty() {
+            return Err(Error::InvalidConfig(format!(
+                "{operation} needs a non-empty thread_id"
+            )));
+        }
+        Ok(&self.thread_id)
+    }
+
+    /// The exact three-field config of checkpoint `id` in `thread_id` / `ns`.
+    pub fn of(thread_id: &str, ns: &str, id: &str) -> Self {
+        CheckpointConfig {
+            thread_id: thread_id.to_owned(),
+            checkpoint_ns: Some(ns.to_owned()),
+            checkpoint_id: Some(id.to_owned()),
+        }
+    }
+}
+
+/// A value the runtime serialized: the format tag and the bytes. Savers never interpret it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SerializedValue {
+    /// The format tag (`json`, `msgpack`, `postcard`, ..., `msgpack+aes-gcm:k1` when sealed).
+    pub type_tag: Cow<'static, str>,
+    /// The encoded value.
+    pub bytes: Bytes,
+}
+
+impl SerializedValue {
+    /// A value with the given tag and bytes.
+    pub fn new(type_tag: impl Into<Cow<'static, str>>, bytes: impl Into<Bytes>) -> Self {
+        SerializedValue {
+            type_tag: type_tag.into(),
+            bytes: bytes.into(),
+        }
+    }
+}
+
+/// A snapshot of a graph's channels at the end of one super-step.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// Format version ([`CHECKPOINT_VERSION`] for new checkpoints).
+    pub v: u32,
+    /// uuid6 id; string order is creation order.
+    pub id: String,
+    /// Creation time, RFC 3339 UTC with microseconds.
+    pub ts: String,
+    /// Channel name to serialized value; channels absent here but versioned are empty.
+    #[serde(default)]
+    pub channel_values: BTreeMap<String, SerializedValue>,
+    /// Channel name to current version.
+    #[serde(default)]
+    pub channel_versions: ChannelVersions,
+    /// Node name to the channel versions it has seen.
+    #[serde(default)]
+    pub versions_seen: BTreeMap<String, ChannelVersions>,
+    /// Channels written in the step that produced this checkpoint, when known.
+    #[serde(default)]
+    pub updated_channels: Option<Vec<String>>,
+}
+
+impl Checkpoint {
+    /// An empty checkpoint for super-step `step`, with a fresh id and the current time.
+    pub fn new(step: i64) -> Self {
+        Checkpoint {
+            v: CHECKPOINT_VERSION,
+            id: crate::id::checkpoint_id(step),
+            ts: now_rfc3339(),
+            channel_values: BTreeMap::new(),
+            channel_versions: BTreeMap::new(),
+            versions_seen: BTreeMap::new(),
+            updated_channels: None,
+        }
+    }
+}
+
+/// The current UTC time as RFC 3339 with microseconds, as LangGraph writes `ts`.
+pub fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, false)
+}
+
+/// Why a checkpoint was written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckpointSource {
+    /// Created from the input of `invoke` / `stream`.
+    Input,
+    /// Created inside the Pregel loop.
+    Loop,
+    /// Created by `update_state`.
+    Update,
+    /// A copy of another checkpoint.
+    Fork,
+}
+
+/// Metadata stored beside a checkpoint, kept as the JSON the caller gave.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CheckpointMetadata {
+    /// Why the checkpoint was written.
+    pub source: Option<CheckpointSource>,
+    /// Super-step: -1 for the input checkpoint, then 0, 1, ...
+    pub step: Option<i64>,
+    /// Namespace to checkpoint id of the parent graphs.
+    pub parents: Option<BTreeMap<String, String>>,
+    /// The run that wrote the checkpoint (used by `delete_for_runs`).
+    pub run_id: Option<String>,
+    /// Any other keys, stored and filtered as given.
+    pub extra: Map<String, Value>,
+}
+
+const KNOWN_METADATA_KEYS: [&str; 4] = ["source", "step", "parents", "run_id"];
+
+impl CheckpointMetadata {
+    /// Metadata with `source` and `step` set.
+    pub fn new(source: CheckpointSource, step: i64) -> Self {
+        CheckpointMetadata {
+            source: Some(source),
+            step: Some(step),
+            parents: Some(BTreeMap::new()),
+            ..Default::default()
+        }
+    }
+
+    /// The same metadata with `run_id` set.
+    pub fn with_run_id(mut self, run_id: impl Into<String>) -> Self {
+        self.run_id = Some(run_id.into());
+        self
+    }
+
+    /// The same metadata with an extra key.
+    pub fn with(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.extra.insert(key.into(), value.into());
+        self
+    }
+
+    /// The metadata as a JSON object, the form filters match against.
+    pub fn to_json(&self) -> Map<String, Value> {
+        let mut map = Map::with_capacity(self.extra.len() + 4);
+        if let Some(source) = self.source {
+            map.insert(
+                "source".into(),
+                serde_json::to_value(source).unwrap_or(Value::Null),
+            );
+        }
+        if let Some(step) = self.step {
+            map.insert("step".into(), step.into());
+        }
+        if let Some(parents) = &self.parents {
+            let parents = parents
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                .collect();
+            map.insert("parents".into(), Value::Object(parents));
+        }
+        if let Some(run_id) = &self.run_id {
+            map.insert("run_id".into(), Value::String(run_id.clone()));
+        }
+        for (k, v) in &self.extra {
+            map.insert(k.clone(), v.clone());
+        }
+        map
+    }
+
+    /// Reads metadata from a JSON object; known keys of the wrong type are an error.
+    pub fn from_json(mut map: Map<String, Value>) -> Result<Self> {
+        fn bad(key: &str, v: &Value) -> Error {
+            Error::Serialization {
+                tag: "json".into(),
+                path: Some(key.into()),
+                message: format!("unexpected metadata value {v}"),
+            }
+        }
+        let mut meta = CheckpointMetadata::default();
+        for key in KNOWN_METADATA_KEYS {
+            let Some(v) = map.remove(key) else { continue };
+            match key {
+                "source" => {
+                    meta.source = Some(serde_json::from_value(v.clone()).map_err(|_| bad(key, &v))?)
+                }
+                "step" => meta.step = Some(v.as_i64().ok_or_else(|| bad(key, &v))?),
+                "parents" => {
+                    meta.parents =
+                        Some(serde_json::from_value(v.clone()).map_err(|_| bad(key, &v))?)
+                }
+                _ => meta.run_id = Some(v.as_str().ok_or_else(|| bad(key, &v))?.to_owned()),
+            }
+        }
+        meta.extra = map;
+        Ok(meta)
+    }
+
+    /// Removes NUL characters from every top-level string, as every saver does on `put`.
+    pub fn strip_nul(&mut self) {
+        if let Some(run_id) = &mut self.run_id {
+            run_id.retain(|c| c != '\0');
+        }
+        for v in self.extra.values_mut() {
+            if let Value::String(s) = v {
+                s.retain(|c| c != '\0');
+            }
+        }
+    }
+}
+
+/// The form metadata takes in binary formats, which cannot hold free-form JSON natively.
+#[derive(Serialize, Deserialize)]
+struct BinaryMetadata {
+    source: Option<CheckpointSource>,
+    step: Option<i64>,
+    parents: Option<BTreeMap<String, String>>,
+    run_id: Option<String>,
+    /// The extra keys as compact JSON text.
+    extra: String,
+}
+
+impl Serialize for CheckpointMetadata {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if s.is_human_readable() {
+            return self.to_json().serialize(s);
+        }
+        let extra = serde_json::to_string(&self.extra).map_err(serde::ser::Error::custom)?;
+        BinaryMetadata {
+            source: self.source,
+            step: self.step,
+            parents: self.parents.clone(),
+            run_id: self.run_id.clone(),
+            extra,
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for CheckpointMetadata {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        if d.is_human_readable() {
+            let map = Map::<String, Value>::deserialize(d)?;
+            return CheckpointMetadata::from_json(map).map_err(serde::de::Error::custom);
+        }
+        let b = BinaryMetadata::deserialize(d)?;
+        let extra: Map<String, Value> =
+            serde_json::from_str(&b.extra).map_err(serde::de::Error::custom)?;
+        if let Some(key) = KNOWN_METADATA_KEYS.iter().find(|k| extra.contains_key(**k)) {
+            return Err(serde::de::Error::custom(format!(
+                "metadata key `{key}` stored twice"
+            )));
+        }
+        Ok(CheckpointMetadata {
+            source: b.source,
+            step: b.step,
+            parents: b.parents,
+            run_id: b.run_id,
+            extra,
+        })
+    }
+}
+
+/// One write a task produced for a channel, pending until the next checkpoint.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingWrite {
+    /// The task that produced the write.
+    pub task_id: String,
+    /// The channel written.
+    pub channel: String,
+    /// The value written.
+    pub value: SerializedValue,
+}
+
+/// A checkpoint with its config, metadata, parent and pending writes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CheckpointTuple {
+    /// The exact three-field config of this checkpoint.
+    pub config: CheckpointConfig,
+    /// The checkpoint with every channel value materialised.
+    pub checkpoint: Checkpoint,
+    /// Its metadata.
+    pub metadata: CheckpointMetadata,
+    /// The parent's config, `None` for the first checkpoint of a namespace.
+    pub parent_config: Option<CheckpointConfig>,
+    /// Writes stored against this checkpoint, ordered by `(task_id, idx)`.
+    pub pending_writes: Vec<PendingWrite>,
+}
