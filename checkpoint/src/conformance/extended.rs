@@ -246,7 +246,9 @@ pub async fn prune_keep_latest_single_thread(saver: &dyn CheckpointSaver) -> Res
     }
     let t = thread();
     let c = chain(saver, &t, "", 4).await?;
-    saver.prune(&[t.clone()], PruneStrategy::KeepLatest).await?;
+    saver
+        .prune(std::slice::from_ref(&t), PruneStrategy::KeepLatest)
+        .await?;
     assert_eq!(ids(&all(saver, &t).await?), [id_of(&c[3])]);
     Ok(())
 }
@@ -275,7 +277,9 @@ pub async fn prune_keep_latest_per_namespace(saver: &dyn CheckpointSaver) -> Res
     let t = thread();
     let r = chain(saver, &t, "", 3).await?;
     let c = chain(saver, &t, "child:1", 3).await?;
-    saver.prune(&[t.clone()], PruneStrategy::KeepLatest).await?;
+    saver
+        .prune(std::slice::from_ref(&t), PruneStrategy::KeepLatest)
+        .await?;
     let mut expected = vec![id_of(&r[2]).to_owned(), id_of(&c[2]).to_owned()];
     expected.sort_by(|a, b| b.cmp(a));
     assert_eq!(ids(&all(saver, &t).await?), expected);
@@ -290,7 +294,9 @@ pub async fn prune_keep_latest_keeps_writes(saver: &dyn CheckpointSaver) -> Resu
     let t = thread();
     let c = source_thread(saver, &t).await?;
     let before = saver.get_tuple(&c[2]).await?.expect("latest root");
-    saver.prune(&[t.clone()], PruneStrategy::KeepLatest).await?;
+    saver
+        .prune(std::slice::from_ref(&t), PruneStrategy::KeepLatest)
+        .await?;
     assert_eq!(saver.get_tuple(&c[2]).await?.expect("kept"), before);
     assert!(saver.get_tuple(&c[0]).await?.is_none());
     Ok(())
@@ -303,7 +309,9 @@ pub async fn prune_delete_removes_all(saver: &dyn CheckpointSaver) -> Result<()>
     }
     let t = thread();
     source_thread(saver, &t).await?;
-    saver.prune(&[t.clone()], PruneStrategy::Delete).await?;
+    saver
+        .prune(std::slice::from_ref(&t), PruneStrategy::Delete)
+        .await?;
     assert!(all(saver, &t).await?.is_empty());
     Ok(())
 }
@@ -363,7 +371,9 @@ pub async fn prune_keep_latest_is_delta_safe(saver: &dyn CheckpointSaver) -> Res
         .await?;
     let channels = vec!["ch".to_owned()];
     let history = saver.delta_channel_history(&head, &channels).await?;
-    saver.prune(&[t.clone()], PruneStrategy::KeepLatest).await?;
+    saver
+        .prune(std::slice::from_ref(&t), PruneStrategy::KeepLatest)
+        .await?;
     assert_eq!(
         saver.delta_channel_history(&head, &channels).await?,
         history

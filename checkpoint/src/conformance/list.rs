@@ -350,7 +350,7 @@ pub async fn list_matrix(saver: &dyn CheckpointSaver) -> Result<()> {
                         "{context}: not newest first"
                     );
                     assert!(
-                        got.iter().all(|t| matches(t)),
+                        got.iter().all(matches),
                         "{context}: a tuple outside the predicates"
                     );
                     let mine: Vec<&CheckpointTuple> = got

@@ -1,7 +1,8 @@
 //! The wire formats, dispatched by enum so the hot path has no trait objects.
 //!
 //! Decoding runs the fast decoder first; only when it fails is the value decoded again
-//! through `serde_path_to_error`, so errors name the failing field at no cost to success.
+//! through the path-tracking adapter in `path.rs`, so errors name the failing field at no
+//! cost to success.
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -20,6 +21,21 @@ pub const TAG_BINCODE: &str = "bincode";
 pub const TAG_NULL: &str = "null";
 /// Tag of raw bytes stored as they are.
 pub const TAG_BYTES: &str = "bytes";
+
+/// Deepest nesting a self-describing decoder accepts (serde_json's own limit); deeper input
+/// is an error rather than a stack overflow.
+#[cfg(feature = "msgpack")]
+const MAX_DEPTH: usize = 128;
+
+/// bincode preallocates strings and byte buffers from their length prefix, so a hostile
+/// prefix would abort the process on allocation; claims past this many bytes are errors.
+#[cfg(feature = "bincode")]
+const BINCODE_LIMIT: usize = 1 << 30;
+
+#[cfg(feature = "bincode")]
+fn bincode_config() -> impl bincode::config::Config {
+    bincode::config::standard().with_limit::<BINCODE_LIMIT>()
+}
 
 /// A serialization format; which ones exist depends on cargo features.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -102,8 +118,9 @@ impl Format {
             #[cfg(feature = "postcard")]
             Format::Postcard => postcard::to_stdvec(value).map_err(|e| fail(&e)),
             #[cfg(feature = "bincode")]
-            Format::Bincode => bincode::serde::encode_to_vec(value, bincode::config::standard())
-                .map_err(|e| fail(&e)),
+            Format::Bincode => {
+                bincode::serde::encode_to_vec(value, bincode_config()).map_err(|e| fail(&e))
+            }
         }
     }
 
@@ -118,7 +135,11 @@ impl Format {
         match self {
             Format::Json => serde_json::from_slice(bytes).map_err(|e| fail(&e)),
             #[cfg(feature = "msgpack")]
-            Format::MsgPack => rmp_serde::from_slice(bytes).map_err(|e| fail(&e)),
+            Format::MsgPack => {
+                let mut de = rmp_serde::Deserializer::from_read_ref(bytes);
+                de.set_max_depth(MAX_DEPTH);
+                T::deserialize(&mut de).map_err(|e| fail(&e))
+            }
             #[cfg(feature = "postcard")]
             Format::Postcard => match postcard::take_from_bytes(bytes) {
                 Ok((v, [])) => Ok(v),
@@ -126,57 +147,57 @@ impl Format {
                 Err(e) => Err(fail(&e)),
             },
             #[cfg(feature = "bincode")]
-            Format::Bincode => {
-                match bincode::serde::decode_from_slice(bytes, bincode::config::standard()) {
-                    Ok((v, n)) if n == bytes.len() => Ok(v),
-                    Ok((_, n)) => Err(fail(&format_args!("{} trailing bytes", bytes.len() - n))),
-                    Err(e) => Err(fail(&e)),
-                }
-            }
+            Format::Bincode => match bincode::serde::decode_from_slice(bytes, bincode_config()) {
+                Ok((v, n)) if n == bytes.len() => Ok(v),
+                Ok((_, n)) => Err(fail(&format_args!("{} trailing bytes", bytes.len() - n))),
+                Err(e) => Err(fail(&e)),
+            },
         }
     }
 
     /// Decodes again, tracking the path, to explain a failure. `None` if it then succeeds.
     fn decode_with_path<T: DeserializeOwned>(self, bytes: &[u8]) -> Option<Error> {
-        fn explain<T, E: std::fmt::Display>(
-            tag: &str,
-            r: Result<T, serde_path_to_error::Error<E>>,
-        ) -> Option<Error> {
-            let e = r.err()?;
-            let path = e.path().to_string();
-            Some(Error::Serialization {
-                tag: tag.to_owned(),
-                path: (path != ".").then_some(path),
-                message: e.into_inner().to_string(),
-            })
+        let (path, message) = self.decode_tracking::<T>(bytes).err()?;
+        Some(Error::Serialization {
+            tag: self.tag().to_owned(),
+            path,
+            message,
+        })
+    }
+
+    /// Decodes through [`super::path::deserialize_tracking`]; an error carries the path of
+    /// the field that failed (`None` at the root) and the decoder's message.
+    pub(super) fn decode_tracking<T: DeserializeOwned>(
+        self,
+        bytes: &[u8],
+    ) -> Result<T, (Option<String>, String)> {
+        use super::path::deserialize_tracking;
+        fn message<T, E: std::fmt::Display>(
+            r: Result<T, (Option<String>, E)>,
+        ) -> Result<T, (Option<String>, String)> {
+            r.map_err(|(path, e)| (path, e.to_string()))
         }
-        let tag = self.tag();
         match self {
             Format::Json => {
                 let mut de = serde_json::Deserializer::from_slice(bytes);
-                explain(tag, serde_path_to_error::deserialize::<_, T>(&mut de))
+                message(deserialize_tracking(&mut de))
             }
             #[cfg(feature = "msgpack")]
             Format::MsgPack => {
                 let mut de = rmp_serde::Deserializer::from_read_ref(bytes);
-                explain(tag, serde_path_to_error::deserialize::<_, T>(&mut de))
+                de.set_max_depth(MAX_DEPTH);
+                message(deserialize_tracking(&mut de))
             }
             #[cfg(feature = "postcard")]
             Format::Postcard => {
                 let mut de = postcard::Deserializer::from_bytes(bytes);
-                explain(tag, serde_path_to_error::deserialize::<_, T>(&mut de))
+                message(deserialize_tracking(&mut de))
             }
             #[cfg(feature = "bincode")]
             Format::Bincode => {
-                let mut de = bincode::serde::BorrowedSerdeDecoder::from_slice(
-                    bytes,
-                    bincode::config::standard(),
-                    (),
-                );
-                explain(
-                    tag,
-                    serde_path_to_error::deserialize::<_, T>(de.as_deserializer()),
-                )
+                let mut de =
+                    bincode::serde::BorrowedSerdeDecoder::from_slice(bytes, bincode_config(), ());
+                message(deserialize_tracking(de.as_deserializer()))
             }
         }
     }

@@ -7,6 +7,7 @@
 
 mod cipher;
 mod format;
+mod path;
 
 use std::borrow::Cow;
 use std::sync::Arc;
