@@ -9,9 +9,8 @@
 
 use std::fmt;
 
-use aes_gcm::aead::{Aead, KeyInit, Payload};
-use aes_gcm::{Aes256Gcm, Nonce};
 use base64::Engine;
+use ring::aead::{AES_256_GCM, Aad, LessSafeKey, Nonce, UnboundKey};
 
 use crate::{Error, Result};
 
@@ -99,7 +98,7 @@ impl Slot<'_> {
 /// One or more AES-256 keys by id; the last one added seals, any of them opens.
 #[derive(Clone)]
 pub struct Keyring {
-    keys: Vec<(String, Aes256Gcm)>,
+    keys: Vec<(String, LessSafeKey)>,
 }
 
 impl fmt::Debug for Keyring {
@@ -129,7 +128,9 @@ impl Keyring {
         if self.keys.iter().any(|(k, _)| k == id) {
             return Err(Error::InvalidConfig(format!("key id `{id}` given twice")));
         }
-        self.keys.push((id.to_owned(), Aes256Gcm::new(key.into())));
+        let key = UnboundKey::new(&AES_256_GCM, key)
+            .map_err(|_| Error::InvalidConfig("AES-256 needs a 32-byte key".into()))?;
+        self.keys.push((id.to_owned(), LessSafeKey::new(key)));
         Ok(self)
     }
 
@@ -164,35 +165,35 @@ impl Keyring {
         self.keys.last().map(|(id, _)| id.as_str()).unwrap_or("")
     }
 
-    /// Encrypts `plaintext` (tagged `inner_tag`) for `slot`; returns the sealed tag and bytes.
+    /// Encrypts `plaintext` (tagged `inner_tag`) for `slot`; returns the sealed tag and
+    /// `nonce || ciphertext || tag`.
     pub(crate) fn seal(
         &self,
         inner_tag: &str,
         plaintext: &[u8],
         slot: &Slot<'_>,
     ) -> Result<(String, Vec<u8>)> {
-        let (id, cipher) = self
+        let (id, key) = self
             .keys
             .last()
             .ok_or_else(|| Error::InvalidConfig("empty keyring".into()))?;
-        let nonce_bytes: [u8; NONCE_LEN] = rand::random();
+        let nonce: [u8; NONCE_LEN] = rand::random();
         let aad = slot.associated_data(inner_tag);
         let mut out = Vec::with_capacity(NONCE_LEN + plaintext.len() + TAG_LEN);
-        out.extend_from_slice(&nonce_bytes);
-        let ct = cipher
-            .encrypt(
-                Nonce::from_slice(&nonce_bytes),
-                Payload {
-                    msg: plaintext,
-                    aad: &aad,
-                },
+        out.extend_from_slice(&nonce);
+        out.extend_from_slice(plaintext);
+        let tag = key
+            .seal_in_place_separate_tag(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(&aad),
+                &mut out[NONCE_LEN..],
             )
-            .map_err(|_| Error::Decrypt("encryption failed".into()))?;
-        out.extend_from_slice(&ct);
+            .map_err(|_| Error::Decrypt("value too large to encrypt".into()))?;
+        out.extend_from_slice(tag.as_ref());
         Ok((format!("{inner_tag}+{CIPHER_NAME}:{id}"), out))
     }
 
-    /// Decrypts bytes sealed with key `key_id` for `slot`.
+    /// Decrypts `nonce || ciphertext || tag` sealed with key `key_id` for `slot`.
     pub(crate) fn open(
         &self,
         inner_tag: &str,
@@ -200,7 +201,7 @@ impl Keyring {
         sealed: &[u8],
         slot: &Slot<'_>,
     ) -> Result<Vec<u8>> {
-        let (_, cipher) = self
+        let (_, key) = self
             .keys
             .iter()
             .find(|(id, _)| id == key_id)
@@ -208,16 +209,22 @@ impl Keyring {
         if sealed.len() < NONCE_LEN + TAG_LEN {
             return Err(Error::Decrypt("sealed value is truncated".into()));
         }
-        let (nonce, ct) = sealed.split_at(NONCE_LEN);
+        let (nonce, body) = sealed.split_at(NONCE_LEN);
+        let nonce = Nonce::try_assume_unique_for_key(nonce)
+            .map_err(|_| Error::Decrypt("bad nonce".into()))?;
         let aad = slot.associated_data(inner_tag);
-        cipher
-            .decrypt(Nonce::from_slice(nonce), Payload { msg: ct, aad: &aad })
+        let mut buf = body.to_vec();
+        let plain_len = key
+            .open_in_place(nonce, Aad::from(&aad), &mut buf)
             .map_err(|_| {
                 Error::Decrypt(
                     "authentication failed: wrong key, tampered bytes, or a value moved from another slot"
                         .into(),
                 )
-            })
+            })?
+            .len();
+        buf.truncate(plain_len);
+        Ok(buf)
     }
 }
 
