@@ -1,0 +1,114 @@
+//! Where the database lives and how connections are set up.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use waypoint_checkpoint::{Error, Result, Serde};
+
+/// The database a [`crate::SqliteSaver`] opens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// A database file (created if missing), in WAL mode.
+    File(PathBuf),
+    /// A private in-memory database, gone when the saver is dropped.
+    Memory,
+}
+
+/// Settings of a [`crate::SqliteSaver`].
+#[derive(Clone, Debug)]
+pub struct SqliteConfig {
+    /// The database.
+    pub target: Target,
+    /// How long a statement waits for another process's lock before failing (default 5 s).
+    pub busy_timeout: Duration,
+    /// Reader threads, each with its own connection (default 2; in-memory databases read on
+    /// the writer's connection).
+    pub readers: usize,
+    /// Whether opening runs [`crate::SqliteSaver::setup`] (default true).
+    pub auto_setup: bool,
+    /// Seals stored values when it has a keyring.
+    pub serde: Serde,
+}
+
+impl SqliteConfig {
+    /// A file database at `path`.
+    pub fn file(path: impl AsRef<Path>) -> Self {
+        Self::with_target(Target::File(path.as_ref().to_owned()))
+    }
+
+    /// A private in-memory database.
+    pub fn memory() -> Self {
+        Self::with_target(Target::Memory)
+    }
+
+    fn with_target(target: Target) -> Self {
+        SqliteConfig {
+            target,
+            busy_timeout: Duration::from_secs(5),
+            readers: 2,
+            auto_setup: true,
+            serde: Serde::default(),
+        }
+    }
+
+    /// Parses `sqlite::memory:`, `sqlite:relative.db`, `sqlite://relative.db` or
+    /// `sqlite:///absolute/path.db`.
+    pub fn from_url(url: &str) -> Result<Self> {
+        let rest = url
+            .strip_prefix("sqlite:")
+            .ok_or_else(|| Error::InvalidConfig(format!("`{url}` is not a sqlite: URL")))?;
+        if rest == ":memory:" || rest == "//:memory:" {
+            return Ok(Self::memory());
+        }
+        let path = rest.strip_prefix("//").unwrap_or(rest);
+        if path.is_empty() || path.contains('?') {
+            return Err(Error::InvalidConfig(format!(
+                "`{url}`: expected sqlite:PATH or sqlite::memory: (no query parameters)"
+            )));
+        }
+        Ok(Self::file(path))
+    }
+
+    /// The same config with `serde` (e.g. one with a keyring).
+    pub fn serde(mut self, serde: Serde) -> Self {
+        self.serde = serde;
+        self
+    }
+
+    /// The same config with `auto_setup` set.
+    pub fn auto_setup(mut self, auto_setup: bool) -> Self {
+        self.auto_setup = auto_setup;
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        assert_eq!(
+            SqliteConfig::from_url("sqlite::memory:").unwrap().target,
+            Target::Memory
+        );
+        assert_eq!(
+            SqliteConfig::from_url("sqlite:a.db").unwrap().target,
+            Target::File("a.db".into())
+        );
+        assert_eq!(
+            SqliteConfig::from_url("sqlite://a.db").unwrap().target,
+            Target::File("a.db".into())
+        );
+        assert_eq!(
+            SqliteConfig::from_url("sqlite:///tmp/a.db").unwrap().target,
+            Target::File("/tmp/a.db".into())
+        );
+        for bad in ["postgres://x", "sqlite:", "sqlite:a.db?mode=ro"] {
+            assert!(
+                matches!(SqliteConfig::from_url(bad), Err(Error::InvalidConfig(_))),
+                "{bad}"
+            );
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! Rows to checkpoint types, and driver errors to the crate's error.
+
+use std::borrow::Cow;
+
+use waypoint_checkpoint::{
+    Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointTuple, Error, PendingWrite, Result,
+    Serde, SerializedValue, Slot,
+};
+
+/// Type tag of a versioned channel that has no value.
+pub(crate) const EMPTY: &str = "empty";
+
+/// Maps a rusqlite error; a missing table means `setup()` never ran.
+pub(crate) fn sqlite_error(e: rusqlite::Error) -> Error {
+    if let rusqlite::Error::SqliteFailure(_, Some(msg)) = &e
+        && msg.starts_with("no such table")
+    {
+        return Error::InvalidConfig(format!(
+            "the database has no Waypoint tables ({msg}); run setup() first"
+        ));
+    }
+    Error::backend("sqlite", e)
+}
+
+/// A stored channel value.
+#[derive(Debug)]
+pub(crate) struct RawBlob {
+    pub(crate) channel: String,
+    pub(crate) version: String,
+    pub(crate) type_tag: String,
+    pub(crate) blob: Vec<u8>,
+}
+
+/// A stored pending write.
+#[derive(Debug)]
+pub(crate) struct RawWrite {
+    pub(crate) task_id: String,
+    pub(crate) idx: i64,
+    pub(crate) channel: String,
+    pub(crate) type_tag: String,
+    pub(crate) blob: Vec<u8>,
+}
+
+/// A checkpoint row with its values and writes, as read.
+#[derive(Debug)]
+pub(crate) struct RawCheckpoint {
+    pub(crate) thread_id: String,
+    pub(crate) checkpoint_ns: String,
+    pub(crate) checkpoint_id: String,
+    pub(crate) parent: Option<String>,
+    pub(crate) checkpoint: String,
+    pub(crate) metadata: String,
+    pub(crate) blobs: Vec<RawBlob>,
+    pub(crate) writes: Vec<RawWrite>,
+}
+
+fn json_error(what: &str, e: serde_json::Error) -> Error {
+    Error::Serialization {
+        tag: "json".into(),
+        path: Some(what.into()),
+        message: e.to_string(),
+    }
+}
+
+/// Decodes a checkpoint row's JSON columns.
+pub(crate) fn decode_row(
+    checkpoint: &str,
+    metadata: &str,
+) -> Result<(Checkpoint, CheckpointMetadata)> {
+    let checkpoint: Checkpoint =
+        serde_json::from_str(checkpoint).map_err(|e| json_error("checkpoint", e))?;
+    let metadata = serde_json::from_str(metadata).map_err(|e| json_error("metadata", e))?;
+    Ok((checkpoint, CheckpointMetadata::from_json(metadata)?))
+}
+
+impl RawCheckpoint {
+    /// The tuple, with sealed values opened by `serde`.
+    pub(crate) fn into_tuple(self, serde: &Serde) -> Result<CheckpointTuple> {
+        let (mut checkpoint, metadata) = decode_row(&self.checkpoint, &self.metadata)?;
+        let (thread_id, ns, id) = (&self.thread_id, &self.checkpoint_ns, &self.checkpoint_id);
+        for b in self.blobs {
+            let slot = Slot::Channel {
+                thread_id,
+                checkpoint_ns: ns,
+                channel: &b.channel,
+                version: &b.version,
+            };
+            let value = serde.open(&SerializedValue::new(b.type_tag, b.blob), &slot)?;
+            checkpoint.channel_values.insert(b.channel, value);
+        }
+        let pending_writes = self
+            .writes
+            .into_iter()
+            .map(|w| {
+                let slot = Slot::Write {
+                    thread_id,
+                    checkpoint_ns: ns,
+                    checkpoint_id: id,
+                    task_id: &w.task_id,
+                    channel: &w.channel,
+                    idx: w.idx,
+                };
+                let value = serde.open(&SerializedValue::new(w.type_tag, w.blob), &slot)?;
+                Ok(PendingWrite {
+                    task_id: w.task_id,
+                    channel: w.channel,
+                    value,
+                })
+            })
+            .collect::<Result<_>>()?;
+        Ok(CheckpointTuple {
+            config: CheckpointConfig::of(thread_id, ns, id),
+            parent_config: self
+                .parent
+                .as_deref()
+                .map(|p| CheckpointConfig::of(thread_id, ns, p)),
+            checkpoint,
+            metadata,
+            pending_writes,
+        })
+    }
+}
+
+/// A value's tag as stored (owned).
+pub(crate) fn tag(value: &SerializedValue) -> String {
+    match &value.type_tag {
+        Cow::Borrowed(s) => (*s).to_owned(),
+        Cow::Owned(s) => s.clone(),
+    }
+}

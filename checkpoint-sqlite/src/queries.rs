@@ -1,0 +1,622 @@
+//! The SQL, and the functions that run it on a connection (always inside a worker thread).
+//!
+//! No SQL text is ever built from data: `list` picks among fixed clause fragments by which
+//! options are present, and every value (including metadata filters, matched by the
+//! `waypoint_json_contains` function) is a bound parameter.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use serde_json::Value;
+use waypoint_checkpoint::{Checkpoint, DELTA_COUNTERS_KEY, Result};
+
+use crate::convert::{EMPTY, RawBlob, RawCheckpoint, RawWrite, decode_row, sqlite_error};
+
+const SELECT_CHECKPOINT: &str = "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata FROM checkpoints";
+
+/// Channel values of one checkpoint: its `channel_versions` joined to the blobs by version.
+const SELECT_BLOBS: &str = "SELECT b.channel, b.version, b.type, b.blob
+    FROM json_each(?3, '$.channel_versions') v
+    JOIN checkpoint_blobs b ON b.thread_id = ?1 AND b.checkpoint_ns = ?2 AND b.channel = v.key AND b.version = v.value
+    WHERE b.type <> 'empty'";
+
+const SELECT_WRITES: &str = "SELECT task_id, idx, channel, type, blob FROM checkpoint_writes
+    WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 ORDER BY task_id, idx";
+
+/// A value as stored: its (possibly sealed) tag and bytes.
+pub(crate) type Stored = (String, Vec<u8>);
+
+/// A checkpoint to store: row fields plus sealed values (`None` = empty channel).
+pub(crate) struct PutRow {
+    pub(crate) thread_id: String,
+    pub(crate) checkpoint_ns: String,
+    pub(crate) checkpoint_id: String,
+    pub(crate) parent: Option<String>,
+    pub(crate) checkpoint: String,
+    pub(crate) metadata: String,
+    pub(crate) run_id: Option<String>,
+    /// `(channel, version, value)` for each channel in `new_versions`.
+    pub(crate) blobs: Vec<(String, String, Option<Stored>)>,
+}
+
+/// Stores a checkpoint and its new values atomically. A re-put keeps the first parent.
+pub(crate) fn put(conn: &mut Connection, row: PutRow) -> Result<()> {
+    let tx = conn.transaction().map_err(sqlite_error)?;
+    {
+        let mut blob = tx
+            .prepare_cached(
+                "INSERT OR REPLACE INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )
+            .map_err(sqlite_error)?;
+        for (channel, version, value) in &row.blobs {
+            let (tag, bytes) = match value {
+                Some((tag, bytes)) => (tag.as_str(), Some(bytes.as_slice())),
+                None => (EMPTY, None),
+            };
+            blob.execute(params![
+                row.thread_id,
+                row.checkpoint_ns,
+                channel,
+                version,
+                tag,
+                bytes
+            ])
+            .map_err(sqlite_error)?;
+        }
+        tx.prepare_cached(
+            "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata, run_id)
+             VALUES (?1, ?2, ?3, ?4, 'json', ?5, ?6, ?7)
+             ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
+                checkpoint = excluded.checkpoint, metadata = excluded.metadata, run_id = excluded.run_id",
+        )
+        .map_err(sqlite_error)?
+        .execute(params![
+            row.thread_id,
+            row.checkpoint_ns,
+            row.checkpoint_id,
+            row.parent,
+            row.checkpoint,
+            row.metadata,
+            row.run_id
+        ])
+        .map_err(sqlite_error)?;
+    }
+    tx.commit().map_err(sqlite_error)
+}
+
+/// Stores one task's writes: replace when `replace`, else insert-or-ignore.
+pub(crate) fn put_writes(
+    conn: &mut Connection,
+    key: [&str; 4],
+    task_path: &str,
+    replace: bool,
+    rows: &[(i64, String, String, Vec<u8>)],
+) -> Result<()> {
+    let [thread_id, ns, checkpoint_id, task_id] = key;
+    let sql = if replace {
+        "INSERT OR REPLACE INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+    } else {
+        "INSERT OR IGNORE INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+    };
+    let tx = conn.transaction().map_err(sqlite_error)?;
+    {
+        let mut stmt = tx.prepare_cached(sql).map_err(sqlite_error)?;
+        for (idx, channel, tag, blob) in rows {
+            stmt.execute(params![
+                thread_id,
+                ns,
+                checkpoint_id,
+                task_id,
+                idx,
+                channel,
+                tag,
+                blob,
+                task_path
+            ])
+            .map_err(sqlite_error)?;
+        }
+    }
+    tx.commit().map_err(sqlite_error)
+}
+
+fn row_head(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawCheckpoint> {
+    Ok(RawCheckpoint {
+        thread_id: r.get(0)?,
+        checkpoint_ns: r.get(1)?,
+        checkpoint_id: r.get(2)?,
+        parent: r.get(3)?,
+        checkpoint: r.get(4)?,
+        metadata: r.get(5)?,
+        blobs: Vec::new(),
+        writes: Vec::new(),
+    })
+}
+
+/// Loads a checkpoint row's values and writes.
+fn fill(conn: &Connection, raw: &mut RawCheckpoint) -> Result<()> {
+    let mut blobs = conn.prepare_cached(SELECT_BLOBS).map_err(sqlite_error)?;
+    raw.blobs = blobs
+        .query_map(
+            params![raw.thread_id, raw.checkpoint_ns, raw.checkpoint],
+            |r| {
+                Ok(RawBlob {
+                    channel: r.get(0)?,
+                    version: r.get(1)?,
+                    type_tag: r.get(2)?,
+                    blob: r.get(3)?,
+                })
+            },
+        )
+        .and_then(|rows| rows.collect())
+        .map_err(sqlite_error)?;
+    raw.writes = writes(conn, &raw.thread_id, &raw.checkpoint_ns, &raw.checkpoint_id)?;
+    Ok(())
+}
+
+fn writes(conn: &Connection, thread_id: &str, ns: &str, id: &str) -> Result<Vec<RawWrite>> {
+    let mut stmt = conn.prepare_cached(SELECT_WRITES).map_err(sqlite_error)?;
+    stmt.query_map(params![thread_id, ns, id], |r| {
+        Ok(RawWrite {
+            task_id: r.get(0)?,
+            idx: r.get(1)?,
+            channel: r.get(2)?,
+            type_tag: r.get(3)?,
+            blob: r.get(4)?,
+        })
+    })
+    .and_then(|rows| rows.collect())
+    .map_err(sqlite_error)
+}
+
+/// The checkpoint `id` (or the latest) of a thread and namespace, with values and writes.
+pub(crate) fn get(
+    conn: &Connection,
+    thread_id: &str,
+    ns: &str,
+    id: Option<&str>,
+) -> Result<Option<RawCheckpoint>> {
+    let head = match id {
+        Some(id) => conn
+            .prepare_cached(&format!("{SELECT_CHECKPOINT} WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3"))
+            .and_then(|mut s| s.query_row(params![thread_id, ns, id], row_head).optional()),
+        None => conn
+            .prepare_cached(&format!(
+                "{SELECT_CHECKPOINT} WHERE thread_id = ?1 AND checkpoint_ns = ?2 ORDER BY checkpoint_id DESC LIMIT 1"
+            ))
+            .and_then(|mut s| s.query_row(params![thread_id, ns], row_head).optional()),
+    }
+    .map_err(sqlite_error)?;
+    let Some(mut raw) = head else { return Ok(None) };
+    fill(conn, &mut raw)?;
+    Ok(Some(raw))
+}
+
+/// What `list` selects on; every field is bound, never spliced.
+#[derive(Default)]
+pub(crate) struct ListQuery {
+    pub(crate) thread_id: Option<String>,
+    pub(crate) checkpoint_ns: Option<String>,
+    pub(crate) checkpoint_id: Option<String>,
+    pub(crate) before: Option<String>,
+    pub(crate) filter: Option<String>,
+    pub(crate) limit: Option<usize>,
+}
+
+/// Checkpoints newest first, streamed from one statement with `LIMIT` in the query.
+pub(crate) fn list(conn: &Connection, q: &ListQuery) -> Result<Vec<RawCheckpoint>> {
+    let clauses = [
+        (q.thread_id.is_some(), "thread_id = :thread_id"),
+        (q.checkpoint_ns.is_some(), "checkpoint_ns = :checkpoint_ns"),
+        (q.checkpoint_id.is_some(), "checkpoint_id = :checkpoint_id"),
+        (q.before.is_some(), "checkpoint_id < :before"),
+        (
+            q.filter.is_some(),
+            "waypoint_json_contains(metadata, :filter)",
+        ),
+    ];
+    let mut sql = String::from(SELECT_CHECKPOINT);
+    for (i, (_, clause)) in clauses.iter().filter(|(on, _)| *on).enumerate() {
+        sql.push_str(if i == 0 { " WHERE " } else { " AND " });
+        sql.push_str(clause);
+    }
+    sql.push_str(" ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC LIMIT :limit");
+    let mut stmt = conn.prepare_cached(&sql).map_err(sqlite_error)?;
+    let limit = q
+        .limit
+        .map(|l| l.min(i64::MAX as usize) as i64)
+        .unwrap_or(-1);
+    let mut named: Vec<(&str, &dyn rusqlite::ToSql)> = vec![(":limit", &limit)];
+    for (name, value) in [
+        (":thread_id", &q.thread_id),
+        (":checkpoint_ns", &q.checkpoint_ns),
+        (":checkpoint_id", &q.checkpoint_id),
+        (":before", &q.before),
+        (":filter", &q.filter),
+    ] {
+        if let Some(v) = value {
+            named.push((name, v));
+        }
+    }
+    let mut rows = stmt.query(named.as_slice()).map_err(sqlite_error)?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next().map_err(sqlite_error)? {
+        let mut raw = row_head(row).map_err(sqlite_error)?;
+        fill(conn, &mut raw)?;
+        out.push(raw);
+    }
+    Ok(out)
+}
+
+/// Deletes every row of a thread.
+pub(crate) fn delete_thread(conn: &mut Connection, thread_id: &str) -> Result<()> {
+    let tx = conn.transaction().map_err(sqlite_error)?;
+    delete_thread_in(&tx, thread_id)?;
+    tx.commit().map_err(sqlite_error)
+}
+
+fn delete_thread_in(tx: &Transaction<'_>, thread_id: &str) -> Result<()> {
+    for table in ["checkpoints", "checkpoint_blobs", "checkpoint_writes"] {
+        tx.execute(
+            &format!("DELETE FROM {table} WHERE thread_id = ?1"),
+            [thread_id],
+        )
+        .map_err(sqlite_error)?;
+    }
+    Ok(())
+}
+
+/// Deletes blobs of `(thread, ns)` that no remaining checkpoint refers to.
+const COLLECT_GARBAGE: &str = "DELETE FROM checkpoint_blobs AS b WHERE b.thread_id = ?1 AND b.checkpoint_ns = ?2 AND NOT EXISTS (
+    SELECT 1 FROM checkpoints c, json_each(c.checkpoint, '$.channel_versions') v
+    WHERE c.thread_id = ?1 AND c.checkpoint_ns = ?2 AND v.key = b.channel AND v.value = b.version)";
+
+/// Deletes the checkpoints of the given runs, their writes, and values left unreferenced.
+pub(crate) fn delete_for_runs(conn: &mut Connection, run_ids: &str) -> Result<()> {
+    let tx = conn.transaction().map_err(sqlite_error)?;
+    let touched: Vec<(String, String)> = tx
+        .prepare("SELECT DISTINCT thread_id, checkpoint_ns FROM checkpoints WHERE run_id IN (SELECT value FROM json_each(?1))")
+        .and_then(|mut s| s.query_map([run_ids], |r| Ok((r.get(0)?, r.get(1)?)))?.collect())
+        .map_err(sqlite_error)?;
+    tx.execute(
+        "DELETE FROM checkpoint_writes WHERE (thread_id, checkpoint_ns, checkpoint_id) IN (
+            SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints WHERE run_id IN (SELECT value FROM json_each(?1)))",
+        [run_ids],
+    )
+    .map_err(sqlite_error)?;
+    tx.execute(
+        "DELETE FROM checkpoints WHERE run_id IN (SELECT value FROM json_each(?1))",
+        [run_ids],
+    )
+    .map_err(sqlite_error)?;
+    for (thread_id, ns) in touched {
+        tx.execute(COLLECT_GARBAGE, params![thread_id, ns])
+            .map_err(sqlite_error)?;
+    }
+    tx.commit().map_err(sqlite_error)
+}
+
+/// Whether a thread has any checkpoint.
+fn has_checkpoints(conn: &Connection, thread_id: &str) -> Result<bool> {
+    conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = ?1)",
+        [thread_id],
+        |r| r.get(0),
+    )
+    .map_err(sqlite_error)
+}
+
+/// Re-seals a copied value for the target thread.
+pub(crate) type ResealFn<'a> = dyn Fn(CopiedValue<'_>) -> Result<Stored> + 'a;
+
+/// How `copy_thread` moves sealed values: as they are (`None`), or re-sealed.
+pub(crate) type Reseal<'a> = Option<&'a ResealFn<'a>>;
+
+/// A value being copied, with where it lived.
+pub(crate) struct CopiedValue<'a> {
+    pub(crate) ns: &'a str,
+    /// `Ok((channel, version))` for channel values, `Err((checkpoint_id, task_id, channel, idx))` for writes.
+    pub(crate) slot: std::result::Result<(&'a str, &'a str), (&'a str, &'a str, &'a str, i64)>,
+    pub(crate) type_tag: String,
+    pub(crate) blob: Vec<u8>,
+}
+
+/// Copies every row of `source` to `target` in one transaction, re-sealing values when asked.
+/// Returns `false` (and changes nothing) when `target` has checkpoints.
+pub(crate) fn copy_thread(
+    conn: &mut Connection,
+    source: &str,
+    target: &str,
+    reseal: Reseal<'_>,
+) -> Result<bool> {
+    let tx = conn
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .map_err(sqlite_error)?;
+    if has_checkpoints(&tx, target)? {
+        return Ok(false);
+    }
+    // Leftovers of a deleted target (late writes) must not attach to the copied checkpoints.
+    delete_thread_in(&tx, target)?;
+    tx.execute(
+        "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata, run_id)
+         SELECT ?2, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata, run_id FROM checkpoints WHERE thread_id = ?1",
+        [source, target],
+    )
+    .map_err(sqlite_error)?;
+    match reseal {
+        None => {
+            tx.execute(
+                "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
+                 SELECT ?2, checkpoint_ns, channel, version, type, blob FROM checkpoint_blobs WHERE thread_id = ?1",
+                [source, target],
+            )
+            .map_err(sqlite_error)?;
+            tx.execute(
+                "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path)
+                 SELECT ?2, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path FROM checkpoint_writes WHERE thread_id = ?1",
+                [source, target],
+            )
+            .map_err(sqlite_error)?;
+        }
+        Some(reseal) => copy_resealed(&tx, source, target, reseal)?,
+    }
+    tx.commit().map_err(sqlite_error)?;
+    Ok(true)
+}
+
+fn copy_resealed(
+    tx: &Transaction<'_>,
+    source: &str,
+    target: &str,
+    reseal: &ResealFn<'_>,
+) -> Result<()> {
+    let mut read = tx
+        .prepare("SELECT checkpoint_ns, channel, version, type, blob FROM checkpoint_blobs WHERE thread_id = ?1")
+        .map_err(sqlite_error)?;
+    let mut insert = tx
+        .prepare("INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
+        .map_err(sqlite_error)?;
+    let mut rows = read.query([source]).map_err(sqlite_error)?;
+    while let Some(r) = rows.next().map_err(sqlite_error)? {
+        let (ns, channel, version, tag): (String, String, String, String) = (
+            r.get(0).map_err(sqlite_error)?,
+            r.get(1).map_err(sqlite_error)?,
+            r.get(2).map_err(sqlite_error)?,
+            r.get(3).map_err(sqlite_error)?,
+        );
+        let blob: Option<Vec<u8>> = r.get(4).map_err(sqlite_error)?;
+        let (tag, blob) = match blob {
+            Some(blob) if tag != EMPTY => {
+                let (t, b) = reseal(CopiedValue {
+                    ns: &ns,
+                    slot: Ok((&channel, &version)),
+                    type_tag: tag,
+                    blob,
+                })?;
+                (t, Some(b))
+            }
+            _ => (tag, None),
+        };
+        insert
+            .execute(params![target, ns, channel, version, tag, blob])
+            .map_err(sqlite_error)?;
+    }
+    let mut read = tx
+        .prepare("SELECT checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path FROM checkpoint_writes WHERE thread_id = ?1")
+        .map_err(sqlite_error)?;
+    let mut insert = tx
+        .prepare(
+            "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        )
+        .map_err(sqlite_error)?;
+    let mut rows = read.query([source]).map_err(sqlite_error)?;
+    while let Some(r) = rows.next().map_err(sqlite_error)? {
+        let get = |i| r.get::<_, String>(i).map_err(sqlite_error);
+        let (ns, id, task, channel, tag, path) =
+            (get(0)?, get(1)?, get(2)?, get(4)?, get(5)?, get(7)?);
+        let idx: i64 = r.get(3).map_err(sqlite_error)?;
+        let blob: Vec<u8> = r.get(6).map_err(sqlite_error)?;
+        let slot = Err((id.as_str(), task.as_str(), channel.as_str(), idx));
+        let (tag, blob) = reseal(CopiedValue {
+            ns: &ns,
+            slot,
+            type_tag: tag,
+            blob,
+        })?;
+        insert
+            .execute(params![target, ns, id, task, idx, channel, tag, blob, path])
+            .map_err(sqlite_error)?;
+    }
+    Ok(())
+}
+
+/// Deletes whole threads (`keep_latest` false) or keeps the newest checkpoint of each
+/// namespace plus the ancestors its delta channels still need, with their writes.
+pub(crate) fn prune(conn: &mut Connection, thread_ids: &[String], keep_latest: bool) -> Result<()> {
+    let tx = conn
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .map_err(sqlite_error)?;
+    for thread_id in thread_ids {
+        if !keep_latest {
+            delete_thread_in(&tx, thread_id)?;
+            continue;
+        }
+        let namespaces: Vec<String> = tx
+            .prepare_cached("SELECT DISTINCT checkpoint_ns FROM checkpoints WHERE thread_id = ?1")
+            .and_then(|mut s| s.query_map([thread_id], |r| r.get(0))?.collect())
+            .map_err(sqlite_error)?;
+        for ns in namespaces {
+            let keep = ids_to_keep(&tx, thread_id, &ns)?;
+            let newest = keep.iter().next_back().cloned().unwrap_or_default();
+            let keep = serde_json::to_string(&keep)
+                .map_err(|e| waypoint_checkpoint::Error::serialization("json", e))?;
+            tx.execute(
+                "DELETE FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id NOT IN (SELECT value FROM json_each(?3))",
+                params![thread_id, ns, keep],
+            )
+            .map_err(sqlite_error)?;
+            // Writes for checkpoints not stored yet (newer than the latest) stay.
+            tx.execute(
+                "DELETE FROM checkpoint_writes WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id <= ?4
+                 AND checkpoint_id NOT IN (SELECT value FROM json_each(?3))",
+                params![thread_id, ns, keep, newest],
+            )
+            .map_err(sqlite_error)?;
+            tx.execute(COLLECT_GARBAGE, params![thread_id, ns])
+                .map_err(sqlite_error)?;
+        }
+    }
+    tx.commit().map_err(sqlite_error)
+}
+
+/// A checkpoint's parent and decoded row, for walks along parent links.
+fn checkpoint_at(
+    conn: &Connection,
+    thread_id: &str,
+    ns: &str,
+    id: &str,
+) -> Result<Option<(Option<String>, Checkpoint, Value)>> {
+    let row: Option<(Option<String>, String, String)> = conn
+        .prepare_cached("SELECT parent_checkpoint_id, checkpoint, metadata FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3")
+        .and_then(|mut s| s.query_row(params![thread_id, ns, id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).optional())
+        .map_err(sqlite_error)?;
+    let Some((parent, checkpoint, metadata)) = row else {
+        return Ok(None);
+    };
+    let (cp, meta) = decode_row(&checkpoint, &metadata)?;
+    Ok(Some((parent, cp, Value::Object(meta.to_json()))))
+}
+
+/// Whether `checkpoint` has a stored (non-empty) value for `channel`.
+fn has_value(
+    conn: &Connection,
+    thread_id: &str,
+    ns: &str,
+    checkpoint: &Checkpoint,
+    channel: &str,
+) -> Result<bool> {
+    let Some(version) = checkpoint.channel_versions.get(channel) else {
+        return Ok(false);
+    };
+    conn.prepare_cached(
+        "SELECT EXISTS (SELECT 1 FROM checkpoint_blobs WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4 AND type <> 'empty')",
+    )
+    .and_then(|mut s| s.query_row(params![thread_id, ns, channel, version.as_str()], |r| r.get(0)))
+    .map_err(sqlite_error)
+}
+
+/// The newest checkpoint id plus the ancestors its delta channels need back to a seed.
+fn ids_to_keep(conn: &Connection, thread_id: &str, ns: &str) -> Result<BTreeSet<String>> {
+    let mut keep = BTreeSet::new();
+    let latest: Option<String> = conn
+        .prepare_cached("SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2")
+        .and_then(|mut s| s.query_row(params![thread_id, ns], |r| r.get(0)))
+        .map_err(sqlite_error)?;
+    let Some(latest) = latest else {
+        return Ok(keep);
+    };
+    keep.insert(latest.clone());
+    let Some((mut next, cp, meta)) = checkpoint_at(conn, thread_id, ns, &latest)? else {
+        return Ok(keep);
+    };
+    let mut open: Vec<String> = Vec::new();
+    if let Some(Value::Object(counters)) = meta.get(DELTA_COUNTERS_KEY) {
+        for channel in counters.keys() {
+            if !has_value(conn, thread_id, ns, &cp, channel)? {
+                open.push(channel.clone());
+            }
+        }
+    }
+    while let (false, Some(id)) = (open.is_empty(), next.take()) {
+        let Some((parent, ancestor, _)) = checkpoint_at(conn, thread_id, ns, &id)? else {
+            break;
+        };
+        keep.insert(id);
+        let mut still_open = Vec::with_capacity(open.len());
+        for channel in open {
+            if !has_value(conn, thread_id, ns, &ancestor, &channel)? {
+                still_open.push(channel);
+            }
+        }
+        open = still_open;
+        next = parent;
+    }
+    Ok(keep)
+}
+
+/// One channel's history as read: per ancestor (newest first) its id and writes to the
+/// channel, and the seed value if an ancestor has one.
+pub(crate) type RawHistory = (Vec<(String, Vec<RawWrite>)>, Option<RawBlob>);
+
+/// For each channel, the writes (newest ancestor first) and the seed found walking parent
+/// links from `target`'s parent; the walk is one recursive query, streamed and left early.
+pub(crate) fn delta_history(
+    conn: &Connection,
+    thread_id: &str,
+    ns: &str,
+    target: &str,
+    channels: &[String],
+) -> Result<BTreeMap<String, RawHistory>> {
+    let mut out: BTreeMap<String, RawHistory> = channels
+        .iter()
+        .map(|c| (c.clone(), (Vec::new(), None)))
+        .collect();
+    let mut stmt = conn
+        .prepare_cached(
+            "WITH RECURSIVE chain (checkpoint_id, parent_checkpoint_id, checkpoint, depth) AS (
+                SELECT checkpoint_id, parent_checkpoint_id, checkpoint, 0 FROM checkpoints
+                WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3
+                UNION ALL
+                SELECT c.checkpoint_id, c.parent_checkpoint_id, c.checkpoint, chain.depth + 1
+                FROM checkpoints c JOIN chain ON c.thread_id = ?1 AND c.checkpoint_ns = ?2 AND c.checkpoint_id = chain.parent_checkpoint_id
+            ) SELECT checkpoint_id, checkpoint FROM chain WHERE depth > 0 ORDER BY depth",
+        )
+        .map_err(sqlite_error)?;
+    let mut rows = stmt
+        .query(params![thread_id, ns, target])
+        .map_err(sqlite_error)?;
+    let mut open: Vec<String> = channels.to_vec();
+    let mut blob = conn
+        .prepare_cached("SELECT type, blob FROM checkpoint_blobs WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4 AND type <> 'empty'")
+        .map_err(sqlite_error)?;
+    while let (false, Some(row)) = (open.is_empty(), rows.next().map_err(sqlite_error)?) {
+        let id: String = row.get(0).map_err(sqlite_error)?;
+        let text: String = row.get(1).map_err(sqlite_error)?;
+        let checkpoint: Checkpoint = serde_json::from_str(&text)
+            .map_err(|e| waypoint_checkpoint::Error::serialization("json", e))?;
+        let mut all_writes = writes(conn, thread_id, ns, &id)?;
+        let mut still_open = Vec::with_capacity(open.len());
+        for channel in open {
+            let Some(entry) = out.get_mut(&channel) else {
+                continue;
+            };
+            let (mine, rest): (Vec<RawWrite>, Vec<RawWrite>) =
+                all_writes.into_iter().partition(|w| w.channel == channel);
+            all_writes = rest;
+            entry.0.push((id.clone(), mine));
+            let seed = match checkpoint.channel_versions.get(&channel) {
+                Some(version) => blob
+                    .query_row(params![thread_id, ns, channel, version.as_str()], |r| {
+                        Ok(RawBlob {
+                            channel: channel.clone(),
+                            version: version.to_string(),
+                            type_tag: r.get(0)?,
+                            blob: r.get(1)?,
+                        })
+                    })
+                    .optional()
+                    .map_err(sqlite_error)?,
+                None => None,
+            };
+            match seed {
+                Some(seed) => entry.1 = Some(seed),
+                None => still_open.push(channel),
+            }
+        }
+        open = still_open;
+    }
+    Ok(out)
+}

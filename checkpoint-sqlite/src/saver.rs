@@ -1,0 +1,399 @@
+//! `SqliteSaver`: the `CheckpointSaver` trait on SQLite.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use waypoint_checkpoint::{
+    Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
+    CheckpointSaver, CheckpointTuple, DeltaChannelHistory, Error, ListOptions, PendingWrite,
+    PruneStrategy, Result, Serde, SerializedValue, Slot, channels,
+};
+
+use crate::config::{SqliteConfig, Target};
+use crate::convert::{RawWrite, tag};
+use crate::queries::{self, CopiedValue, ListQuery, PutRow};
+use crate::schema;
+use crate::worker::Workers;
+
+/// A checkpointer on a SQLite database (file or in memory).
+///
+/// One writer thread serializes writes; reader threads (file databases) serve reads
+/// concurrently in WAL mode. Every connection has a busy timeout, so another process holding
+/// the write lock delays a write rather than failing it.
+#[derive(Debug, Clone)]
+pub struct SqliteSaver {
+    writer: Workers,
+    readers: Workers,
+    serde: Serde,
+    config: Arc<SqliteConfig>,
+}
+
+impl SqliteSaver {
+    /// Opens (creating if needed) the database `config` names; runs [`Self::setup`] unless
+    /// `auto_setup` is off. Fails clearly on a file that is not a SQLite database or whose
+    /// schema is newer than this build.
+    pub async fn open(config: SqliteConfig) -> Result<Self> {
+        let config = Arc::new(config);
+        let open = {
+            let config = config.clone();
+            move || schema::open_connection(&config)
+        };
+        let writer = Workers::spawn("waypoint-sqlite-writer", 1, open.clone())?;
+        let readers = match config.target {
+            Target::File(_) => Workers::spawn("waypoint-sqlite-reader", config.readers, open)?,
+            // A private in-memory database exists on one connection only.
+            Target::Memory => writer.clone(),
+        };
+        let saver = SqliteSaver {
+            writer,
+            readers,
+            serde: config.serde.clone(),
+            config,
+        };
+        if saver.config.auto_setup {
+            saver.setup().await?;
+        }
+        Ok(saver)
+    }
+
+    /// Opens a file database with default settings.
+    pub async fn from_path(path: impl AsRef<Path>) -> Result<Self> {
+        Self::open(SqliteConfig::file(path)).await
+    }
+
+    /// Opens `sqlite:PATH` or `sqlite::memory:` with default settings.
+    pub async fn from_url(url: &str) -> Result<Self> {
+        Self::open(SqliteConfig::from_url(url)?).await
+    }
+
+    /// Creates or migrates the tables; idempotent, and safe when processes run it at once.
+    pub async fn setup(&self) -> Result<()> {
+        self.writer.run(schema::migrate).await
+    }
+
+    /// The serde values are sealed and opened with.
+    pub fn serde(&self) -> &Serde {
+        &self.serde
+    }
+
+    /// The settings this saver was opened with.
+    pub fn config(&self) -> &SqliteConfig {
+        &self.config
+    }
+
+    fn open_values(
+        &self,
+        raws: Vec<crate::convert::RawCheckpoint>,
+    ) -> Result<Vec<CheckpointTuple>> {
+        raws.into_iter()
+            .map(|r| r.into_tuple(&self.serde))
+            .collect()
+    }
+
+    fn open_write(&self, config: &CheckpointConfig, id: &str, w: RawWrite) -> Result<PendingWrite> {
+        let slot = Slot::Write {
+            thread_id: &config.thread_id,
+            checkpoint_ns: config.ns(),
+            checkpoint_id: id,
+            task_id: &w.task_id,
+            channel: &w.channel,
+            idx: w.idx,
+        };
+        let value = self
+            .serde
+            .open(&SerializedValue::new(w.type_tag, w.blob), &slot)?;
+        Ok(PendingWrite {
+            task_id: w.task_id,
+            channel: w.channel,
+            value,
+        })
+    }
+}
+
+fn json_text(value: &impl serde::Serialize) -> Result<String> {
+    serde_json::to_string(value).map_err(|e| Error::serialization("json", e))
+}
+
+#[async_trait]
+impl CheckpointSaver for SqliteSaver {
+    fn backend(&self) -> &'static str {
+        "sqlite"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::ALL
+    }
+
+    async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
+        let (thread_id, ns) = (config.thread_id.clone(), config.ns().to_owned());
+        let id = config.checkpoint_id.clone().filter(|id| !id.is_empty());
+        let raw = self
+            .readers
+            .run(move |conn| queries::get(conn, &thread_id, &ns, id.as_deref()))
+            .await?;
+        raw.map(|r| r.into_tuple(&self.serde)).transpose()
+    }
+
+    async fn list(
+        &self,
+        config: Option<&CheckpointConfig>,
+        options: &ListOptions,
+    ) -> Result<Vec<CheckpointTuple>> {
+        if options.limit == Some(0) {
+            return Ok(Vec::new());
+        }
+        let query = ListQuery {
+            thread_id: config.map(|c| c.thread_id.clone()),
+            checkpoint_ns: config.and_then(|c| c.checkpoint_ns.clone()),
+            checkpoint_id: config.and_then(|c| c.checkpoint_id.clone()),
+            before: options.before.clone(),
+            filter: options.filter.as_ref().map(json_text).transpose()?,
+            limit: options.limit,
+        };
+        let raws = self
+            .readers
+            .run(move |conn| queries::list(conn, &query))
+            .await?;
+        self.open_values(raws)
+    }
+
+    async fn put(
+        &self,
+        config: &CheckpointConfig,
+        mut checkpoint: Checkpoint,
+        mut metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> Result<CheckpointConfig> {
+        let thread_id = config.require_thread("put")?.to_owned();
+        let ns = config.ns().to_owned();
+        if checkpoint.id.is_empty() {
+            return Err(Error::InvalidConfig("checkpoint id is empty".into()));
+        }
+        metadata.strip_nul();
+        let mut blobs = Vec::with_capacity(new_versions.len());
+        for (channel, version) in new_versions {
+            let value = match checkpoint.channel_values.get(&channel) {
+                Some(value) => {
+                    let slot = Slot::Channel {
+                        thread_id: &thread_id,
+                        checkpoint_ns: &ns,
+                        channel: &channel,
+                        version: version.as_str(),
+                    };
+                    let sealed = self.serde.seal(value, &slot)?;
+                    Some((tag(&sealed), sealed.bytes.to_vec()))
+                }
+                None => None,
+            };
+            blobs.push((channel, version.to_string(), value));
+        }
+        checkpoint.channel_values.clear();
+        let returned = CheckpointConfig::of(&thread_id, &ns, &checkpoint.id);
+        let row = PutRow {
+            checkpoint_id: checkpoint.id.clone(),
+            parent: config.checkpoint_id.clone().filter(|p| !p.is_empty()),
+            checkpoint: json_text(&checkpoint)?,
+            metadata: json_text(&metadata)?,
+            run_id: metadata.run_id.clone(),
+            blobs,
+            thread_id,
+            checkpoint_ns: ns,
+        };
+        self.writer.run(move |conn| queries::put(conn, row)).await?;
+        Ok(returned)
+    }
+
+    async fn put_writes(
+        &self,
+        config: &CheckpointConfig,
+        writes: Vec<(String, SerializedValue)>,
+        task_id: &str,
+        task_path: &str,
+    ) -> Result<()> {
+        let thread_id = config.require_thread("put_writes")?.to_owned();
+        let checkpoint_id = config.require_id("put_writes")?.to_owned();
+        let ns = config.ns().to_owned();
+        if writes.is_empty() {
+            return Ok(());
+        }
+        let replace = writes
+            .iter()
+            .all(|(c, _)| channels::special_index(c).is_some());
+        let mut rows = Vec::with_capacity(writes.len());
+        for (position, (channel, value)) in writes.into_iter().enumerate() {
+            let idx = channels::write_index(&channel, position);
+            let slot = Slot::Write {
+                thread_id: &thread_id,
+                checkpoint_ns: &ns,
+                checkpoint_id: &checkpoint_id,
+                task_id,
+                channel: &channel,
+                idx,
+            };
+            let sealed = self.serde.seal(&value, &slot)?;
+            rows.push((idx, channel, tag(&sealed), sealed.bytes.to_vec()));
+        }
+        let (task_id, task_path) = (task_id.to_owned(), task_path.to_owned());
+        self.writer
+            .run(move |conn| {
+                queries::put_writes(
+                    conn,
+                    [&thread_id, &ns, &checkpoint_id, &task_id],
+                    &task_path,
+                    replace,
+                    &rows,
+                )
+            })
+            .await
+    }
+
+    async fn delete_thread(&self, thread_id: &str) -> Result<()> {
+        let thread_id = thread_id.to_owned();
+        self.writer
+            .run(move |conn| queries::delete_thread(conn, &thread_id))
+            .await
+    }
+
+    async fn delete_for_runs(&self, run_ids: &[String]) -> Result<()> {
+        if run_ids.is_empty() {
+            return Ok(());
+        }
+        let run_ids = json_text(&run_ids)?;
+        self.writer
+            .run(move |conn| queries::delete_for_runs(conn, &run_ids))
+            .await
+    }
+
+    async fn copy_thread(&self, source_thread_id: &str, target_thread_id: &str) -> Result<()> {
+        if source_thread_id == target_thread_id {
+            return Err(Error::Conflict("cannot copy a thread onto itself".into()));
+        }
+        let (source, target) = (source_thread_id.to_owned(), target_thread_id.to_owned());
+        let serde = self.serde.clone();
+        let copied = self
+            .writer
+            .run(move |conn| {
+                let reseal = |v: CopiedValue<'_>| -> Result<(String, Vec<u8>)> {
+                    let stored = SerializedValue::new(v.type_tag, v.blob);
+                    let (from, to) = match v.slot {
+                        Ok((channel, version)) => (
+                            Slot::Channel {
+                                thread_id: &source,
+                                checkpoint_ns: v.ns,
+                                channel,
+                                version,
+                            },
+                            Slot::Channel {
+                                thread_id: &target,
+                                checkpoint_ns: v.ns,
+                                channel,
+                                version,
+                            },
+                        ),
+                        Err((checkpoint_id, task_id, channel, idx)) => (
+                            Slot::Write {
+                                thread_id: &source,
+                                checkpoint_ns: v.ns,
+                                checkpoint_id,
+                                task_id,
+                                channel,
+                                idx,
+                            },
+                            Slot::Write {
+                                thread_id: &target,
+                                checkpoint_ns: v.ns,
+                                checkpoint_id,
+                                task_id,
+                                channel,
+                                idx,
+                            },
+                        ),
+                    };
+                    let sealed = serde.seal(&serde.open(&stored, &from)?, &to)?;
+                    Ok((tag(&sealed), sealed.bytes.to_vec()))
+                };
+                let reseal: queries::Reseal<'_> = if serde.is_encrypted() {
+                    Some(&reseal)
+                } else {
+                    None
+                };
+                queries::copy_thread(conn, &source, &target, reseal)
+            })
+            .await?;
+        if !copied {
+            return Err(Error::Conflict(format!(
+                "target thread `{target_thread_id}` already has checkpoints"
+            )));
+        }
+        Ok(())
+    }
+
+    async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<()> {
+        if thread_ids.is_empty() {
+            return Ok(());
+        }
+        let thread_ids = thread_ids.to_vec();
+        let keep_latest = strategy == PruneStrategy::KeepLatest;
+        self.writer
+            .run(move |conn| queries::prune(conn, &thread_ids, keep_latest))
+            .await
+    }
+
+    async fn delta_channel_history(
+        &self,
+        config: &CheckpointConfig,
+        channels: &[String],
+    ) -> Result<BTreeMap<String, DeltaChannelHistory>> {
+        if channels.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        let (thread_id, ns) = (config.thread_id.clone(), config.ns().to_owned());
+        let id = config.checkpoint_id.clone().filter(|id| !id.is_empty());
+        let wanted = channels.to_vec();
+        let found = self
+            .readers
+            .run(move |conn| {
+                let target = match id {
+                    Some(id) => Some(id),
+                    None => queries::get(conn, &thread_id, &ns, None)?.map(|r| r.checkpoint_id),
+                };
+                match target {
+                    Some(target) => queries::delta_history(conn, &thread_id, &ns, &target, &wanted)
+                        .map(|h| Some((target, h))),
+                    None => Ok(None),
+                }
+            })
+            .await?;
+        let mut out: BTreeMap<String, DeltaChannelHistory> = channels
+            .iter()
+            .map(|c| (c.clone(), DeltaChannelHistory::default()))
+            .collect();
+        let Some((_, found)) = found else {
+            return Ok(out);
+        };
+        for (channel, (chunks, seed)) in found {
+            let history = out.entry(channel).or_default();
+            // Oldest ancestor first; each write opens with the checkpoint it belongs to.
+            for (ancestor, writes) in chunks.into_iter().rev() {
+                for w in writes {
+                    history.writes.push(self.open_write(config, &ancestor, w)?);
+                }
+            }
+            if let Some(b) = seed {
+                let slot = Slot::Channel {
+                    thread_id: &config.thread_id,
+                    checkpoint_ns: config.ns(),
+                    channel: &b.channel,
+                    version: &b.version,
+                };
+                history.seed = Some(
+                    self.serde
+                        .open(&SerializedValue::new(b.type_tag, b.blob), &slot)?,
+                );
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,177 @@
+//! Tables, versioned migrations and per-connection setup.
+
+use rusqlite::functions::FunctionFlags;
+use rusqlite::{Connection, ErrorCode, OpenFlags, TransactionBehavior};
+use serde_json::Value;
+use waypoint_checkpoint::{Error, Result, json_contains};
+
+use crate::config::{SqliteConfig, Target};
+use crate::convert::sqlite_error;
+
+/// Migrations in order; a migration's version is its position plus one. Never edit one that
+/// has shipped: append a new one.
+pub(crate) const MIGRATIONS: &[&str] = &[
+    // 1: the three tables, shaped like langgraph-checkpoint-postgres's.
+    "CREATE TABLE checkpoints (
+        thread_id TEXT NOT NULL,
+        checkpoint_ns TEXT NOT NULL DEFAULT '',
+        checkpoint_id TEXT NOT NULL,
+        parent_checkpoint_id TEXT,
+        type TEXT NOT NULL,
+        checkpoint TEXT NOT NULL,
+        metadata TEXT NOT NULL,
+        run_id TEXT,
+        PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+    );
+    CREATE TABLE checkpoint_blobs (
+        thread_id TEXT NOT NULL,
+        checkpoint_ns TEXT NOT NULL DEFAULT '',
+        channel TEXT NOT NULL,
+        version TEXT NOT NULL,
+        type TEXT NOT NULL,
+        blob BLOB,
+        PRIMARY KEY (thread_id, checkpoint_ns, channel, version)
+    );
+    CREATE TABLE checkpoint_writes (
+        thread_id TEXT NOT NULL,
+        checkpoint_ns TEXT NOT NULL DEFAULT '',
+        checkpoint_id TEXT NOT NULL,
+        task_id TEXT NOT NULL,
+        idx INTEGER NOT NULL,
+        channel TEXT NOT NULL,
+        type TEXT NOT NULL,
+        blob BLOB NOT NULL,
+        task_path TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
+    );",
+    // 2: global ordering (list across threads) and delete_for_runs.
+    "CREATE INDEX checkpoints_checkpoint_id_idx ON checkpoints (checkpoint_id);
+    CREATE INDEX checkpoints_run_id_idx ON checkpoints (run_id) WHERE run_id IS NOT NULL;",
+];
+
+/// The schema version this build writes.
+pub(crate) const LATEST: i64 = MIGRATIONS.len() as i64;
+
+/// Name of the SQL function that tests metadata containment.
+pub(crate) const CONTAINS_FN: &str = "waypoint_json_contains";
+
+/// Opens and prepares one connection: pragmas, statement cache, the containment function.
+pub(crate) fn open_connection(config: &SqliteConfig) -> Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_URI;
+    let conn = match &config.target {
+        Target::File(path) => Connection::open_with_flags(path, flags),
+        Target::Memory => Connection::open_in_memory(),
+    }
+    .map_err(|e| not_a_database(config, e))?;
+    conn.busy_timeout(config.busy_timeout)
+        .map_err(sqlite_error)?;
+    conn.set_prepared_statement_cache_capacity(64);
+    if matches!(config.target, Target::File(_)) {
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+            .map_err(|e| not_a_database(config, e))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(Error::backend(
+                "sqlite",
+                format!("could not enable WAL (journal_mode={mode})"),
+            ));
+        }
+    }
+    conn.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=OFF;")
+        .map_err(|e| not_a_database(config, e))?;
+    conn.create_scalar_function(
+        CONTAINS_FN,
+        2,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| {
+            let doc: Value = serde_json::from_str(ctx.get_raw(0).as_str()?)
+                .map_err(|e| rusqlite::Error::UserFunctionError(Box::new(e)))?;
+            // The filter is the same for every row of a statement: parse it once.
+            let pattern = ctx.get_or_create_aux(1, |v| -> Result<Value, serde_json::Error> {
+                serde_json::from_str(v.as_str().unwrap_or("null"))
+            })?;
+            Ok(json_contains(&doc, &pattern))
+        },
+    )
+    .map_err(sqlite_error)?;
+    check_version(config, &conn)?;
+    Ok(conn)
+}
+
+/// A file that is not a database gets an error naming the file.
+fn not_a_database(config: &SqliteConfig, e: rusqlite::Error) -> Error {
+    match (&config.target, e.sqlite_error_code()) {
+        (Target::File(path), Some(ErrorCode::NotADatabase)) => Error::backend(
+            "sqlite",
+            format!("{} is not a SQLite database", path.display()),
+        ),
+        _ => sqlite_error(e),
+    }
+}
+
+/// The applied schema version (0 before the first setup).
+fn applied_version(conn: &Connection) -> rusqlite::Result<i64> {
+    let exists: bool = conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'waypoint_migrations')",
+        [],
+        |r| r.get(0),
+    )?;
+    if !exists {
+        return Ok(0);
+    }
+    conn.query_row(
+        "SELECT COALESCE(MAX(v), 0) FROM waypoint_migrations",
+        [],
+        |r| r.get(0),
+    )
+}
+
+/// Refuses a database whose schema is newer than this build understands.
+fn check_version(config: &SqliteConfig, conn: &Connection) -> Result<()> {
+    let found = applied_version(conn).map_err(|e| not_a_database(config, e))?;
+    if found > LATEST {
+        return Err(Error::backend(
+            "sqlite",
+            format!(
+                "database schema version {found} is newer than this build supports ({LATEST}); upgrade Waypoint"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Applies missing migrations in one `IMMEDIATE` transaction, so two processes running it
+/// at once serialize on SQLite's write lock and the second finds nothing to do.
+pub(crate) fn migrate(conn: &mut Connection) -> Result<()> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(sqlite_error)?;
+    tx.execute_batch(
+        "CREATE TABLE IF NOT EXISTS waypoint_migrations (
+            v INTEGER PRIMARY KEY,
+            applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+        )",
+    )
+    .map_err(sqlite_error)?;
+    let applied = applied_version(&tx).map_err(sqlite_error)?;
+    if applied > LATEST {
+        return Err(Error::backend(
+            "sqlite",
+            format!(
+                "database schema version {applied} is newer than this build supports ({LATEST})"
+            ),
+        ));
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(applied as usize) {
+        tx.execute_batch(sql).map_err(sqlite_error)?;
+        tx.execute(
+            "INSERT INTO waypoint_migrations (v) VALUES (?1)",
+            [i as i64 + 1],
+        )
+        .map_err(sqlite_error)?;
+    }
+    tx.commit().map_err(sqlite_error)
+}
