@@ -19,6 +19,7 @@ step() { printf '\n==> %s\n' "$*"; }
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
+cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 
 step "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --all-features -- -D warnings

@@ -15,9 +15,11 @@ use crate::convert::{EMPTY, RawBlob, RawCheckpoint, RawWrite, decode_row, sqlite
 const SELECT_CHECKPOINT: &str = "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata FROM checkpoints";
 
 /// Channel values of one checkpoint: its `channel_versions` joined to the blobs by version.
+/// `CROSS JOIN` pins the loop order: SQLite otherwise scans the thread's blobs and probes
+/// the few versions, which is quadratic over a long thread.
 const SELECT_BLOBS: &str = "SELECT b.channel, b.version, b.type, b.blob
     FROM json_each(?3, '$.channel_versions') v
-    JOIN checkpoint_blobs b ON b.thread_id = ?1 AND b.checkpoint_ns = ?2 AND b.channel = v.key AND b.version = v.value
+    CROSS JOIN checkpoint_blobs b ON b.thread_id = ?1 AND b.checkpoint_ns = ?2 AND b.channel = v.key AND b.version = v.value
     WHERE b.type <> 'empty'";
 
 const SELECT_WRITES: &str = "SELECT task_id, idx, channel, type, blob FROM checkpoint_writes
@@ -268,10 +270,13 @@ fn delete_thread_in(tx: &Transaction<'_>, thread_id: &str) -> Result<()> {
     Ok(())
 }
 
-/// Deletes blobs of `(thread, ns)` that no remaining checkpoint refers to.
-const COLLECT_GARBAGE: &str = "DELETE FROM checkpoint_blobs AS b WHERE b.thread_id = ?1 AND b.checkpoint_ns = ?2 AND NOT EXISTS (
-    SELECT 1 FROM checkpoints c, json_each(c.checkpoint, '$.channel_versions') v
-    WHERE c.thread_id = ?1 AND c.checkpoint_ns = ?2 AND v.key = b.channel AND v.value = b.version)";
+/// Deletes blobs of `(thread, ns)` that no remaining checkpoint refers to. The live set is
+/// one uncorrelated subquery (built once), not a probe per blob.
+const COLLECT_GARBAGE: &str =
+    "DELETE FROM checkpoint_blobs WHERE thread_id = ?1 AND checkpoint_ns = ?2
+    AND (channel, version) NOT IN (
+        SELECT v.key, v.value FROM checkpoints c, json_each(c.checkpoint, '$.channel_versions') v
+        WHERE c.thread_id = ?1 AND c.checkpoint_ns = ?2)";
 
 /// Deletes the checkpoints of the given runs, their writes, and values left unreferenced.
 pub(crate) fn delete_for_runs(conn: &mut Connection, run_ids: &str) -> Result<()> {

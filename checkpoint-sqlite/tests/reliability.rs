@@ -1,0 +1,370 @@
+//! Reliability on a real SQLite file: a writer killed with SIGKILL mid-put, two processes
+//! writing at once, hostile filters, and files that must be refused at open.
+//!
+//! The child processes are this test binary re-run on one `#[ignore]`d entry point, which
+//! does nothing unless `WAYPOINT_CHILD` tells it what to do.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use waypoint_checkpoint::{
+    ChannelVersion, Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSaver,
+    CheckpointSource, Error, ListOptions, Serde,
+};
+use waypoint_checkpoint_sqlite::{SCHEMA_VERSION, SqliteConfig, SqliteSaver};
+
+const CHANNELS: [&str; 3] = ["messages", "counter", "notes"];
+
+fn temp_db() -> PathBuf {
+    tempfile::tempdir()
+        .expect("temp dir")
+        .keep()
+        .join("reliability.db")
+}
+
+/// The value channel `channel` holds at `step` (only one channel changes per step).
+fn value_at(channel: &str, step: u64) -> serde_json::Value {
+    let i = CHANNELS.iter().position(|c| *c == channel).unwrap_or(0) as u64;
+    let last_change = if step < 3 {
+        i
+    } else {
+        step - ((step + 3 - i) % 3)
+    };
+    json!({"channel": channel, "changed_at": last_change, "pad": "x".repeat(200)})
+}
+
+/// Puts `steps` chained checkpoints on `thread` (until `until`, or forever), printing
+/// `PUT <id> <step>` after each put returns when `announce` is set.
+async fn put_loop(
+    saver: &SqliteSaver,
+    thread: &str,
+    steps: Option<u64>,
+    until: Option<Instant>,
+    announce: bool,
+) -> waypoint_checkpoint::Result<u64> {
+    let serde = Serde::default();
+    let mut parent = CheckpointConfig::new(thread).with_ns("");
+    let mut versions: BTreeMap<String, ChannelVersion> = BTreeMap::new();
+    let mut step = 0u64;
+    while steps.is_none_or(|n| step < n) && until.is_none_or(|t| Instant::now() < t) {
+        let mut cp = Checkpoint::new(step as i64);
+        let mut new_versions = BTreeMap::new();
+        for (i, channel) in CHANNELS.iter().enumerate() {
+            if step < 3 || step % 3 == i as u64 || !versions.contains_key(*channel) {
+                let v = saver.next_version(versions.get(*channel))?;
+                versions.insert((*channel).to_owned(), v.clone());
+                new_versions.insert((*channel).to_owned(), v);
+            }
+            cp.channel_values.insert(
+                (*channel).to_owned(),
+                serde.dumps(&value_at(channel, step))?,
+            );
+        }
+        cp.channel_versions = versions.clone();
+        let meta = CheckpointMetadata::new(CheckpointSource::Loop, step as i64);
+        parent = saver.put(&parent, cp, meta, new_versions).await?;
+        saver
+            .put_writes(
+                &parent,
+                vec![("messages".into(), serde.dumps(&step)?)],
+                "task",
+                "",
+            )
+            .await?;
+        if announce {
+            println!(
+                "PUT {} {step}",
+                parent.checkpoint_id.as_deref().unwrap_or_default()
+            );
+        }
+        step += 1;
+    }
+    Ok(step)
+}
+
+/// Entry point of the child processes; a no-op unless `WAYPOINT_CHILD` is set.
+#[test]
+#[ignore = "run as a child process by the tests below"]
+fn child() {
+    let Ok(mode) = std::env::var("WAYPOINT_CHILD") else {
+        return;
+    };
+    let path = std::env::var("WAYPOINT_CHILD_DB").expect("WAYPOINT_CHILD_DB");
+    let thread = std::env::var("WAYPOINT_CHILD_THREAD").expect("WAYPOINT_CHILD_THREAD");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let saver = SqliteSaver::from_path(&path).await.expect("open");
+        let done = match mode.as_str() {
+            "forever" => put_loop(&saver, &thread, None, None, true).await,
+            // Only the final count is printed, so a full stdout pipe never stalls a writer.
+            "ten_seconds" => {
+                put_loop(
+                    &saver,
+                    &thread,
+                    None,
+                    Some(Instant::now() + Duration::from_secs(10)),
+                    false,
+                )
+                .await
+            }
+            other => panic!("unknown child mode {other}"),
+        };
+        // Any error (e.g. `database is locked`) fails the child, and so the test.
+        println!("DONE {}", done.expect("every put succeeds"));
+    });
+}
+
+fn spawn_child(mode: &str, db: &Path, thread: &str) -> std::process::Child {
+    Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "child",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("WAYPOINT_CHILD", mode)
+        .env("WAYPOINT_CHILD_DB", db)
+        .env("WAYPOINT_CHILD_THREAD", thread)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn child")
+}
+
+/// Every checkpoint row refers only to stored channel versions.
+fn assert_no_checkpoint_lacks_blobs(db: &Path) {
+    let conn = rusqlite::Connection::open(db).expect("open raw");
+    let check: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .expect("integrity");
+    assert_eq!(check, "ok");
+    let missing: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM checkpoints c, json_each(c.checkpoint, '$.channel_versions') v
+             WHERE NOT EXISTS (SELECT 1 FROM checkpoint_blobs b WHERE b.thread_id = c.thread_id
+                AND b.checkpoint_ns = c.checkpoint_ns AND b.channel = v.key AND b.version = v.value)",
+            [],
+            |r| r.get(0),
+        )
+        .expect("query");
+    assert_eq!(missing, 0, "checkpoint rows refer to missing blobs");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_mid_put_loses_no_acknowledged_checkpoint() -> waypoint_checkpoint::Result<()> {
+    let db = temp_db();
+    SqliteSaver::from_path(&db).await?; // create the schema before the child races it
+    let mut child = spawn_child("forever", &db, "crash");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let reader = std::thread::spawn(move || {
+        let mut acked = Vec::new();
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            // The harness's own `test child ... ` may precede the first line on the same line.
+            if let Some(rest) = line.split("PUT ").nth(1) {
+                let (id, step) = rest.split_once(' ').expect("PUT id step");
+                acked.push((id.to_owned(), step.parse::<u64>().expect("step")));
+            }
+        }
+        acked
+    });
+    // Let it run, then kill it at an arbitrary point (most likely inside a transaction).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    child.kill().expect("SIGKILL");
+    let status = child.wait().expect("reap");
+    assert!(!status.success());
+    let acked = reader.join().expect("reader");
+    assert!(
+        acked.len() > 50,
+        "the child made too little progress: {}",
+        acked.len()
+    );
+
+    assert_no_checkpoint_lacks_blobs(&db);
+    let saver = SqliteSaver::from_path(&db).await?;
+    let serde = Serde::default();
+    for (id, step) in &acked {
+        let config = CheckpointConfig::new("crash")
+            .with_ns("")
+            .with_id(id.clone());
+        let tuple = saver
+            .get_tuple(&config)
+            .await?
+            .unwrap_or_else(|| panic!("acknowledged {id} lost"));
+        for channel in CHANNELS {
+            let got: serde_json::Value = serde.loads(&tuple.checkpoint.channel_values[channel])?;
+            assert_eq!(got, value_at(channel, *step), "{id} {channel}");
+        }
+        assert_eq!(tuple.pending_writes.len(), 1, "{id} lost its write");
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_writing_for_ten_seconds_lose_nothing() -> waypoint_checkpoint::Result<()> {
+    let db = temp_db();
+    // Both children run setup() on a fresh file at the same time.
+    let children: Vec<_> = ["left", "right"]
+        .iter()
+        .map(|t| (t, spawn_child("ten_seconds", &db, t)))
+        .collect();
+    let mut counts = BTreeMap::new();
+    for (thread, mut child) in children {
+        let stdout = BufReader::new(child.stdout.take().expect("piped"));
+        let done: Vec<u64> = stdout
+            .lines()
+            .map_while(Result::ok)
+            .filter_map(|l| l.split("DONE ").nth(1).and_then(|n| n.trim().parse().ok()))
+            .collect();
+        let status = child.wait().expect("reap");
+        assert!(status.success(), "child {thread} failed: {status}");
+        assert_eq!(done.len(), 1, "child {thread} printed no final count");
+        counts.insert(thread.to_string(), done[0]);
+    }
+    let saver = SqliteSaver::from_path(&db).await?;
+    for (thread, count) in &counts {
+        assert!(*count > 100, "{thread} wrote only {count}");
+        let all = saver
+            .list(
+                Some(&CheckpointConfig::new(thread.as_str())),
+                &ListOptions::default(),
+            )
+            .await?;
+        assert_eq!(all.len() as u64, *count, "{thread}");
+        assert!(
+            all.iter()
+                .all(|t| t.pending_writes.len() == 1 && t.checkpoint.channel_values.len() == 3)
+        );
+    }
+    assert_no_checkpoint_lacks_blobs(&db);
+    Ok(())
+}
+
+fn table_fingerprint(db: &Path) -> (String, Vec<i64>) {
+    let conn = rusqlite::Connection::open(db).expect("open raw");
+    let schema: String = conn
+        .query_row(
+            "SELECT group_concat(sql, ';') FROM (SELECT sql FROM sqlite_master ORDER BY name)",
+            [],
+            |r| r.get(0),
+        )
+        .expect("schema");
+    let counts = [
+        "checkpoints",
+        "checkpoint_blobs",
+        "checkpoint_writes",
+        "waypoint_migrations",
+    ]
+    .iter()
+    .map(|t| {
+        conn.query_row(&format!("SELECT COUNT(*) FROM {t}"), [], |r| r.get(0))
+            .expect("count")
+    })
+    .collect();
+    (schema, counts)
+}
+
+#[tokio::test]
+async fn hostile_filters_are_data_and_leave_the_tables_intact() -> waypoint_checkpoint::Result<()> {
+    let db = temp_db();
+    let saver = SqliteSaver::from_path(&db).await?;
+    put_loop(&saver, "victim", Some(5), None, false).await?;
+    let before = table_fingerprint(&db);
+    let payloads = [
+        "a') OR 1=1 --",
+        "source') = 'loop' OR json_extract(metadata, '$.step",
+        "x'; DROP TABLE checkpoints; --",
+        "$.source\" OR \"1\"=\"1",
+        "step) UNION SELECT thread_id, checkpoint_ns, checkpoint_id, NULL, checkpoint, metadata FROM checkpoints --",
+        "it's; \"quoted\"",
+        "nul\u{0}byte",
+        "ключ-🔑",
+    ];
+    for p in payloads {
+        for filter in [
+            json!({p: "loop"}),
+            json!({"source": p}),
+            json!({p: {p: [p]}}),
+        ] {
+            let got = saver
+                .list(None, &ListOptions::default().filter(filter.clone()))
+                .await?;
+            assert!(got.is_empty(), "{filter} matched {}", got.len());
+        }
+    }
+    assert_eq!(table_fingerprint(&db), before);
+    let all = saver
+        .list(
+            Some(&CheckpointConfig::new("victim")),
+            &ListOptions::default().filter(json!({"source": "loop"})),
+        )
+        .await?;
+    assert_eq!(all.len(), 5);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_file_that_is_not_sqlite_fails_at_open() {
+    let db = temp_db();
+    std::fs::write(&db, b"this is a text file, not a database, padded past the header size....................................").expect("write");
+    let err = SqliteSaver::from_path(&db).await.expect_err("must refuse");
+    assert!(matches!(err, Error::Backend { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("is not a SQLite database"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_newer_schema_fails_at_open() -> waypoint_checkpoint::Result<()> {
+    let db = temp_db();
+    drop(SqliteSaver::from_path(&db).await?);
+    let conn = rusqlite::Connection::open(&db).expect("open raw");
+    conn.execute(
+        "INSERT INTO waypoint_migrations (v) VALUES (?1)",
+        [SCHEMA_VERSION + 1],
+    )
+    .expect("bump");
+    drop(conn);
+    for auto_setup in [true, false] {
+        let err = SqliteSaver::open(SqliteConfig::file(&db).auto_setup(auto_setup))
+            .await
+            .expect_err("must refuse");
+        assert!(err.to_string().contains("newer than this build"), "{err}");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn setup_is_idempotent_and_concurrent_safe() -> waypoint_checkpoint::Result<()> {
+    let db = temp_db();
+    let (a, b) = tokio::join!(SqliteSaver::from_path(&db), SqliteSaver::from_path(&db));
+    let (a, b) = (a?, b?);
+    a.setup().await?;
+    b.setup().await?;
+    let conn = rusqlite::Connection::open(&db).expect("open raw");
+    let applied: Vec<i64> = conn
+        .prepare("SELECT v FROM waypoint_migrations ORDER BY v")
+        .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+        .expect("versions");
+    assert_eq!(applied, (1..=SCHEMA_VERSION).collect::<Vec<_>>());
+    Ok(())
+}
+
+#[tokio::test]
+async fn without_setup_operations_say_so() {
+    let db = temp_db();
+    let saver = SqliteSaver::open(SqliteConfig::file(&db).auto_setup(false))
+        .await
+        .expect("open");
+    let err = saver
+        .get_tuple(&CheckpointConfig::new("t"))
+        .await
+        .expect_err("no tables");
+    assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+    assert!(err.to_string().contains("setup()"), "{err}");
+}
