@@ -21,11 +21,13 @@ pub struct SqliteConfig {
     pub target: Target,
     /// How long a statement waits for another process's lock before failing (default 5 s).
     pub busy_timeout: Duration,
-    /// Reader threads, each with its own connection (default 2; in-memory databases read on
-    /// the writer's connection).
+    /// Reader threads, each with its own connection (default: one per core beyond the first,
+    /// at most 4; in-memory databases read on the writer's connection).
     pub readers: usize,
     /// Whether opening runs [`crate::SqliteSaver::setup`] (default true).
     pub auto_setup: bool,
+    /// Bytes of stored values kept in process for reads (default 64 MiB; 0 disables).
+    pub cache_bytes: usize,
     /// Seals stored values when it has a keyring.
     pub serde: Serde,
 }
@@ -45,8 +47,11 @@ impl SqliteConfig {
         SqliteConfig {
             target,
             busy_timeout: Duration::from_secs(5),
-            readers: 2,
+            readers: std::thread::available_parallelism()
+                .map_or(1, |n| n.get().saturating_sub(1))
+                .clamp(1, 4),
             auto_setup: true,
+            cache_bytes: 64 << 20,
             serde: Serde::default(),
         }
     }

@@ -2,6 +2,8 @@
 
 use std::borrow::Cow;
 
+use bytes::Bytes;
+
 use waypoint_checkpoint::{
     Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointTuple, Error, PendingWrite, Result,
     Serde, SerializedValue, Slot,
@@ -22,13 +24,13 @@ pub(crate) fn sqlite_error(e: rusqlite::Error) -> Error {
     Error::backend("sqlite", e)
 }
 
-/// A stored channel value.
-#[derive(Debug)]
+/// A stored channel value; the bytes are shared by every tuple of a read that uses them.
+#[derive(Debug, Clone)]
 pub(crate) struct RawBlob {
     pub(crate) channel: String,
     pub(crate) version: String,
     pub(crate) type_tag: String,
-    pub(crate) blob: Vec<u8>,
+    pub(crate) blob: Bytes,
 }
 
 /// A stored pending write.
@@ -41,14 +43,14 @@ pub(crate) struct RawWrite {
     pub(crate) blob: Vec<u8>,
 }
 
-/// A checkpoint row with its values and writes, as read.
+/// A checkpoint row (decoded, still without values) with its values and writes, as read.
 #[derive(Debug)]
 pub(crate) struct RawCheckpoint {
     pub(crate) thread_id: String,
     pub(crate) checkpoint_ns: String,
     pub(crate) checkpoint_id: String,
     pub(crate) parent: Option<String>,
-    pub(crate) checkpoint: String,
+    pub(crate) checkpoint: Checkpoint,
     pub(crate) metadata: String,
     pub(crate) blobs: Vec<RawBlob>,
     pub(crate) writes: Vec<RawWrite>,
@@ -62,21 +64,22 @@ fn json_error(what: &str, e: serde_json::Error) -> Error {
     }
 }
 
-/// Decodes a checkpoint row's JSON columns.
-pub(crate) fn decode_row(
-    checkpoint: &str,
-    metadata: &str,
-) -> Result<(Checkpoint, CheckpointMetadata)> {
-    let checkpoint: Checkpoint =
-        serde_json::from_str(checkpoint).map_err(|e| json_error("checkpoint", e))?;
-    let metadata = serde_json::from_str(metadata).map_err(|e| json_error("metadata", e))?;
-    Ok((checkpoint, CheckpointMetadata::from_json(metadata)?))
+/// Decodes a checkpoint row's `checkpoint` column.
+pub(crate) fn decode_checkpoint(checkpoint: &str) -> Result<Checkpoint> {
+    serde_json::from_str(checkpoint).map_err(|e| json_error("checkpoint", e))
+}
+
+/// Decodes a checkpoint row's `metadata` column.
+pub(crate) fn decode_metadata(metadata: &str) -> Result<CheckpointMetadata> {
+    let map = serde_json::from_str(metadata).map_err(|e| json_error("metadata", e))?;
+    CheckpointMetadata::from_json(map)
 }
 
 impl RawCheckpoint {
     /// The tuple, with sealed values opened by `serde`.
     pub(crate) fn into_tuple(self, serde: &Serde) -> Result<CheckpointTuple> {
-        let (mut checkpoint, metadata) = decode_row(&self.checkpoint, &self.metadata)?;
+        let metadata = decode_metadata(&self.metadata)?;
+        let mut checkpoint = self.checkpoint;
         let (thread_id, ns, id) = (&self.thread_id, &self.checkpoint_ns, &self.checkpoint_id);
         for b in self.blobs {
             let slot = Slot::Channel {

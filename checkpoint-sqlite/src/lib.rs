@@ -18,6 +18,7 @@
 //! # Ok::<_, waypoint_checkpoint::Error>(()) }).unwrap();
 //! ```
 
+mod cache;
 mod config;
 mod convert;
 mod queries;

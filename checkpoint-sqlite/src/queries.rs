@@ -4,29 +4,33 @@
 //! options are present, and every value (including metadata filters, matched by the
 //! `waypoint_json_contains` function) is a bound parameter.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use bytes::Bytes;
 
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use serde_json::Value;
 use waypoint_checkpoint::{Checkpoint, DELTA_COUNTERS_KEY, Result};
 
-use crate::convert::{EMPTY, RawBlob, RawCheckpoint, RawWrite, decode_row, sqlite_error};
+use crate::cache::{BlobCache, BlobKey};
+use crate::convert::{
+    EMPTY, RawBlob, RawCheckpoint, RawWrite, decode_checkpoint, decode_metadata, sqlite_error,
+};
 
 const SELECT_CHECKPOINT: &str = "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata FROM checkpoints";
 
-/// Channel values of one checkpoint: its `channel_versions` joined to the blobs by version.
-/// `CROSS JOIN` pins the loop order: SQLite otherwise scans the thread's blobs and probes
-/// the few versions, which is quadratic over a long thread.
-const SELECT_BLOBS: &str = "SELECT b.channel, b.version, b.type, b.blob
-    FROM json_each(?3, '$.channel_versions') v
-    CROSS JOIN checkpoint_blobs b ON b.thread_id = ?1 AND b.checkpoint_ns = ?2 AND b.channel = v.key AND b.version = v.value
-    WHERE b.type <> 'empty'";
+/// One stored channel value by its key; `empty` rows mean a versioned channel without value.
+const SELECT_BLOB: &str = "SELECT type, blob FROM checkpoint_blobs
+    WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4";
 
 const SELECT_WRITES: &str = "SELECT task_id, idx, channel, type, blob FROM checkpoint_writes
     WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 ORDER BY task_id, idx";
 
 /// A value as stored: its (possibly sealed) tag and bytes.
 pub(crate) type Stored = (String, Vec<u8>);
+
+/// A value to store: its (possibly sealed) tag and shared bytes.
+pub(crate) type ToStore = (String, Bytes);
 
 /// A checkpoint to store: row fields plus sealed values (`None` = empty channel).
 pub(crate) struct PutRow {
@@ -38,7 +42,7 @@ pub(crate) struct PutRow {
     pub(crate) metadata: String,
     pub(crate) run_id: Option<String>,
     /// `(channel, version, value)` for each channel in `new_versions`.
-    pub(crate) blobs: Vec<(String, String, Option<Stored>)>,
+    pub(crate) blobs: Vec<(String, String, Option<ToStore>)>,
 }
 
 /// Stores a checkpoint and its new values atomically. A re-put keeps the first parent.
@@ -53,7 +57,7 @@ pub(crate) fn put(conn: &mut Connection, row: PutRow) -> Result<()> {
             .map_err(sqlite_error)?;
         for (channel, version, value) in &row.blobs {
             let (tag, bytes) = match value {
-                Some((tag, bytes)) => (tag.as_str(), Some(bytes.as_slice())),
+                Some((tag, bytes)) => (tag.as_str(), Some(&bytes[..])),
                 None => (EMPTY, None),
             };
             blob.execute(params![
@@ -124,38 +128,78 @@ pub(crate) fn put_writes(
     tx.commit().map_err(sqlite_error)
 }
 
-fn row_head(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawCheckpoint> {
-    Ok(RawCheckpoint {
-        thread_id: r.get(0)?,
-        checkpoint_ns: r.get(1)?,
-        checkpoint_id: r.get(2)?,
-        parent: r.get(3)?,
-        checkpoint: r.get(4)?,
-        metadata: r.get(5)?,
-        blobs: Vec::new(),
-        writes: Vec::new(),
-    })
+/// The columns of `SELECT_CHECKPOINT`, undecoded.
+type Head = (String, String, String, Option<String>, String, String);
+
+fn row_head(r: &rusqlite::Row<'_>) -> rusqlite::Result<Head> {
+    Ok((
+        r.get(0)?,
+        r.get(1)?,
+        r.get(2)?,
+        r.get(3)?,
+        r.get(4)?,
+        r.get(5)?,
+    ))
 }
 
-/// Loads a checkpoint row's values and writes.
-fn fill(conn: &Connection, raw: &mut RawCheckpoint) -> Result<()> {
-    let mut blobs = conn.prepare_cached(SELECT_BLOBS).map_err(sqlite_error)?;
-    raw.blobs = blobs
-        .query_map(
-            params![raw.thread_id, raw.checkpoint_ns, raw.checkpoint],
-            |r| {
-                Ok(RawBlob {
-                    channel: r.get(0)?,
-                    version: r.get(1)?,
-                    type_tag: r.get(2)?,
-                    blob: r.get(3)?,
-                })
-            },
-        )
-        .and_then(|rows| rows.collect())
-        .map_err(sqlite_error)?;
-    raw.writes = writes(conn, &raw.thread_id, &raw.checkpoint_ns, &raw.checkpoint_id)?;
-    Ok(())
+/// Values already read in this operation; `None` = a versioned channel without value.
+type Seen = HashMap<BlobKey, Option<RawBlob>>;
+
+/// Decodes a row and loads its values (each distinct version at most once per operation,
+/// from the shared cache when it has it) and its writes.
+fn fill(
+    conn: &Connection,
+    head: Head,
+    seen: &mut Seen,
+    cache: &BlobCache,
+) -> Result<RawCheckpoint> {
+    let (thread_id, checkpoint_ns, checkpoint_id, parent, checkpoint, metadata) = head;
+    let checkpoint = decode_checkpoint(&checkpoint)?;
+    let mut blobs = Vec::with_capacity(checkpoint.channel_versions.len());
+    let mut stmt = conn.prepare_cached(SELECT_BLOB).map_err(sqlite_error)?;
+    for (channel, version) in &checkpoint.channel_versions {
+        let key = (
+            thread_id.clone(),
+            checkpoint_ns.clone(),
+            channel.clone(),
+            version.to_string(),
+        );
+        let found = match seen.get(&key).cloned().or_else(|| cache.get(&key)) {
+            Some(found) => found,
+            None => {
+                let row: Option<(String, Option<Vec<u8>>)> = stmt
+                    .query_row(params![key.0, key.1, key.2, key.3], |r| {
+                        Ok((r.get(0)?, r.get(1)?))
+                    })
+                    .optional()
+                    .map_err(sqlite_error)?;
+                let found = match row {
+                    Some((tag, Some(blob))) if tag != EMPTY => Some(RawBlob {
+                        channel: channel.clone(),
+                        version: key.3.clone(),
+                        type_tag: tag,
+                        blob: Bytes::from(blob),
+                    }),
+                    _ => None,
+                };
+                cache.insert(key.clone(), found.clone());
+                seen.insert(key, found.clone());
+                found
+            }
+        };
+        blobs.extend(found);
+    }
+    let writes = writes(conn, &thread_id, &checkpoint_ns, &checkpoint_id)?;
+    Ok(RawCheckpoint {
+        thread_id,
+        checkpoint_ns,
+        checkpoint_id,
+        parent,
+        checkpoint,
+        metadata,
+        blobs,
+        writes,
+    })
 }
 
 fn writes(conn: &Connection, thread_id: &str, ns: &str, id: &str) -> Result<Vec<RawWrite>> {
@@ -173,12 +217,25 @@ fn writes(conn: &Connection, thread_id: &str, ns: &str, id: &str) -> Result<Vec<
     .map_err(sqlite_error)
 }
 
+/// Runs `f` in one read transaction, so its statements share one snapshot and take the WAL
+/// read lock once rather than once per statement.
+pub(crate) fn read<T>(
+    conn: &mut Connection,
+    f: impl FnOnce(&Connection) -> Result<T>,
+) -> Result<T> {
+    let tx = conn.transaction().map_err(sqlite_error)?;
+    let out = f(&tx)?;
+    tx.commit().map_err(sqlite_error)?;
+    Ok(out)
+}
+
 /// The checkpoint `id` (or the latest) of a thread and namespace, with values and writes.
 pub(crate) fn get(
     conn: &Connection,
     thread_id: &str,
     ns: &str,
     id: Option<&str>,
+    cache: &BlobCache,
 ) -> Result<Option<RawCheckpoint>> {
     let head = match id {
         Some(id) => conn
@@ -191,9 +248,17 @@ pub(crate) fn get(
             .and_then(|mut s| s.query_row(params![thread_id, ns], row_head).optional()),
     }
     .map_err(sqlite_error)?;
-    let Some(mut raw) = head else { return Ok(None) };
-    fill(conn, &mut raw)?;
-    Ok(Some(raw))
+    head.map(|h| fill(conn, h, &mut Seen::new(), cache))
+        .transpose()
+}
+
+/// The newest checkpoint id of a thread and namespace.
+pub(crate) fn latest_id(conn: &Connection, thread_id: &str, ns: &str) -> Result<Option<String>> {
+    conn.prepare_cached(
+        "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 ORDER BY checkpoint_id DESC LIMIT 1",
+    )
+    .and_then(|mut s| s.query_row(params![thread_id, ns], |r| r.get(0)).optional())
+    .map_err(sqlite_error)
 }
 
 /// What `list` selects on; every field is bound, never spliced.
@@ -208,7 +273,11 @@ pub(crate) struct ListQuery {
 }
 
 /// Checkpoints newest first, streamed from one statement with `LIMIT` in the query.
-pub(crate) fn list(conn: &Connection, q: &ListQuery) -> Result<Vec<RawCheckpoint>> {
+pub(crate) fn list(
+    conn: &Connection,
+    q: &ListQuery,
+    cache: &BlobCache,
+) -> Result<Vec<RawCheckpoint>> {
     let clauses = [
         (q.thread_id.is_some(), "thread_id = :thread_id"),
         (q.checkpoint_ns.is_some(), "checkpoint_ns = :checkpoint_ns"),
@@ -224,7 +293,15 @@ pub(crate) fn list(conn: &Connection, q: &ListQuery) -> Result<Vec<RawCheckpoint
         sql.push_str(if i == 0 { " WHERE " } else { " AND " });
         sql.push_str(clause);
     }
-    sql.push_str(" ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC LIMIT :limit");
+    // Pick the order the indexes can serve: one namespace of one thread reads its primary-key
+    // range backwards; one thread across namespaces sorts its own rows (`+` keeps SQLite from
+    // scanning the global id index through every thread); everything walks the id index.
+    sql.push_str(match (q.thread_id.is_some(), q.checkpoint_ns.is_some()) {
+        (true, true) => " ORDER BY checkpoint_id DESC",
+        (true, false) => " ORDER BY +checkpoint_id DESC, checkpoint_ns DESC",
+        (false, _) => " ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC",
+    });
+    sql.push_str(" LIMIT :limit");
     let mut stmt = conn.prepare_cached(&sql).map_err(sqlite_error)?;
     let limit = q
         .limit
@@ -242,14 +319,15 @@ pub(crate) fn list(conn: &Connection, q: &ListQuery) -> Result<Vec<RawCheckpoint
             named.push((name, v));
         }
     }
-    let mut rows = stmt.query(named.as_slice()).map_err(sqlite_error)?;
-    let mut out = Vec::new();
-    while let Some(row) = rows.next().map_err(sqlite_error)? {
-        let mut raw = row_head(row).map_err(sqlite_error)?;
-        fill(conn, &mut raw)?;
-        out.push(raw);
-    }
-    Ok(out)
+    let heads: Vec<Head> = stmt
+        .query_map(named.as_slice(), row_head)
+        .and_then(|rows| rows.collect())
+        .map_err(sqlite_error)?;
+    let mut seen = Seen::new();
+    heads
+        .into_iter()
+        .map(|h| fill(conn, h, &mut seen, cache))
+        .collect()
 }
 
 /// Deletes every row of a thread.
@@ -491,7 +569,7 @@ fn checkpoint_at(
     let Some((parent, checkpoint, metadata)) = row else {
         return Ok(None);
     };
-    let (cp, meta) = decode_row(&checkpoint, &metadata)?;
+    let (cp, meta) = (decode_checkpoint(&checkpoint)?, decode_metadata(&metadata)?);
     Ok(Some((parent, cp, Value::Object(meta.to_json()))))
 }
 
@@ -609,7 +687,7 @@ pub(crate) fn delta_history(
                             channel: channel.clone(),
                             version: version.to_string(),
                             type_tag: r.get(0)?,
-                            blob: r.get(1)?,
+                            blob: Bytes::from(r.get::<_, Vec<u8>>(1)?),
                         })
                     })
                     .optional()

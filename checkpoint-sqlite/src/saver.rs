@@ -11,8 +11,9 @@ use waypoint_checkpoint::{
     PruneStrategy, Result, Serde, SerializedValue, Slot, channels,
 };
 
+use crate::cache::BlobCache;
 use crate::config::{SqliteConfig, Target};
-use crate::convert::{RawWrite, tag};
+use crate::convert::{RawBlob, RawWrite, tag};
 use crate::queries::{self, CopiedValue, ListQuery, PutRow};
 use crate::schema;
 use crate::worker::Workers;
@@ -26,6 +27,9 @@ use crate::worker::Workers;
 pub struct SqliteSaver {
     writer: Workers,
     readers: Workers,
+    /// Keeps the WAL checkpointer running while any clone of the saver lives.
+    _checkpointer: Option<crossbeam_channel::Sender<()>>,
+    cache: Arc<BlobCache>,
     serde: Serde,
     config: Arc<SqliteConfig>,
 }
@@ -41,14 +45,19 @@ impl SqliteSaver {
             move || schema::open_connection(&config)
         };
         let writer = Workers::spawn("waypoint-sqlite-writer", 1, open.clone())?;
-        let readers = match config.target {
-            Target::File(_) => Workers::spawn("waypoint-sqlite-reader", config.readers, open)?,
-            // A private in-memory database exists on one connection only.
-            Target::Memory => writer.clone(),
+        let (readers, checkpointer) = match config.target {
+            Target::File(_) => (
+                Workers::spawn("waypoint-sqlite-reader", config.readers, open.clone())?,
+                Some(crate::worker::spawn_checkpointer(open)?),
+            ),
+            // A private in-memory database exists on one connection only, without a WAL.
+            Target::Memory => (writer.clone(), None),
         };
         let saver = SqliteSaver {
             writer,
             readers,
+            _checkpointer: checkpointer,
+            cache: Arc::new(BlobCache::new(config.cache_bytes)),
             serde: config.serde.clone(),
             config,
         };
@@ -131,7 +140,14 @@ impl CheckpointSaver for SqliteSaver {
         let id = config.checkpoint_id.clone().filter(|id| !id.is_empty());
         let raw = self
             .readers
-            .run(move |conn| queries::get(conn, &thread_id, &ns, id.as_deref()))
+            .run({
+                let cache = self.cache.clone();
+                move |conn| {
+                    queries::read(conn, |conn| {
+                        queries::get(conn, &thread_id, &ns, id.as_deref(), &cache)
+                    })
+                }
+            })
             .await?;
         raw.map(|r| r.into_tuple(&self.serde)).transpose()
     }
@@ -154,7 +170,10 @@ impl CheckpointSaver for SqliteSaver {
         };
         let raws = self
             .readers
-            .run(move |conn| queries::list(conn, &query))
+            .run({
+                let cache = self.cache.clone();
+                move |conn| queries::read(conn, |conn| queries::list(conn, &query, &cache))
+            })
             .await?;
         self.open_values(raws)
     }
@@ -183,7 +202,7 @@ impl CheckpointSaver for SqliteSaver {
                         version: version.as_str(),
                     };
                     let sealed = self.serde.seal(value, &slot)?;
-                    Some((tag(&sealed), sealed.bytes.to_vec()))
+                    Some((tag(&sealed), sealed.bytes))
                 }
                 None => None,
             };
@@ -201,7 +220,36 @@ impl CheckpointSaver for SqliteSaver {
             thread_id,
             checkpoint_ns: ns,
         };
-        self.writer.run(move |conn| queries::put(conn, row)).await?;
+        let cache = self.cache.clone();
+        self.writer
+            .run(move |conn| {
+                let stored: Vec<_> = row
+                    .blobs
+                    .iter()
+                    .map(|(channel, version, value)| {
+                        let key = (
+                            row.thread_id.clone(),
+                            row.checkpoint_ns.clone(),
+                            channel.clone(),
+                            version.clone(),
+                        );
+                        let blob = value.as_ref().map(|(tag, bytes)| RawBlob {
+                            channel: channel.clone(),
+                            version: version.clone(),
+                            type_tag: tag.clone(),
+                            blob: bytes.clone(),
+                        });
+                        (key, blob)
+                    })
+                    .collect();
+                queries::put(conn, row)?;
+                // Write-through only after the commit: the cache never holds uncommitted data.
+                for (key, blob) in stored {
+                    cache.insert(key, blob);
+                }
+                Ok(())
+            })
+            .await?;
         Ok(returned)
     }
 
@@ -252,7 +300,14 @@ impl CheckpointSaver for SqliteSaver {
     async fn delete_thread(&self, thread_id: &str) -> Result<()> {
         let thread_id = thread_id.to_owned();
         self.writer
-            .run(move |conn| queries::delete_thread(conn, &thread_id))
+            .run({
+                let cache = self.cache.clone();
+                move |conn| {
+                    let done = queries::delete_thread(conn, &thread_id);
+                    cache.clear();
+                    done
+                }
+            })
             .await
     }
 
@@ -262,7 +317,14 @@ impl CheckpointSaver for SqliteSaver {
         }
         let run_ids = json_text(&run_ids)?;
         self.writer
-            .run(move |conn| queries::delete_for_runs(conn, &run_ids))
+            .run({
+                let cache = self.cache.clone();
+                move |conn| {
+                    let done = queries::delete_for_runs(conn, &run_ids);
+                    cache.clear();
+                    done
+                }
+            })
             .await
     }
 
@@ -272,6 +334,7 @@ impl CheckpointSaver for SqliteSaver {
         }
         let (source, target) = (source_thread_id.to_owned(), target_thread_id.to_owned());
         let serde = self.serde.clone();
+        let cache = self.cache.clone();
         let copied = self
             .writer
             .run(move |conn| {
@@ -319,7 +382,9 @@ impl CheckpointSaver for SqliteSaver {
                 } else {
                     None
                 };
-                queries::copy_thread(conn, &source, &target, reseal)
+                let copied = queries::copy_thread(conn, &source, &target, reseal);
+                cache.clear();
+                copied
             })
             .await?;
         if !copied {
@@ -337,7 +402,14 @@ impl CheckpointSaver for SqliteSaver {
         let thread_ids = thread_ids.to_vec();
         let keep_latest = strategy == PruneStrategy::KeepLatest;
         self.writer
-            .run(move |conn| queries::prune(conn, &thread_ids, keep_latest))
+            .run({
+                let cache = self.cache.clone();
+                move |conn| {
+                    let done = queries::prune(conn, &thread_ids, keep_latest);
+                    cache.clear();
+                    done
+                }
+            })
             .await
     }
 
@@ -357,7 +429,7 @@ impl CheckpointSaver for SqliteSaver {
             .run(move |conn| {
                 let target = match id {
                     Some(id) => Some(id),
-                    None => queries::get(conn, &thread_id, &ns, None)?.map(|r| r.checkpoint_id),
+                    None => queries::latest_id(conn, &thread_id, &ns)?,
                 };
                 match target {
                     Some(target) => queries::delta_history(conn, &thread_id, &ns, &target, &wanted)

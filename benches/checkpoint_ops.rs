@@ -1,0 +1,278 @@
+//! Checkpointer operations, one workload run against every backend: sequential puts (five
+//! channels, one changing per step), `put_writes`, `get_tuple` latest and by id (median via
+//! criterion, p50/p99 printed), `list` of a 1,000-checkpoint history, bytes on disk per
+//! checkpoint, and plain rusqlite inserts of the same bytes as the SQLite limit line.
+#![allow(missing_docs)] // criterion's macros and this harness's main need no docs.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion, Throughput};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use waypoint_benches::checkpoints::{self, CHANNELS, HISTORY, PUTS, WRITE_CALLS};
+use waypoint_checkpoint::{
+    CheckpointConfig, CheckpointSaver, InMemorySaver, ListOptions, SerializedValue,
+};
+use waypoint_checkpoint_sqlite::SqliteSaver;
+
+struct Backend {
+    name: &'static str,
+    saver: Arc<dyn CheckpointSaver>,
+    /// The database file, for backends that have one.
+    file: Option<PathBuf>,
+}
+
+fn backends(rt: &tokio::runtime::Runtime, dir: &std::path::Path) -> Vec<Backend> {
+    let sqlite_path = dir.join("bench.db");
+    let sqlite = rt
+        .block_on(SqliteSaver::from_path(&sqlite_path))
+        .expect("open sqlite");
+    vec![
+        Backend {
+            name: "memory",
+            saver: Arc::new(InMemorySaver::new()),
+            file: None,
+        },
+        Backend {
+            name: "sqlite",
+            saver: Arc::new(sqlite),
+            file: Some(sqlite_path),
+        },
+    ]
+}
+
+fn fresh_thread() -> String {
+    format!("bench-{}", uuid::Uuid::new_v4())
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1]
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let value = checkpoints::channel_value();
+    let backends = backends(&rt, dir.path());
+    let mut c = Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3))
+        .sample_size(10)
+        .configure_from_args();
+
+    // Each backend gets one 1,000-checkpoint thread for the read benchmarks.
+    let histories: Vec<(String, Vec<CheckpointConfig>)> = backends
+        .iter()
+        .map(|b| {
+            let thread = fresh_thread();
+            let configs = rt
+                .block_on(checkpoints::put_all(
+                    &*b.saver,
+                    &thread,
+                    checkpoints::history(HISTORY, &value),
+                ))
+                .expect("history");
+            (thread, configs)
+        })
+        .collect();
+
+    let mut group = c.benchmark_group("checkpoint/put");
+    group.throughput(Throughput::Elements(PUTS as u64));
+    for b in &backends {
+        group.bench_function(BenchmarkId::from_parameter(b.name), |bench| {
+            bench.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let items = checkpoints::history(PUTS, &value);
+                    let thread = fresh_thread();
+                    let start = Instant::now();
+                    rt.block_on(checkpoints::put_all(&*b.saver, &thread, items))
+                        .expect("puts");
+                    total += start.elapsed();
+                }
+                total
+            })
+        });
+    }
+    group.finish();
+
+    let mut group = c.benchmark_group("checkpoint/put_writes");
+    group.throughput(Throughput::Elements(WRITE_CALLS as u64));
+    for (b, (_, configs)) in backends.iter().zip(&histories) {
+        let target = configs.last().expect("history").clone();
+        let message = SerializedValue::new("json", &br#"{"type":"ai","content":"done"}"#[..]);
+        group.bench_function(BenchmarkId::from_parameter(b.name), |bench| {
+            bench.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let tasks: Vec<String> = (0..WRITE_CALLS)
+                        .map(|_| uuid::Uuid::new_v4().to_string())
+                        .collect();
+                    let start = Instant::now();
+                    rt.block_on(async {
+                        for task in &tasks {
+                            let writes = vec![
+                                ("messages".to_owned(), message.clone()),
+                                ("status".to_owned(), message.clone()),
+                            ];
+                            b.saver
+                                .put_writes(&target, writes, task, "")
+                                .await
+                                .expect("writes");
+                        }
+                    });
+                    total += start.elapsed();
+                }
+                total
+            })
+        });
+    }
+    group.finish();
+
+    let mut group = c.benchmark_group("checkpoint/get_tuple");
+    for (b, (thread, configs)) in backends.iter().zip(&histories) {
+        let latest = CheckpointConfig::new(thread.as_str()).with_ns("");
+        group.bench_function(BenchmarkId::new("latest", b.name), |bench| {
+            bench.iter(|| {
+                rt.block_on(b.saver.get_tuple(&latest))
+                    .expect("get")
+                    .expect("found")
+            })
+        });
+        let mut rng = StdRng::seed_from_u64(7);
+        group.bench_function(BenchmarkId::new("by_id", b.name), |bench| {
+            bench.iter(|| {
+                let c = &configs[rng.random_range(0..configs.len())];
+                rt.block_on(b.saver.get_tuple(c))
+                    .expect("get")
+                    .expect("found")
+            })
+        });
+    }
+    group.finish();
+
+    let mut group = c.benchmark_group("checkpoint/list");
+    group.throughput(Throughput::Elements(HISTORY as u64));
+    for (b, (thread, _)) in backends.iter().zip(&histories) {
+        let config = CheckpointConfig::new(thread.as_str());
+        group.bench_function(BenchmarkId::from_parameter(b.name), |bench| {
+            bench.iter(|| {
+                let all = rt
+                    .block_on(b.saver.list(Some(&config), &ListOptions::default()))
+                    .expect("list");
+                assert_eq!(all.len(), HISTORY);
+                all
+            })
+        });
+    }
+    group.finish();
+
+    println!(
+        "\n| backend | get_tuple latest p50 | p99 | get_tuple by id p50 | p99 | bytes on disk per checkpoint |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|");
+    for (b, (thread, configs)) in backends.iter().zip(&histories) {
+        let latest = CheckpointConfig::new(thread.as_str()).with_ns("");
+        let mut rng = StdRng::seed_from_u64(7);
+        let mut time = |config: &dyn Fn(&mut StdRng) -> CheckpointConfig| {
+            let mut samples: Vec<Duration> = (0..2000)
+                .map(|_| {
+                    let c = config(&mut rng);
+                    let start = Instant::now();
+                    rt.block_on(b.saver.get_tuple(&c))
+                        .expect("get")
+                        .expect("found");
+                    start.elapsed()
+                })
+                .collect();
+            samples.sort();
+            (percentile(&samples, 0.5), percentile(&samples, 0.99))
+        };
+        let (l50, l99) = time(&|_| latest.clone());
+        let (i50, i99) = time(&|rng| configs[rng.random_range(0..configs.len())].clone());
+        let bytes = b
+            .file
+            .as_ref()
+            .map(|_| bytes_per_checkpoint(&rt, &value))
+            .unwrap_or_default();
+        let ms = |d: Duration| format!("{:.4} ms", d.as_secs_f64() * 1e3);
+        let bytes = if bytes > 0 {
+            bytes.to_string()
+        } else {
+            "-".into()
+        };
+        println!(
+            "| {} | {} | {} | {} | {} | {} |",
+            b.name,
+            ms(l50),
+            ms(l99),
+            ms(i50),
+            ms(i99),
+            bytes
+        );
+    }
+    rusqlite_limit(dir.path(), &value);
+    c.final_summary();
+}
+
+/// Bytes on disk per checkpoint of a fresh database holding one 1,000-checkpoint thread.
+fn bytes_per_checkpoint(rt: &tokio::runtime::Runtime, value: &SerializedValue) -> u64 {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("size.db");
+    rt.block_on(async {
+        let saver = SqliteSaver::from_path(&path).await.expect("open");
+        checkpoints::put_all(&saver, "size", checkpoints::history(HISTORY, value))
+            .await
+            .expect("history");
+    });
+    let conn = rusqlite::Connection::open(&path).expect("open raw");
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .expect("checkpoint wal");
+    let pages: i64 = conn
+        .query_row("PRAGMA page_count", [], |r| r.get(0))
+        .expect("pages");
+    let size: i64 = conn
+        .query_row("PRAGMA page_size", [], |r| r.get(0))
+        .expect("page size");
+    (pages * size) as u64 / HISTORY as u64
+}
+
+/// The physical limit: plain rusqlite inserts of the bytes one put stores (the checkpoint JSON
+/// and one changed value), one transaction per row, in the same WAL/NORMAL mode.
+fn rusqlite_limit(dir: &std::path::Path, value: &SerializedValue) {
+    let conn = rusqlite::Connection::open(dir.join("limit.db")).expect("open");
+    conn.execute_batch(
+        "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;
+         CREATE TABLE t (id TEXT PRIMARY KEY, checkpoint TEXT NOT NULL, blob BLOB NOT NULL);",
+    )
+    .expect("schema");
+    let items = checkpoints::history(PUTS, value);
+    let rows: Vec<(String, String)> = items
+        .iter()
+        .map(|(cp, _, _)| {
+            let mut bare = cp.clone();
+            bare.channel_values.clear();
+            (cp.id.clone(), serde_json::to_string(&bare).expect("json"))
+        })
+        .collect();
+    let start = Instant::now();
+    for (id, json) in &rows {
+        conn.execute("BEGIN", []).expect("begin");
+        conn.prepare_cached("INSERT INTO t VALUES (?1, ?2, ?3)")
+            .expect("prepare")
+            .execute(rusqlite::params![id, json, &value.bytes[..]])
+            .expect("insert");
+        conn.execute("COMMIT", []).expect("commit");
+    }
+    let per_sec = PUTS as f64 / start.elapsed().as_secs_f64();
+    println!(
+        "\nrusqlite limit line: {per_sec:.0} single-row transactions/s ({} channels, one changes per put)",
+        CHANNELS.len()
+    );
+}
