@@ -21,8 +21,8 @@ pub struct SqliteConfig {
     pub target: Target,
     /// How long a statement waits for another process's lock before failing (default 5 s).
     pub busy_timeout: Duration,
-    /// Reader threads, each with its own connection (default: one per core beyond the first,
-    /// at most 4; in-memory databases read on the writer's connection).
+    /// Reader connections (default: one per core beyond the first, at most 4; in-memory
+    /// databases read on the writer's connection).
     pub readers: usize,
     /// Whether opening runs [`crate::SqliteSaver::setup`] (default true).
     pub auto_setup: bool,

@@ -5,8 +5,9 @@
 //! the checkpoint as JSON without its values), `checkpoint_blobs` (channel values, one row per
 //! channel version, so unchanged channels are not stored again) and `checkpoint_writes`
 //! (pending writes); migrations are recorded in `waypoint_migrations`. File databases run in
-//! WAL mode with `synchronous=NORMAL`; one writer thread and a few reader threads own the
-//! connections, so async callers never block a tokio worker.
+//! WAL mode with `synchronous=NORMAL`. One writer connection and a few reader connections
+//! serve operations on the caller's own thread through `block_in_place` (tokio's blocking pool
+//! on a current-thread runtime), so no tokio worker is blocked and no thread hand-off is paid.
 //!
 //! ```
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
@@ -21,10 +22,10 @@
 mod cache;
 mod config;
 mod convert;
+mod pool;
 mod queries;
 mod saver;
 mod schema;
-mod worker;
 
 pub use config::{SqliteConfig, Target};
 pub use saver::SqliteSaver;

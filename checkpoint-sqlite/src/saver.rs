@@ -14,19 +14,19 @@ use waypoint_checkpoint::{
 use crate::cache::BlobCache;
 use crate::config::{SqliteConfig, Target};
 use crate::convert::{RawBlob, RawWrite, tag};
+use crate::pool::Pool;
 use crate::queries::{self, CopiedValue, ListQuery, PutRow};
 use crate::schema;
-use crate::worker::Workers;
 
 /// A checkpointer on a SQLite database (file or in memory).
 ///
-/// One writer thread serializes writes; reader threads (file databases) serve reads
+/// One writer connection serializes writes; reader connections (file databases) serve reads
 /// concurrently in WAL mode. Every connection has a busy timeout, so another process holding
 /// the write lock delays a write rather than failing it.
 #[derive(Debug, Clone)]
 pub struct SqliteSaver {
-    writer: Workers,
-    readers: Workers,
+    writer: Pool,
+    readers: Pool,
     /// Keeps the WAL checkpointer running while any clone of the saver lives.
     _checkpointer: Option<crossbeam_channel::Sender<()>>,
     cache: Arc<BlobCache>,
@@ -44,11 +44,11 @@ impl SqliteSaver {
             let config = config.clone();
             move || schema::open_connection(&config)
         };
-        let writer = Workers::spawn("waypoint-sqlite-writer", 1, open.clone())?;
+        let writer = Pool::open(1, open.clone())?;
         let (readers, checkpointer) = match config.target {
             Target::File(_) => (
-                Workers::spawn("waypoint-sqlite-reader", config.readers, open.clone())?,
-                Some(crate::worker::spawn_checkpointer(open)?),
+                Pool::open(config.readers, open.clone())?,
+                Some(crate::pool::spawn_checkpointer(open)?),
             ),
             // A private in-memory database exists on one connection only, without a WAL.
             Target::Memory => (writer.clone(), None),
