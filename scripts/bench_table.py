@@ -30,17 +30,19 @@ for bench in sorted(root.glob("**/new/benchmark.json")):
     else:
         cell = f"{seconds * 1e6:,.2f} µs"
     key = (meta["group_id"], meta["value_str"] or "")
-    rows[key][meta["function_id"]] = cell
-    if meta["function_id"] not in functions[meta["group_id"]]:
-        functions[meta["group_id"]].append(meta["function_id"])
+    function = meta["function_id"] or "result"
+    rows[key][function] = cell
+    if function not in functions[meta["group_id"]]:
+        functions[meta["group_id"]].append(function)
 
 for group in sorted(functions, key=lambda g: (g.split("/")[1:2], ["small", "medium", "large"].index(g.split("/")[-1]) if g.split("/")[-1] in ("small", "medium", "large") else 0, g)):
     cols = functions[group]
-    print(f"\n**{group}** (MB/s of encoded bytes unless marked)\n")
-    print("| format | bytes | " + " | ".join(cols) + " |")
+    print(f"\n**{group}** (MB/s of encoded bytes, elements/s, or median time per call)\n")
+    print("| case | bytes | " + " | ".join(cols) + " |")
     print("|---|---:|" + "---:|" * len(cols))
     for (g, value), cells in sorted(rows.items()):
         if g != group:
             continue
-        size = sizes.get((g, value), "")
-        print(f"| {value} | {size:,} | " + " | ".join(cells.get(c, "") for c in cols) + " |")
+        size = sizes.get((g, value))
+        size = f"{size:,}" if size else ""
+        print(f"| {value} | {size} | " + " | ".join(cells.get(c, "") for c in cols) + " |")

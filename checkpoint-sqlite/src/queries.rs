@@ -10,7 +10,7 @@ use bytes::Bytes;
 
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use serde_json::Value;
-use waypoint_checkpoint::{Checkpoint, DELTA_COUNTERS_KEY, Result};
+use waypoint_checkpoint::{Checkpoint, DELTA_COUNTERS_KEY, PreparedPut, PreparedWrites, Result};
 
 use crate::cache::{BlobCache, BlobKey};
 use crate::convert::{
@@ -29,24 +29,14 @@ const SELECT_WRITES: &str = "SELECT task_id, idx, channel, type, blob FROM check
 /// A value as stored: its (possibly sealed) tag and bytes.
 pub(crate) type Stored = (String, Vec<u8>);
 
-/// A value to store: its (possibly sealed) tag and shared bytes.
-pub(crate) type ToStore = (String, Bytes);
-
-/// A checkpoint to store: row fields plus sealed values (`None` = empty channel).
-pub(crate) struct PutRow {
-    pub(crate) thread_id: String,
-    pub(crate) checkpoint_ns: String,
-    pub(crate) checkpoint_id: String,
-    pub(crate) parent: Option<String>,
-    pub(crate) checkpoint: String,
-    pub(crate) metadata: String,
-    pub(crate) run_id: Option<String>,
-    /// `(channel, version, value)` for each channel in `new_versions`.
-    pub(crate) blobs: Vec<(String, String, Option<ToStore>)>,
-}
-
-/// Stores a checkpoint and its new values atomically. A re-put keeps the first parent.
-pub(crate) fn put(conn: &mut Connection, row: PutRow) -> Result<()> {
+/// Stores a prepared checkpoint (its JSON columns given) and its new values atomically.
+/// A re-put keeps the first parent.
+pub(crate) fn put(
+    conn: &mut Connection,
+    put: &PreparedPut,
+    checkpoint: &str,
+    metadata: &str,
+) -> Result<()> {
     let tx = conn.transaction().map_err(sqlite_error)?;
     {
         let mut blob = tx
@@ -55,16 +45,16 @@ pub(crate) fn put(conn: &mut Connection, row: PutRow) -> Result<()> {
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )
             .map_err(sqlite_error)?;
-        for (channel, version, value) in &row.blobs {
-            let (tag, bytes) = match value {
-                Some((tag, bytes)) => (tag.as_str(), Some(&bytes[..])),
+        for v in &put.values {
+            let (tag, bytes) = match &v.value {
+                Some(value) => (value.type_tag.as_ref(), Some(&value.bytes[..])),
                 None => (EMPTY, None),
             };
             blob.execute(params![
-                row.thread_id,
-                row.checkpoint_ns,
-                channel,
-                version,
+                put.thread_id,
+                put.checkpoint_ns,
+                v.channel,
+                v.version.as_str(),
                 tag,
                 bytes
             ])
@@ -78,29 +68,22 @@ pub(crate) fn put(conn: &mut Connection, row: PutRow) -> Result<()> {
         )
         .map_err(sqlite_error)?
         .execute(params![
-            row.thread_id,
-            row.checkpoint_ns,
-            row.checkpoint_id,
-            row.parent,
-            row.checkpoint,
-            row.metadata,
-            row.run_id
+            put.thread_id,
+            put.checkpoint_ns,
+            put.checkpoint.id,
+            put.parent,
+            checkpoint,
+            metadata,
+            put.metadata.run_id
         ])
         .map_err(sqlite_error)?;
     }
     tx.commit().map_err(sqlite_error)
 }
 
-/// Stores one task's writes: replace when `replace`, else insert-or-ignore.
-pub(crate) fn put_writes(
-    conn: &mut Connection,
-    key: [&str; 4],
-    task_path: &str,
-    replace: bool,
-    rows: &[(i64, String, String, Vec<u8>)],
-) -> Result<()> {
-    let [thread_id, ns, checkpoint_id, task_id] = key;
-    let sql = if replace {
+/// Stores one task's prepared writes: replace when all are reserved, else insert-or-ignore.
+pub(crate) fn put_writes(conn: &mut Connection, w: &PreparedWrites) -> Result<()> {
+    let sql = if w.replace {
         "INSERT OR REPLACE INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
     } else {
@@ -110,17 +93,17 @@ pub(crate) fn put_writes(
     let tx = conn.transaction().map_err(sqlite_error)?;
     {
         let mut stmt = tx.prepare_cached(sql).map_err(sqlite_error)?;
-        for (idx, channel, tag, blob) in rows {
+        for row in &w.rows {
             stmt.execute(params![
-                thread_id,
-                ns,
-                checkpoint_id,
-                task_id,
-                idx,
-                channel,
-                tag,
-                blob,
-                task_path
+                w.thread_id,
+                w.checkpoint_ns,
+                w.checkpoint_id,
+                w.task_id,
+                row.idx,
+                row.channel,
+                row.value.type_tag.as_ref(),
+                &row.value.bytes[..],
+                w.task_path
             ])
             .map_err(sqlite_error)?;
         }

@@ -8,14 +8,14 @@ use async_trait::async_trait;
 use waypoint_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
     CheckpointSaver, CheckpointTuple, DeltaChannelHistory, Error, ListOptions, PendingWrite,
-    PruneStrategy, Result, Serde, SerializedValue, Slot, channels,
+    PreparedPut, PreparedWrites, PruneStrategy, Result, Serde, SerializedValue, Slot,
 };
 
 use crate::cache::BlobCache;
 use crate::config::{SqliteConfig, Target};
 use crate::convert::{RawBlob, RawWrite, tag};
 use crate::pool::Pool;
-use crate::queries::{self, CopiedValue, ListQuery, PutRow};
+use crate::queries::{self, CopiedValue, ListQuery};
 use crate::schema;
 
 /// A checkpointer on a SQLite database (file or in memory).
@@ -181,70 +181,31 @@ impl CheckpointSaver for SqliteSaver {
     async fn put(
         &self,
         config: &CheckpointConfig,
-        mut checkpoint: Checkpoint,
-        mut metadata: CheckpointMetadata,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> Result<CheckpointConfig> {
-        let thread_id = config.require_thread("put")?.to_owned();
-        let ns = config.ns().to_owned();
-        if checkpoint.id.is_empty() {
-            return Err(Error::InvalidConfig("checkpoint id is empty".into()));
-        }
-        metadata.strip_nul();
-        let mut blobs = Vec::with_capacity(new_versions.len());
-        for (channel, version) in new_versions {
-            let value = match checkpoint.channel_values.get(&channel) {
-                Some(value) => {
-                    let slot = Slot::Channel {
-                        thread_id: &thread_id,
-                        checkpoint_ns: &ns,
-                        channel: &channel,
-                        version: version.as_str(),
-                    };
-                    let sealed = self.serde.seal(value, &slot)?;
-                    Some((tag(&sealed), sealed.bytes))
-                }
-                None => None,
-            };
-            blobs.push((channel, version.to_string(), value));
-        }
-        checkpoint.channel_values.clear();
-        let returned = CheckpointConfig::of(&thread_id, &ns, &checkpoint.id);
-        let row = PutRow {
-            checkpoint_id: checkpoint.id.clone(),
-            parent: config.checkpoint_id.clone().filter(|p| !p.is_empty()),
-            checkpoint: json_text(&checkpoint)?,
-            metadata: json_text(&metadata)?,
-            run_id: metadata.run_id.clone(),
-            blobs,
-            thread_id,
-            checkpoint_ns: ns,
-        };
+        let put = PreparedPut::new(&self.serde, config, checkpoint, metadata, new_versions)?;
+        let returned = put.config();
+        let (checkpoint, metadata) = (json_text(&put.checkpoint)?, json_text(&put.metadata)?);
         let cache = self.cache.clone();
         self.writer
             .run(move |conn| {
-                let stored: Vec<_> = row
-                    .blobs
-                    .iter()
-                    .map(|(channel, version, value)| {
-                        let key = (
-                            row.thread_id.clone(),
-                            row.checkpoint_ns.clone(),
-                            channel.clone(),
-                            version.clone(),
-                        );
-                        let blob = value.as_ref().map(|(tag, bytes)| RawBlob {
-                            channel: channel.clone(),
-                            version: version.clone(),
-                            type_tag: tag.clone(),
-                            blob: bytes.clone(),
-                        });
-                        (key, blob)
-                    })
-                    .collect();
-                queries::put(conn, row)?;
+                queries::put(conn, &put, &checkpoint, &metadata)?;
                 // Write-through only after the commit: the cache never holds uncommitted data.
-                for (key, blob) in stored {
+                for v in put.values {
+                    let key = (
+                        put.thread_id.clone(),
+                        put.checkpoint_ns.clone(),
+                        v.channel.clone(),
+                        v.version.to_string(),
+                    );
+                    let blob = v.value.map(|value| RawBlob {
+                        channel: v.channel,
+                        version: v.version.to_string(),
+                        type_tag: tag(&value),
+                        blob: value.bytes,
+                    });
                     cache.insert(key, blob);
                 }
                 Ok(())
@@ -260,40 +221,11 @@ impl CheckpointSaver for SqliteSaver {
         task_id: &str,
         task_path: &str,
     ) -> Result<()> {
-        let thread_id = config.require_thread("put_writes")?.to_owned();
-        let checkpoint_id = config.require_id("put_writes")?.to_owned();
-        let ns = config.ns().to_owned();
-        if writes.is_empty() {
+        let Some(w) = PreparedWrites::new(&self.serde, config, writes, task_id, task_path)? else {
             return Ok(());
-        }
-        let replace = writes
-            .iter()
-            .all(|(c, _)| channels::special_index(c).is_some());
-        let mut rows = Vec::with_capacity(writes.len());
-        for (position, (channel, value)) in writes.into_iter().enumerate() {
-            let idx = channels::write_index(&channel, position);
-            let slot = Slot::Write {
-                thread_id: &thread_id,
-                checkpoint_ns: &ns,
-                checkpoint_id: &checkpoint_id,
-                task_id,
-                channel: &channel,
-                idx,
-            };
-            let sealed = self.serde.seal(&value, &slot)?;
-            rows.push((idx, channel, tag(&sealed), sealed.bytes.to_vec()));
-        }
-        let (task_id, task_path) = (task_id.to_owned(), task_path.to_owned());
+        };
         self.writer
-            .run(move |conn| {
-                queries::put_writes(
-                    conn,
-                    [&thread_id, &ns, &checkpoint_id, &task_id],
-                    &task_path,
-                    replace,
-                    &rows,
-                )
-            })
+            .run(move |conn| queries::put_writes(conn, &w))
             .await
     }
 

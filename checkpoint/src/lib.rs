@@ -47,6 +47,7 @@ mod error;
 mod filter;
 mod id;
 mod memory;
+mod prepare;
 mod saver;
 pub mod serde;
 mod types;
@@ -59,6 +60,7 @@ pub use error::{BoxError, Error, Result};
 pub use filter::json_contains;
 pub use id::{checkpoint_id, uuid6};
 pub use memory::{DELTA_COUNTERS_KEY, InMemorySaver};
+pub use prepare::{NewValue, PreparedPut, PreparedWrites, WriteRow};
 pub use saver::{
     Capabilities, CheckpointSaver, CheckpointSaverExt, DeltaChannelHistory, ListOptions,
     PruneStrategy, walk_delta_history,

@@ -10,10 +10,10 @@ use serde_json::Value;
 use crate::filter::json_contains;
 use crate::saver::{Capabilities, CheckpointSaver, ListOptions, PruneStrategy};
 use crate::serde::{Serde, Slot};
-use crate::version::{ChannelVersion, channels};
+use crate::version::ChannelVersion;
 use crate::{
     ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointTuple, Error,
-    PendingWrite, Result, SerializedValue,
+    PendingWrite, PreparedPut, PreparedWrites, Result, SerializedValue,
 };
 
 /// Metadata key under which the runtime lists the delta channels that need their history.
@@ -345,61 +345,40 @@ impl CheckpointSaver for InMemorySaver {
     async fn put(
         &self,
         config: &CheckpointConfig,
-        mut checkpoint: Checkpoint,
-        mut metadata: CheckpointMetadata,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> Result<CheckpointConfig> {
-        let thread_id = config.require_thread("put")?;
-        let ns_name = config.ns();
-        if checkpoint.id.is_empty() {
-            return Err(Error::InvalidConfig("checkpoint id is empty".into()));
-        }
-        metadata.strip_nul();
-        // Seal before taking the lock: encryption is the slow part.
-        let mut sealed = Vec::with_capacity(new_versions.len());
-        for (channel, version) in new_versions {
-            let value = match checkpoint.channel_values.get(&channel) {
-                Some(value) => {
-                    let slot = Slot::Channel {
-                        thread_id,
-                        checkpoint_ns: ns_name,
-                        channel: &channel,
-                        version: version.as_str(),
-                    };
-                    Some(self.serde.seal(value, &slot)?)
-                }
-                None => None,
-            };
-            sealed.push((channel, version, value));
-        }
-        checkpoint.channel_values.clear();
-        let metadata_json = Arc::new(Value::Object(metadata.to_json()));
-        let id = checkpoint.id.clone();
-
+        // Sealing happens here, before the lock: encryption is the slow part.
+        let put = PreparedPut::new(&self.serde, config, checkpoint, metadata, new_versions)?;
+        let returned = put.config();
+        let metadata_json = Arc::new(Value::Object(put.metadata.to_json()));
         let mut storage = self.storage.write();
         let ns = storage
-            .entry(thread_id.to_owned())
+            .entry(put.thread_id)
             .or_default()
             .namespaces
-            .entry(ns_name.to_owned())
+            .entry(put.checkpoint_ns)
             .or_default();
-        for (channel, version, value) in sealed {
-            ns.blobs.entry(channel).or_default().insert(version, value);
+        for v in put.values {
+            ns.blobs
+                .entry(v.channel)
+                .or_default()
+                .insert(v.version, v.value);
         }
+        let id = put.checkpoint.id.clone();
         let parent = match ns.checkpoints.get(&id) {
             Some(existing) => existing.parent.clone(),
-            None => config.checkpoint_id.clone().filter(|p| !p.is_empty()),
+            None => put.parent,
         };
-        ns.checkpoints.insert(
-            id.clone(),
-            Stored {
-                checkpoint,
-                metadata: Arc::new(metadata),
-                metadata_json,
-                parent,
-            },
-        );
-        Ok(CheckpointConfig::of(thread_id, ns_name, &id))
+        let stored = Stored {
+            checkpoint: put.checkpoint,
+            metadata: Arc::new(put.metadata),
+            metadata_json,
+            parent,
+        };
+        ns.checkpoints.insert(id, stored);
+        Ok(returned)
     }
 
     async fn put_writes(
@@ -409,42 +388,29 @@ impl CheckpointSaver for InMemorySaver {
         task_id: &str,
         task_path: &str,
     ) -> Result<()> {
-        let thread_id = config.require_thread("put_writes")?;
-        let checkpoint_id = config.require_id("put_writes")?;
-        let ns_name = config.ns();
-        if writes.is_empty() {
+        let Some(w) = PreparedWrites::new(&self.serde, config, writes, task_id, task_path)? else {
             return Ok(());
-        }
-        let replace = writes
-            .iter()
-            .all(|(channel, _)| channels::special_index(channel).is_some());
-        let mut rows = Vec::with_capacity(writes.len());
-        for (position, (channel, value)) in writes.into_iter().enumerate() {
-            let idx = channels::write_index(&channel, position);
-            let slot = write_slot(thread_id, ns_name, checkpoint_id, task_id, &channel, idx);
-            let value = self.serde.seal(&value, &slot)?;
-            rows.push((idx, channel, value));
-        }
-
+        };
         let mut storage = self.storage.write();
         let by_task = storage
-            .entry(thread_id.to_owned())
+            .entry(w.thread_id)
             .or_default()
             .namespaces
-            .entry(ns_name.to_owned())
+            .entry(w.checkpoint_ns)
             .or_default()
             .writes
-            .entry(checkpoint_id.to_owned())
+            .entry(w.checkpoint_id)
             .or_default();
-        for (idx, channel, value) in rows {
-            let key = (task_id.to_owned(), idx);
-            if replace || !by_task.contains_key(&key) {
-                let row = StoredWrite {
-                    channel,
-                    value,
-                    task_path: task_path.to_owned(),
+        for row in w.rows {
+            let key = (w.task_id.clone(), row.idx);
+            if w.replace || !by_task.contains_key(&key) {
+                let task_path = w.task_path.clone();
+                let stored = StoredWrite {
+                    channel: row.channel,
+                    value: row.value,
+                    task_path,
                 };
-                by_task.insert(key, row);
+                by_task.insert(key, stored);
             }
         }
         Ok(())

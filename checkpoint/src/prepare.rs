@@ -1,0 +1,169 @@
+//! What every backend does before storing a `put` or a `put_writes`: validate the config,
+//! strip metadata NULs, seal values for their slots, and index writes. Backends only store
+//! the prepared rows.
+
+use crate::serde::{Serde, Slot};
+use crate::version::{ChannelVersion, channels};
+use crate::{
+    ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata, Error, Result,
+    SerializedValue,
+};
+
+/// A channel value a put stores: `None` is a versioned channel without value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewValue {
+    /// The channel.
+    pub channel: String,
+    /// Its new version.
+    pub version: ChannelVersion,
+    /// The value, sealed for `(thread, ns, channel, version)`.
+    pub value: Option<SerializedValue>,
+}
+
+/// A validated `put`: the checkpoint without its values, and the values to store.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PreparedPut {
+    /// Thread of the checkpoint.
+    pub thread_id: String,
+    /// Namespace of the checkpoint.
+    pub checkpoint_ns: String,
+    /// The parent the config named, if any.
+    pub parent: Option<String>,
+    /// The checkpoint with `channel_values` emptied.
+    pub checkpoint: Checkpoint,
+    /// The metadata, top-level NULs stripped.
+    pub metadata: CheckpointMetadata,
+    /// One entry per channel of `new_versions`.
+    pub values: Vec<NewValue>,
+}
+
+impl PreparedPut {
+    /// Validates a put and seals the values of the channels in `new_versions`.
+    pub fn new(
+        serde: &Serde,
+        config: &CheckpointConfig,
+        mut checkpoint: Checkpoint,
+        mut metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> Result<Self> {
+        let thread_id = config.require_thread("put")?.to_owned();
+        let checkpoint_ns = config.ns().to_owned();
+        if checkpoint.id.is_empty() {
+            return Err(Error::InvalidConfig("checkpoint id is empty".into()));
+        }
+        metadata.strip_nul();
+        let mut values = Vec::with_capacity(new_versions.len());
+        for (channel, version) in new_versions {
+            let value = match checkpoint.channel_values.remove(&channel) {
+                Some(value) => Some(serde.seal(
+                    &value,
+                    &Slot::Channel {
+                        thread_id: &thread_id,
+                        checkpoint_ns: &checkpoint_ns,
+                        channel: &channel,
+                        version: version.as_str(),
+                    },
+                )?),
+                None => None,
+            };
+            values.push(NewValue {
+                channel,
+                version,
+                value,
+            });
+        }
+        checkpoint.channel_values.clear();
+        Ok(PreparedPut {
+            parent: config.checkpoint_id.clone().filter(|p| !p.is_empty()),
+            thread_id,
+            checkpoint_ns,
+            checkpoint,
+            metadata,
+            values,
+        })
+    }
+
+    /// The exact config `put` returns.
+    pub fn config(&self) -> CheckpointConfig {
+        CheckpointConfig::of(&self.thread_id, &self.checkpoint_ns, &self.checkpoint.id)
+    }
+}
+
+/// One pending write to store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WriteRow {
+    /// Position in the call, or the reserved channel's fixed index.
+    pub idx: i64,
+    /// The channel written.
+    pub channel: String,
+    /// The value, sealed for its write slot.
+    pub value: SerializedValue,
+}
+
+/// A validated `put_writes` call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PreparedWrites {
+    /// Thread of the checkpoint.
+    pub thread_id: String,
+    /// Namespace of the checkpoint.
+    pub checkpoint_ns: String,
+    /// The checkpoint the writes belong to.
+    pub checkpoint_id: String,
+    /// The task that wrote them.
+    pub task_id: String,
+    /// The task's path (stored, not interpreted).
+    pub task_path: String,
+    /// Replace existing rows (every write targets a reserved channel: last wins), or insert
+    /// only absent ones (first wins, so retried tasks are idempotent).
+    pub replace: bool,
+    /// The rows, in call order.
+    pub rows: Vec<WriteRow>,
+}
+
+impl PreparedWrites {
+    /// Validates a call and seals its writes; `None` when there is nothing to write.
+    pub fn new(
+        serde: &Serde,
+        config: &CheckpointConfig,
+        writes: Vec<(String, SerializedValue)>,
+        task_id: &str,
+        task_path: &str,
+    ) -> Result<Option<Self>> {
+        let thread_id = config.require_thread("put_writes")?.to_owned();
+        let checkpoint_id = config.require_id("put_writes")?.to_owned();
+        let checkpoint_ns = config.ns().to_owned();
+        if writes.is_empty() {
+            return Ok(None);
+        }
+        let replace = writes
+            .iter()
+            .all(|(channel, _)| channels::special_index(channel).is_some());
+        let mut rows = Vec::with_capacity(writes.len());
+        for (position, (channel, value)) in writes.into_iter().enumerate() {
+            let idx = channels::write_index(&channel, position);
+            let slot = Slot::Write {
+                thread_id: &thread_id,
+                checkpoint_ns: &checkpoint_ns,
+                checkpoint_id: &checkpoint_id,
+                task_id,
+                channel: &channel,
+                idx,
+            };
+            let value = serde.seal(&value, &slot)?;
+            rows.push(WriteRow {
+                idx,
+                channel,
+                value,
+            });
+        }
+        Ok(Some(PreparedWrites {
+            thread_id,
+            checkpoint_ns,
+            checkpoint_id,
+            task_id: task_id.to_owned(),
+            task_path: task_path.to_owned(),
+            replace,
+            rows,
+        }))
+    }
+}
