@@ -92,6 +92,21 @@ impl SqliteSaver {
         &self.config
     }
 
+    /// Runs a write that may remove or move stored values, then forgets cached values.
+    async fn write_then_forget<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut rusqlite::Connection) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let cache = self.cache.clone();
+        self.writer
+            .run(move |conn| {
+                let done = f(conn);
+                cache.clear();
+                done
+            })
+            .await
+    }
+
     fn open_values(
         &self,
         raws: Vec<crate::convert::RawCheckpoint>,
@@ -231,15 +246,7 @@ impl CheckpointSaver for SqliteSaver {
 
     async fn delete_thread(&self, thread_id: &str) -> Result<()> {
         let thread_id = thread_id.to_owned();
-        self.writer
-            .run({
-                let cache = self.cache.clone();
-                move |conn| {
-                    let done = queries::delete_thread(conn, &thread_id);
-                    cache.clear();
-                    done
-                }
-            })
+        self.write_then_forget(move |conn| queries::delete_thread(conn, &thread_id))
             .await
     }
 
@@ -248,15 +255,7 @@ impl CheckpointSaver for SqliteSaver {
             return Ok(());
         }
         let run_ids = json_text(&run_ids)?;
-        self.writer
-            .run({
-                let cache = self.cache.clone();
-                move |conn| {
-                    let done = queries::delete_for_runs(conn, &run_ids);
-                    cache.clear();
-                    done
-                }
-            })
+        self.write_then_forget(move |conn| queries::delete_for_runs(conn, &run_ids))
             .await
     }
 
@@ -266,10 +265,8 @@ impl CheckpointSaver for SqliteSaver {
         }
         let (source, target) = (source_thread_id.to_owned(), target_thread_id.to_owned());
         let serde = self.serde.clone();
-        let cache = self.cache.clone();
         let copied = self
-            .writer
-            .run(move |conn| {
+            .write_then_forget(move |conn| {
                 let reseal = |v: CopiedValue<'_>| -> Result<(String, Vec<u8>)> {
                     let stored = SerializedValue::new(v.type_tag, v.blob);
                     let (from, to) = match v.slot {
@@ -314,9 +311,7 @@ impl CheckpointSaver for SqliteSaver {
                 } else {
                     None
                 };
-                let copied = queries::copy_thread(conn, &source, &target, reseal);
-                cache.clear();
-                copied
+                queries::copy_thread(conn, &source, &target, reseal)
             })
             .await?;
         if !copied {
@@ -333,15 +328,7 @@ impl CheckpointSaver for SqliteSaver {
         }
         let thread_ids = thread_ids.to_vec();
         let keep_latest = strategy == PruneStrategy::KeepLatest;
-        self.writer
-            .run({
-                let cache = self.cache.clone();
-                move |conn| {
-                    let done = queries::prune(conn, &thread_ids, keep_latest);
-                    cache.clear();
-                    done
-                }
-            })
+        self.write_then_forget(move |conn| queries::prune(conn, &thread_ids, keep_latest))
             .await
     }
 
