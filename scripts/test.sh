@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, docs, every crate's tests, and the fuzz targets'
-# build. Later backends add their throwaway servers here (loopback, random ports, temp dirs,
-# removed on exit) and export WAYPOINT_TEST_*_URL; WAYPOINT_REQUIRE_BACKENDS=1 turns a skipped
-# live-backend suite into a failure.
+# build. Live backends run on throwaway servers started here (loopback, random ports, data in
+# a temp dir, stopped and removed however the script ends), named by WAYPOINT_TEST_*_URL;
+# WAYPOINT_REQUIRE_BACKENDS=1 turns a skipped live-backend suite into a failure. Interop tests
+# run the real Python LangGraph packages from a venv (created once, pinned: scripts/python.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,10 +11,12 @@ export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 export WAYPOINT_REQUIRE_BACKENDS=1
 export RUST_BACKTRACE=1
 
-# Scratch space for test databases and files; removed however the script ends.
+source scripts/services.sh
+source scripts/python.sh
+
+# Scratch space for servers, test databases and files; removed however the script ends.
 scratch="$(mktemp -d -t waypoint-test.XXXXXX)"
-trap 'rm -rf "$scratch"' EXIT
-export TMPDIR="$scratch"
+trap 'stop_services; rm -rf "$scratch"' EXIT
 
 step() { printf '\n==> %s\n' "$*"; }
 
@@ -29,6 +32,13 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --all-features --no-deps --quie
 
 step "fuzz targets build"
 cargo build --quiet --manifest-path fuzz/Cargo.toml --bins
+
+step "throwaway servers and the LangGraph venv"
+start_postgres "$scratch" postgres POSTGRES
+# A second server for the fault tests, which stop and restart it mid-run.
+start_postgres "$scratch" postgres-faults POSTGRES_FAULTS
+langgraph_venv
+export TMPDIR="$scratch"
 
 step "cargo test"
 cargo test --workspace --all-features

@@ -10,7 +10,10 @@
 //! ```
 //!
 //! The factory is an async expression returning `Result<S>` where `S` is any saver (including
-//! `Arc<dyn CheckpointSaver>`); it runs once per case. Optional operations are tested only
+//! `Arc<dyn CheckpointSaver>`); it runs once per case. For a live server that may be absent,
+//! `checkpoint_conformance!(optional factory)` takes a factory returning `Result<Option<S>>`,
+//! and a case whose factory gives `None` passes without running (the factory decides, and
+//! fails instead when the environment requires the backend). Optional operations are tested only
 //! where `capabilities()` declares them, and [`optional_operations_match_capabilities`] tests
 //! the declaration itself.
 
@@ -59,6 +62,9 @@ impl<S: CheckpointSaver> AsSaver for S {
 /// Expands to one `#[tokio::test]` per conformance case for a saver factory.
 #[macro_export]
 macro_rules! checkpoint_conformance {
+    (optional $factory:expr) => {
+        $crate::__checkpoint_cases!(optional_tests $factory);
+    };
     ($factory:expr) => {
         $crate::__checkpoint_cases!(tests $factory);
     };
@@ -140,6 +146,15 @@ macro_rules! __checkpoint_cases_apply {
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn $case() -> $crate::Result<()> {
             let fixture = $factory.await?;
+            $crate::conformance::$case($crate::conformance::AsSaver::as_saver(&fixture)).await
+        }
+    )*};
+    ([optional_tests $factory:expr] $($case:ident)*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $case() -> $crate::Result<()> {
+            let Some(fixture) = $factory.await? else {
+                return Ok(());
+            };
             $crate::conformance::$case($crate::conformance::AsSaver::as_saver(&fixture)).await
         }
     )*};

@@ -1,0 +1,41 @@
+//! PostgreSQL checkpointer for Waypoint: [`PostgresSaver`] implements
+//! [`waypoint_checkpoint::CheckpointSaver`] on sqlx, in the tables of
+//! langgraph-checkpoint-postgres.
+//!
+//! The tables, columns and `checkpoint_migrations` numbering (v0 to v9) are LangGraph's, so
+//! a Python LangGraph service and a Waypoint service can share one database: each reads the
+//! other's threads. Waypoint's own additions (indexes) are numbered in
+//! `waypoint_migrations`. Differences from LangGraph's writer, all readable by it: every
+//! channel value goes to `checkpoint_blobs` (LangGraph inlines strings, numbers and booleans
+//! in the `checkpoint` JSON, in plaintext even when values are encrypted; this saver reads
+//! such values), a `put` is one statement (atomic, one round trip), and NUL characters,
+//! which `jsonb` cannot hold, are removed from metadata rather than failing the write.
+//!
+//! ```no_run
+//! # async fn demo() -> waypoint_checkpoint::Result<()> {
+//! use waypoint_checkpoint::{CheckpointConfig, CheckpointSaver};
+//! use waypoint_checkpoint_postgres::{PostgresConfig, PostgresSaver};
+//!
+//! let saver = PostgresSaver::connect(
+//!     PostgresConfig::new("postgres://app@localhost/agents").schema("tenant_a"),
+//! )
+//! .await?;
+//! saver.setup().await?;
+//! assert!(saver.get_tuple(&CheckpointConfig::new("thread-1")).await?.is_none());
+//! # Ok(()) }
+//! ```
+
+mod config;
+mod convert;
+mod queries;
+mod saver;
+mod schema;
+
+pub use config::PostgresConfig;
+pub use saver::PostgresSaver;
+
+/// The newest `checkpoint_migrations` version this build creates and understands.
+pub const LANGGRAPH_SCHEMA_VERSION: i32 = schema::LANGGRAPH_LATEST;
+
+/// The newest `waypoint_migrations` version this build creates.
+pub const WAYPOINT_SCHEMA_VERSION: i32 = schema::WAYPOINT_LATEST;

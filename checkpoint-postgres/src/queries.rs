@@ -1,0 +1,685 @@
+//! All SQL. Each operation is one statement (one round trip, atomic on its own) where it
+//! can be; the rest run in one transaction.
+
+use std::collections::BTreeSet;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use futures::TryStreamExt;
+use serde_json::Value;
+use sqlx::postgres::PgArguments;
+use sqlx::query::Query;
+use sqlx::{Acquire, PgConnection, Postgres};
+use waypoint_checkpoint::{
+    CheckpointTuple, DELTA_COUNTERS_KEY, PreparedPut, PreparedWrites, Result, Serde,
+    SerializedValue, Slot,
+};
+
+use crate::convert::{EMPTY, StoredCheckpoint, pg_error};
+
+/// The tuple columns read by `get_tuple` and `list`, for the checkpoints `selection` (a
+/// `WHERE ... ORDER BY ... LIMIT` tail) picks: the checkpoint row, its channel values joined
+/// by version (as parallel arrays), and its pending writes by `(task_id, idx)`. Rows are
+/// picked and ordered before the lateral joins, so values are read only for the rows
+/// returned, in order, and streamed without sorting wide rows. Each value is one primary-key
+/// probe (`LIMIT 1` keeps the planner from turning the probes into a hash of the thread's
+/// values per row, which it does when statistics are stale, at quadratic cost).
+fn select(selection: &str) -> String {
+    format!(
+        "SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
+    c.checkpoint::text, c.metadata::text,
+    b.channels, b.versions, b.types, b.blobs,
+    w.task_ids, w.idxs, w.channels, w.types, w.blobs
+FROM (SELECT * FROM checkpoints c {selection}) c
+LEFT JOIN LATERAL (
+    SELECT array_agg(bl.channel) AS channels, array_agg(bl.version) AS versions,
+        array_agg(bl.type) AS types, array_agg(bl.blob) AS blobs
+    FROM jsonb_each_text(c.checkpoint -> 'channel_versions') cv
+    CROSS JOIN LATERAL (
+        SELECT v.channel, v.version, v.type, v.blob FROM checkpoint_blobs v
+        WHERE v.thread_id = c.thread_id AND v.checkpoint_ns = c.checkpoint_ns
+            AND v.channel = cv.key AND v.version = cv.value
+        LIMIT 1
+    ) bl
+) b ON true
+LEFT JOIN LATERAL (
+    SELECT array_agg(cw.task_id ORDER BY cw.task_id, cw.idx) AS task_ids,
+        array_agg(cw.idx ORDER BY cw.task_id, cw.idx) AS idxs,
+        array_agg(cw.channel ORDER BY cw.task_id, cw.idx) AS channels,
+        array_agg(cw.type ORDER BY cw.task_id, cw.idx) AS types,
+        array_agg(cw.blob ORDER BY cw.task_id, cw.idx) AS blobs
+    FROM checkpoint_writes cw
+    WHERE cw.thread_id = c.thread_id AND cw.checkpoint_ns = c.checkpoint_ns
+        AND cw.checkpoint_id = c.checkpoint_id
+) w ON true
+ORDER BY c.checkpoint_id DESC"
+    )
+}
+
+/// A query, prepared on the server (and cached per connection) unless `persistent` is off.
+fn query(sql: &'static str, persistent: bool) -> Query<'static, Postgres, PgArguments> {
+    sqlx::query(sql).persistent(persistent)
+}
+
+/// The checkpoint `(thread, ns, id)`, or the newest of `(thread, ns)` without an id.
+pub(crate) fn get(
+    thread_id: String,
+    ns: String,
+    id: Option<String>,
+    persistent: bool,
+) -> Query<'static, Postgres, PgArguments> {
+    static BY_ID: OnceLock<String> = OnceLock::new();
+    static LATEST: OnceLock<String> = OnceLock::new();
+    match id {
+        Some(id) => query(
+            BY_ID.get_or_init(|| {
+                select("WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id = $3")
+            }),
+            persistent,
+        )
+        .bind(thread_id)
+        .bind(ns)
+        .bind(id),
+        None => query(
+            LATEST.get_or_init(|| {
+                select(
+                    "WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 ORDER BY c.checkpoint_id DESC LIMIT 1",
+                )
+            }),
+            persistent,
+        )
+        .bind(thread_id)
+        .bind(ns),
+    }
+}
+
+/// What `list` selects by; `None` leaves a field unconstrained.
+#[derive(Debug, Default)]
+pub(crate) struct ListQuery {
+    pub(crate) thread_id: Option<String>,
+    pub(crate) checkpoint_ns: Option<String>,
+    pub(crate) checkpoint_id: Option<String>,
+    pub(crate) before: Option<String>,
+    /// The metadata filter as JSON text.
+    pub(crate) filter: Option<String>,
+    pub(crate) limit: Option<usize>,
+}
+
+impl ListQuery {
+    /// The statement for the constraints present: one of 64 fixed texts, so each is
+    /// prepared once per connection. Rows come newest first with `LIMIT` in SQL.
+    pub(crate) fn build(self, persistent: bool) -> Query<'static, Postgres, PgArguments> {
+        const CLAUSES: [&str; 5] = [
+            "c.thread_id = ",
+            "c.checkpoint_ns = ",
+            "c.checkpoint_id = ",
+            "c.checkpoint_id < ",
+            "c.metadata @> ",
+        ];
+        static TEXTS: OnceLock<Vec<String>> = OnceLock::new();
+        let texts = TEXTS.get_or_init(|| {
+            (0..64u32)
+                .map(|mask| {
+                    let mut sql = String::new();
+                    let mut n = 0;
+                    for (bit, clause) in CLAUSES.iter().enumerate() {
+                        if mask & (1 << bit) != 0 {
+                            n += 1;
+                            sql += if n == 1 { "WHERE " } else { " AND " };
+                            sql += clause;
+                            sql += &format!("${n}");
+                            if bit == 4 {
+                                sql += "::jsonb";
+                            }
+                        }
+                    }
+                    sql += " ORDER BY c.checkpoint_id DESC";
+                    if mask & (1 << 5) != 0 {
+                        sql += &format!(" LIMIT ${}", n + 1);
+                    }
+                    select(&sql)
+                })
+                .collect()
+        });
+        let fields = [
+            self.thread_id,
+            self.checkpoint_ns,
+            self.checkpoint_id.filter(|id| !id.is_empty()),
+            self.before,
+            self.filter,
+        ];
+        let mut mask = 0;
+        for (bit, field) in fields.iter().enumerate() {
+            if field.is_some() {
+                mask |= 1 << bit;
+            }
+        }
+        if self.limit.is_some() {
+            mask |= 1 << 5;
+        }
+        let mut q = query(&texts[mask], persistent);
+        for field in fields.into_iter().flatten() {
+            q = q.bind(field);
+        }
+        if let Some(limit) = self.limit {
+            q = q.bind(i64::try_from(limit).unwrap_or(i64::MAX));
+        }
+        q
+    }
+}
+
+/// Stores a checkpoint and its new values in one statement: atomic, one round trip.
+/// Values already stored under the same version are kept; the checkpoint row is replaced
+/// except for its parent.
+pub(crate) async fn put(
+    conn: &mut PgConnection,
+    put: &PreparedPut,
+    checkpoint: &str,
+    metadata: &str,
+    persistent: bool,
+) -> sqlx::Result<()> {
+    const SQL: &str = "WITH blobs AS (
+        INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
+        SELECT $1, $2, v.channel, v.version, v.type, v.blob
+        FROM unnest($3::text[], $4::text[], $5::text[], $6::bytea[]) AS v(channel, version, type, blob)
+        ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
+    )
+    INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
+    VALUES ($1, $2, $7, $8, $9::jsonb, $10::jsonb)
+    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id)
+    DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata";
+    let n = put.values.len();
+    let (mut channels, mut versions) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let (mut types, mut blobs) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for v in &put.values {
+        channels.push(v.channel.as_str());
+        versions.push(v.version.as_str());
+        match &v.value {
+            Some(value) => {
+                types.push(value.type_tag.as_ref());
+                blobs.push(Some(value.bytes.as_ref()));
+            }
+            None => {
+                types.push(EMPTY);
+                blobs.push(None);
+            }
+        }
+    }
+    sqlx::query(SQL)
+        .persistent(persistent)
+        .bind(&put.thread_id)
+        .bind(&put.checkpoint_ns)
+        .bind(channels)
+        .bind(versions)
+        .bind(types)
+        .bind(blobs)
+        .bind(&put.checkpoint.id)
+        .bind(put.parent.as_deref())
+        .bind(checkpoint)
+        .bind(metadata)
+        .execute(conn)
+        .await
+        .map(drop)
+}
+
+/// Stores one call's writes in one statement: replacing rows (last wins) or keeping
+/// existing ones (first wins), as prepared.
+pub(crate) async fn put_writes(
+    conn: &mut PgConnection,
+    w: &PreparedWrites,
+    persistent: bool,
+) -> sqlx::Result<()> {
+    const INSERT: &str = "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
+        SELECT $1, $2, $3, $4, $5, w.idx, w.channel, w.type, w.blob
+        FROM unnest($6::int4[], $7::text[], $8::text[], $9::bytea[]) AS w(idx, channel, type, blob)
+        ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)";
+    static SQL: OnceLock<[String; 2]> = OnceLock::new();
+    let [ignore, replace] = SQL.get_or_init(|| {
+        [
+            format!("{INSERT} DO NOTHING"),
+            format!(
+                "{INSERT} DO UPDATE SET channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob"
+            ),
+        ]
+    });
+    // One statement cannot update a row twice: of repeated indexes, the last row stands.
+    let rows: Vec<_> = if w.replace {
+        w.rows
+            .iter()
+            .enumerate()
+            .filter(|(i, r)| !w.rows[i + 1..].iter().any(|later| later.idx == r.idx))
+            .map(|(_, r)| r)
+            .collect()
+    } else {
+        w.rows.iter().collect()
+    };
+    let idxs: Vec<i32> = rows
+        .iter()
+        .map(|r| i32::try_from(r.idx).unwrap_or(i32::MAX))
+        .collect();
+    let channels: Vec<&str> = rows.iter().map(|r| r.channel.as_str()).collect();
+    let types: Vec<&str> = rows.iter().map(|r| r.value.type_tag.as_ref()).collect();
+    let blobs: Vec<&[u8]> = rows.iter().map(|r| r.value.bytes.as_ref()).collect();
+    sqlx::query(if w.replace { replace } else { ignore })
+        .persistent(persistent)
+        .bind(&w.thread_id)
+        .bind(&w.checkpoint_ns)
+        .bind(&w.checkpoint_id)
+        .bind(&w.task_id)
+        .bind(&w.task_path)
+        .bind(idxs)
+        .bind(channels)
+        .bind(types)
+        .bind(blobs)
+        .execute(conn)
+        .await
+        .map(drop)
+}
+
+/// Deletes a thread's checkpoints, values and writes in one statement.
+pub(crate) async fn delete_thread(
+    conn: &mut PgConnection,
+    thread_id: &str,
+    persistent: bool,
+) -> sqlx::Result<()> {
+    const SQL: &str = "WITH c AS (DELETE FROM checkpoints WHERE thread_id = $1),
+        b AS (DELETE FROM checkpoint_blobs WHERE thread_id = $1)
+        DELETE FROM checkpoint_writes WHERE thread_id = $1";
+    sqlx::query(SQL)
+        .persistent(persistent)
+        .bind(thread_id)
+        .execute(conn)
+        .await
+        .map(drop)
+}
+
+/// Deletes values of `(thread, ns)` that no remaining checkpoint refers to; the live set is
+/// one hashed subquery, not a probe per value.
+const COLLECT_GARBAGE: &str = "DELETE FROM checkpoint_blobs
+    WHERE thread_id = $1 AND checkpoint_ns = $2
+    AND (channel, version) NOT IN (
+        SELECT cv.key, cv.value FROM checkpoints c, jsonb_each_text(c.checkpoint -> 'channel_versions') cv
+        WHERE c.thread_id = $1 AND c.checkpoint_ns = $2)";
+
+/// Deletes the checkpoints of the given runs, their writes, and values left unreferenced.
+pub(crate) async fn delete_for_runs(
+    conn: &mut PgConnection,
+    run_ids: &[String],
+    persistent: bool,
+) -> Result<()> {
+    let mut tx = conn.begin().await.map_err(pg_error)?;
+    let touched: Vec<(String, String)> = sqlx::query_as(
+        "WITH gone AS (
+            DELETE FROM checkpoints WHERE metadata ? 'run_id' AND metadata ->> 'run_id' = ANY($1)
+            RETURNING thread_id, checkpoint_ns, checkpoint_id),
+        writes AS (
+            DELETE FROM checkpoint_writes cw USING gone g
+            WHERE cw.thread_id = g.thread_id AND cw.checkpoint_ns = g.checkpoint_ns
+                AND cw.checkpoint_id = g.checkpoint_id)
+        SELECT DISTINCT thread_id, checkpoint_ns FROM gone",
+    )
+    .persistent(persistent)
+    .bind(run_ids)
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(pg_error)?;
+    for (thread_id, ns) in touched {
+        sqlx::query(COLLECT_GARBAGE)
+            .persistent(persistent)
+            .bind(thread_id)
+            .bind(ns)
+            .execute(&mut *tx)
+            .await
+            .map_err(pg_error)?;
+    }
+    tx.commit().await.map_err(pg_error)
+}
+
+/// Copies every checkpoint, value and write of `source` to `target`; `false` when `target`
+/// already has checkpoints. Sealed values are resealed for their new slots.
+pub(crate) async fn copy_thread(
+    conn: &mut PgConnection,
+    source: &str,
+    target: &str,
+    serde: &Serde,
+    persistent: bool,
+) -> Result<bool> {
+    let mut tx = conn.begin().await.map_err(pg_error)?;
+    // Two copies to one target take turns.
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+        .persistent(persistent)
+        .bind(target)
+        .execute(&mut *tx)
+        .await
+        .map_err(pg_error)?;
+    let taken: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = $1)")
+            .persistent(persistent)
+            .bind(target)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(pg_error)?;
+    if taken {
+        return Ok(false);
+    }
+    // Leftovers of a deleted target (late writes) must not attach to the copied checkpoints.
+    delete_thread(&mut tx, target, persistent)
+        .await
+        .map_err(pg_error)?;
+    sqlx::query(
+        "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata)
+         SELECT $2, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata FROM checkpoints WHERE thread_id = $1",
+    )
+.persistent(persistent)
+    .bind(source)
+    .bind(target)
+    .execute(&mut *tx)
+    .await
+    .map_err(pg_error)?;
+    if serde.is_encrypted() {
+        copy_resealed(&mut tx, source, target, serde, persistent).await?;
+    } else {
+        sqlx::query(
+            "WITH b AS (
+                INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
+                SELECT $2, checkpoint_ns, channel, version, type, blob FROM checkpoint_blobs WHERE thread_id = $1)
+            INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
+            SELECT $2, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob FROM checkpoint_writes WHERE thread_id = $1",
+        )
+.persistent(persistent)
+        .bind(source)
+        .bind(target)
+        .execute(&mut *tx)
+        .await
+        .map_err(pg_error)?;
+    }
+    tx.commit().await.map_err(pg_error)?;
+    Ok(true)
+}
+
+/// Copies values and writes one by one, opening each for its source slot and sealing it for
+/// the target's.
+async fn copy_resealed(
+    conn: &mut PgConnection,
+    source: &str,
+    target: &str,
+    serde: &Serde,
+    persistent: bool,
+) -> Result<()> {
+    type BlobRow = (String, String, String, String, Option<Vec<u8>>);
+    let blobs: Vec<BlobRow> = sqlx::query_as(
+        "SELECT checkpoint_ns, channel, version, type, blob FROM checkpoint_blobs WHERE thread_id = $1",
+    )
+.persistent(persistent)
+    .bind(source)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(pg_error)?;
+    for (ns, channel, version, tag, blob) in blobs {
+        let (tag, blob) = match blob {
+            Some(blob) if tag != EMPTY => {
+                let slot = |thread_id| Slot::Channel {
+                    thread_id,
+                    checkpoint_ns: &ns,
+                    channel: &channel,
+                    version: &version,
+                };
+                let sealed = reseal(serde, tag, blob, &slot(source), &slot(target))?;
+                (sealed.type_tag.into_owned(), Some(sealed.bytes.to_vec()))
+            }
+            _ => (tag, None),
+        };
+        sqlx::query("INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob) VALUES ($1, $2, $3, $4, $5, $6)")
+.persistent(persistent)
+            .bind(target).bind(&ns).bind(&channel).bind(&version).bind(tag).bind(blob)
+            .execute(&mut *conn)
+            .await
+            .map_err(pg_error)?;
+    }
+    type WriteRow = (
+        String,
+        String,
+        String,
+        String,
+        i32,
+        String,
+        Option<String>,
+        Vec<u8>,
+    );
+    let writes: Vec<WriteRow> = sqlx::query_as(
+        "SELECT checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob FROM checkpoint_writes WHERE thread_id = $1",
+    )
+.persistent(persistent)
+    .bind(source)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(pg_error)?;
+    for (ns, id, task, path, idx, channel, tag, blob) in writes {
+        let slot = |thread_id| Slot::Write {
+            thread_id,
+            checkpoint_ns: &ns,
+            checkpoint_id: &id,
+            task_id: &task,
+            channel: &channel,
+            idx: i64::from(idx),
+        };
+        let tag = tag.unwrap_or_else(|| waypoint_checkpoint::serde::TAG_NULL.to_owned());
+        let sealed = reseal(serde, tag, blob, &slot(source), &slot(target))?;
+        sqlx::query(
+            "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        )
+.persistent(persistent)
+        .bind(target).bind(&ns).bind(&id).bind(&task).bind(&path).bind(idx).bind(&channel)
+        .bind(sealed.type_tag.as_ref()).bind(sealed.bytes.as_ref())
+        .execute(&mut *conn)
+        .await
+        .map_err(pg_error)?;
+    }
+    Ok(())
+}
+
+fn reseal(
+    serde: &Serde,
+    tag: String,
+    blob: Vec<u8>,
+    from: &Slot<'_>,
+    to: &Slot<'_>,
+) -> Result<SerializedValue> {
+    let opened = serde.open(&SerializedValue::new(tag, blob), from)?;
+    serde.seal(&opened, to)
+}
+
+/// Deletes whole threads (`keep_latest` false) or keeps the newest checkpoint of each
+/// namespace plus the ancestors its delta channels still need, with their writes.
+pub(crate) async fn prune(
+    conn: &mut PgConnection,
+    thread_ids: &[String],
+    keep_latest: bool,
+    persistent: bool,
+) -> Result<()> {
+    let mut tx = conn.begin().await.map_err(pg_error)?;
+    for thread_id in thread_ids {
+        if !keep_latest {
+            delete_thread(&mut tx, thread_id, persistent)
+                .await
+                .map_err(pg_error)?;
+            continue;
+        }
+        let namespaces: Vec<String> = sqlx::query_scalar(
+            "SELECT DISTINCT checkpoint_ns FROM checkpoints WHERE thread_id = $1",
+        )
+        .persistent(persistent)
+        .bind(thread_id)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(pg_error)?;
+        for ns in namespaces {
+            let keep = ids_to_keep(&mut tx, thread_id, &ns, persistent).await?;
+            let newest = keep.iter().next_back().cloned().unwrap_or_default();
+            let keep: Vec<String> = keep.into_iter().collect();
+            sqlx::query(
+                "WITH c AS (
+                    DELETE FROM checkpoints WHERE thread_id = $1 AND checkpoint_ns = $2
+                        AND checkpoint_id <> ALL($3))
+                -- Writes for checkpoints not stored yet (newer than the latest) stay.
+                DELETE FROM checkpoint_writes WHERE thread_id = $1 AND checkpoint_ns = $2
+                    AND checkpoint_id <= $4 AND checkpoint_id <> ALL($3)",
+            )
+            .persistent(persistent)
+            .bind(thread_id)
+            .bind(&ns)
+            .bind(&keep)
+            .bind(&newest)
+            .execute(&mut *tx)
+            .await
+            .map_err(pg_error)?;
+            sqlx::query(COLLECT_GARBAGE)
+                .persistent(persistent)
+                .bind(thread_id)
+                .bind(&ns)
+                .execute(&mut *tx)
+                .await
+                .map_err(pg_error)?;
+        }
+    }
+    tx.commit().await.map_err(pg_error)
+}
+
+/// A stored checkpoint's parent, JSON and metadata.
+async fn checkpoint_at(
+    conn: &mut PgConnection,
+    thread_id: &str,
+    ns: &str,
+    id: &str,
+    persistent: bool,
+) -> Result<Option<(Option<String>, StoredCheckpoint, Value)>> {
+    let row: Option<(Option<String>, String, String)> = sqlx::query_as(
+        "SELECT parent_checkpoint_id, checkpoint::text, metadata::text FROM checkpoints
+         WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3",
+    )
+    .persistent(persistent)
+    .bind(thread_id)
+    .bind(ns)
+    .bind(id)
+    .fetch_optional(&mut *conn)
+    .await
+    .map_err(pg_error)?;
+    row.map(|(parent, checkpoint, metadata)| {
+        Ok((
+            parent,
+            StoredCheckpoint::parse(&checkpoint)?,
+            serde_json::from_str(&metadata)
+                .map_err(|e| waypoint_checkpoint::Error::serialization("json", e))?,
+        ))
+    })
+    .transpose()
+}
+
+/// Whether `checkpoint` has a value for `channel`: inline, or stored under its version.
+async fn has_value(
+    conn: &mut PgConnection,
+    thread_id: &str,
+    ns: &str,
+    checkpoint: &StoredCheckpoint,
+    channel: &str,
+    persistent: bool,
+) -> Result<bool> {
+    let Some(version) = checkpoint.channel_versions.get(channel) else {
+        return Ok(false);
+    };
+    if checkpoint
+        .channel_values
+        .get(channel)
+        .is_some_and(|v| !v.is_null() && *v != Value::Bool(true))
+    {
+        return Ok(true);
+    }
+    sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM checkpoint_blobs WHERE thread_id = $1 AND checkpoint_ns = $2
+            AND channel = $3 AND version = $4 AND type <> 'empty')",
+    )
+    .persistent(persistent)
+    .bind(thread_id)
+    .bind(ns)
+    .bind(channel)
+    .bind(version.as_str())
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(pg_error)
+}
+
+/// The newest checkpoint id plus the ancestors its delta channels need back to a seed.
+async fn ids_to_keep(
+    conn: &mut PgConnection,
+    thread_id: &str,
+    ns: &str,
+    persistent: bool,
+) -> Result<BTreeSet<String>> {
+    let mut keep = BTreeSet::new();
+    let latest: Option<String> = sqlx::query_scalar(
+        "SELECT max(checkpoint_id) FROM checkpoints WHERE thread_id = $1 AND checkpoint_ns = $2",
+    )
+    .persistent(persistent)
+    .bind(thread_id)
+    .bind(ns)
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(pg_error)?;
+    let Some(latest) = latest else {
+        return Ok(keep);
+    };
+    keep.insert(latest.clone());
+    let Some((mut next, cp, meta)) =
+        checkpoint_at(conn, thread_id, ns, &latest, persistent).await?
+    else {
+        return Ok(keep);
+    };
+    let mut open: Vec<String> = Vec::new();
+    if let Some(Value::Object(counters)) = meta.get(DELTA_COUNTERS_KEY) {
+        for channel in counters.keys() {
+            if !has_value(conn, thread_id, ns, &cp, channel, persistent).await? {
+                open.push(channel.clone());
+            }
+        }
+    }
+    while let (false, Some(id)) = (open.is_empty(), next.take()) {
+        let Some((parent, ancestor, _)) =
+            checkpoint_at(conn, thread_id, ns, &id, persistent).await?
+        else {
+            break;
+        };
+        keep.insert(id);
+        let mut still_open = Vec::with_capacity(open.len());
+        for channel in open {
+            if !has_value(conn, thread_id, ns, &ancestor, &channel, persistent).await? {
+                still_open.push(channel);
+            }
+        }
+        open = still_open;
+        next = parent;
+    }
+    Ok(keep)
+}
+
+/// Reads every row of a query into tuples as they arrive, waiting at most `timeout` for
+/// each.
+pub(crate) async fn fetch_tuples(
+    conn: &mut PgConnection,
+    q: Query<'static, Postgres, PgArguments>,
+    serde: &Serde,
+    timeout: Duration,
+) -> Result<Vec<CheckpointTuple>> {
+    let mut rows = q.fetch(conn);
+    let mut out = Vec::new();
+    loop {
+        let row = tokio::time::timeout(timeout, rows.try_next())
+            .await
+            .map_err(|_| crate::saver::timed_out(timeout))?
+            .map_err(pg_error)?;
+        match row {
+            Some(row) => out.push(crate::convert::tuple_from_row(&row, serde)?),
+            None => return Ok(out),
+        }
+    }
+}

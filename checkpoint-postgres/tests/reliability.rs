@@ -1,0 +1,466 @@
+//! Reliability on a real PostgreSQL server: the server stopped and restarted in the middle
+//! of a write loop, concurrent setup, missing or newer schemas, LangGraph's inline values,
+//! NUL characters, and statements without server-side preparation.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use sqlx::Row;
+use waypoint_checkpoint::{
+    ChannelVersion, Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSaver,
+    CheckpointSource, Error, ListOptions, Result, Serde,
+};
+use waypoint_checkpoint_postgres::{PostgresConfig, PostgresSaver};
+
+const CHANNELS: [&str; 3] = ["messages", "counter", "notes"];
+
+/// One step of a chained thread: every channel at step 0, then one channel per step.
+struct Chain {
+    parent: CheckpointConfig,
+    versions: BTreeMap<String, ChannelVersion>,
+    step: i64,
+}
+
+impl Chain {
+    fn new(thread: &str) -> Self {
+        Chain {
+            parent: CheckpointConfig::new(thread).with_ns(""),
+            versions: BTreeMap::new(),
+            step: 0,
+        }
+    }
+
+    /// Puts the next checkpoint; the chain advances only when the put succeeded.
+    async fn put_next(&mut self, saver: &PostgresSaver) -> Result<CheckpointConfig> {
+        let serde = Serde::default();
+        let mut cp = Checkpoint::new(self.step);
+        let mut versions = self.versions.clone();
+        let mut new_versions = BTreeMap::new();
+        for (i, channel) in CHANNELS.iter().enumerate() {
+            if self.step == 0 || self.step % 3 == i as i64 {
+                let v = saver.next_version(versions.get(*channel))?;
+                versions.insert((*channel).to_owned(), v.clone());
+                new_versions.insert((*channel).to_owned(), v);
+                let value = json!({"channel": channel, "step": self.step, "pad": "x".repeat(300)});
+                cp.channel_values
+                    .insert((*channel).to_owned(), serde.dumps(&value)?);
+            }
+        }
+        cp.channel_versions = versions.clone();
+        let meta = CheckpointMetadata::new(CheckpointSource::Loop, self.step);
+        let stored = saver.put(&self.parent, cp, meta, new_versions).await?;
+        self.parent = stored.clone();
+        self.versions = versions;
+        self.step += 1;
+        Ok(stored)
+    }
+}
+
+fn ctl(var: &str, action: &str) {
+    let script = std::env::var(var).expect("the control script of the fault server");
+    let status = Command::new(&script)
+        .arg(action)
+        .status()
+        .expect("run the control script");
+    assert!(status.success(), "{script} {action} failed: {status}");
+}
+
+/// Checkpoints of `thread` whose channel versions lack a stored value row.
+async fn checkpoints_without_blobs(saver: &PostgresSaver, thread: &str) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM checkpoints c, jsonb_each_text(c.checkpoint -> 'channel_versions') cv
+         WHERE c.thread_id = $1 AND NOT EXISTS (
+            SELECT 1 FROM checkpoint_blobs b WHERE b.thread_id = c.thread_id
+            AND b.checkpoint_ns = c.checkpoint_ns AND b.channel = cv.key AND b.version = cv.value)",
+    )
+    .bind(thread)
+    .fetch_one(saver.pool())
+    .await
+    .expect("count")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_restart_mid_write_loop_fails_fast_then_recovers() -> Result<()> {
+    let Some(url) = common::url("WAYPOINT_TEST_POSTGRES_FAULTS_URL") else {
+        return Ok(());
+    };
+    let timeout = Duration::from_secs(2);
+    let saver = PostgresSaver::connect(
+        PostgresConfig::new(url)
+            .schema(common::fresh_schema())
+            .timeout(timeout),
+    )
+    .await?;
+    saver.setup().await?;
+    let mut chain = Chain::new("restart");
+    let (start, run_for) = (Instant::now(), Duration::from_secs(10));
+    let (mut acknowledged, mut failures, mut after_restart) = (Vec::new(), 0, 0);
+    let mut stopped = false;
+    let mut restarted = None;
+    while start.elapsed() < run_for {
+        if !stopped && start.elapsed() > Duration::from_secs(3) {
+            // Taken away mid-loop; back two seconds later, from another thread, while the
+            // loop keeps calling.
+            stopped = true;
+            restarted = Some(std::thread::spawn(|| {
+                ctl("WAYPOINT_TEST_POSTGRES_FAULTS_CTL", "stop");
+                std::thread::sleep(Duration::from_secs(2));
+                ctl("WAYPOINT_TEST_POSTGRES_FAULTS_CTL", "start");
+                Instant::now()
+            }));
+        }
+        let call = Instant::now();
+        match chain.put_next(&saver).await {
+            Ok(config) => {
+                acknowledged.push(config);
+                if restarted.as_ref().is_some_and(|h| h.is_finished()) {
+                    after_restart += 1;
+                }
+            }
+            Err(e) => {
+                assert!(
+                    matches!(e, Error::Backend { .. }),
+                    "an outage is a backend error: {e:?}"
+                );
+                let took = call.elapsed();
+                assert!(
+                    took <= timeout + Duration::from_millis(500),
+                    "a call during the outage took {took:?}, over the {timeout:?} timeout"
+                );
+                failures += 1;
+            }
+        }
+    }
+    let back = restarted
+        .expect("the server was stopped")
+        .join()
+        .expect("restart");
+    assert!(failures > 0, "no call failed while the server was down");
+    assert!(
+        after_restart > 10,
+        "the saver did not recover after the restart ({after_restart} puts); restarted {:?} ago",
+        back.elapsed()
+    );
+    // Every acknowledged checkpoint is there with all its values, and none lacks a value row.
+    let listed = saver
+        .list(
+            Some(&CheckpointConfig::new("restart")),
+            &ListOptions::default(),
+        )
+        .await?;
+    let mut listed_ids: Vec<_> = listed.iter().map(|t| t.checkpoint.id.clone()).collect();
+    let mut acked_ids: Vec<_> = acknowledged
+        .iter()
+        .map(|c| c.checkpoint_id.clone().unwrap_or_default())
+        .collect();
+    listed_ids.sort();
+    acked_ids.sort();
+    assert_eq!(listed_ids, acked_ids);
+    assert!(
+        listed
+            .iter()
+            .all(|t| t.checkpoint.channel_values.len() == CHANNELS.len())
+    );
+    assert_eq!(checkpoints_without_blobs(&saver, "restart").await, 0);
+    eprintln!(
+        "{} puts acknowledged, {failures} failed during the outage, {after_restart} after the restart",
+        acknowledged.len()
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_server_fails_within_the_timeout() {
+    // A port nothing listens on (bound, then released).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let start = Instant::now();
+    let err = PostgresSaver::connect(
+        PostgresConfig::new(format!("postgres://nobody@127.0.0.1:{port}/none"))
+            .timeout(Duration::from_secs(1)),
+    )
+    .await
+    .expect_err("nothing listens there");
+    assert!(matches!(err, Error::Backend { .. }), "{err:?}");
+    assert!(start.elapsed() < Duration::from_secs(3));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn setup_is_idempotent_and_safe_when_run_at_once() -> Result<()> {
+    let Some(url) = common::url("WAYPOINT_TEST_POSTGRES_URL") else {
+        return Ok(());
+    };
+    let schema = common::fresh_schema();
+    let mut savers = Vec::new();
+    for _ in 0..4 {
+        // Separate pools: separate sessions, as separate processes would have.
+        savers.push(
+            PostgresSaver::connect(PostgresConfig::new(&url).schema(&schema).max_connections(1))
+                .await?,
+        );
+    }
+    let runs = savers.iter().map(|s| s.setup());
+    for done in futures::future::join_all(runs).await {
+        done?;
+    }
+    savers[0].setup().await?;
+    let pool = savers[0].pool();
+    let lg: Vec<i32> = sqlx::query_scalar("SELECT v FROM checkpoint_migrations ORDER BY v")
+        .fetch_all(pool)
+        .await
+        .expect("versions");
+    assert_eq!(
+        lg,
+        (0..=waypoint_checkpoint_postgres::LANGGRAPH_SCHEMA_VERSION).collect::<Vec<_>>()
+    );
+    let wp: Vec<i32> = sqlx::query_scalar("SELECT v FROM waypoint_migrations ORDER BY v")
+        .fetch_all(pool)
+        .await
+        .expect("versions");
+    assert_eq!(
+        wp,
+        (1..=waypoint_checkpoint_postgres::WAYPOINT_SCHEMA_VERSION).collect::<Vec<_>>()
+    );
+    // Every index is valid (a failed concurrent build would leave an invalid one).
+    let invalid: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+         JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND NOT i.indisvalid",
+    )
+    .bind(&schema)
+    .fetch_one(pool)
+    .await
+    .expect("count");
+    assert_eq!(invalid, 0);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_setup_operations_say_so() -> Result<()> {
+    let Some(url) = common::url("WAYPOINT_TEST_POSTGRES_URL") else {
+        return Ok(());
+    };
+    let saver =
+        PostgresSaver::connect(PostgresConfig::new(url).schema(common::fresh_schema())).await?;
+    let err = saver
+        .get_tuple(&CheckpointConfig::new("t"))
+        .await
+        .expect_err("no tables");
+    assert!(
+        matches!(&err, Error::InvalidConfig(m) if m.contains("setup()")),
+        "{err:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_schema_is_refused_at_setup() -> Result<()> {
+    let Some(saver) = common::saver(Serde::default()).await? else {
+        return Ok(());
+    };
+    sqlx::query("INSERT INTO checkpoint_migrations (v) VALUES (99)")
+        .execute(saver.pool())
+        .await
+        .expect("insert");
+    let err = saver.setup().await.expect_err("newer schema");
+    assert!(
+        matches!(&err, Error::InvalidConfig(m) if m.contains("newer")),
+        "{err:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn schema_names_are_identifiers_only() {
+    for bad in ["a;drop table x", "1abc", "", "a\"b", &"x".repeat(64)] {
+        let err =
+            PostgresSaver::connect(PostgresConfig::new("postgres://u@127.0.0.1:1/x").schema(bad))
+                .await
+                .expect_err("bad schema");
+        assert!(matches!(err, Error::InvalidConfig(_)), "{bad}: {err:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nul_anywhere_in_metadata_never_fails_a_write() -> Result<()> {
+    let Some(saver) = common::saver(Serde::default()).await? else {
+        return Ok(());
+    };
+    let config = CheckpointConfig::new("nul").with_ns("");
+    let meta = CheckpointMetadata::new(CheckpointSource::Loop, 0)
+        .with(
+            "nested",
+            json!({"k\u{0}ey": ["a\u{0}b", {"deep": "\u{0}"}]}),
+        )
+        .with("top", "x\u{0}y");
+    let stored = saver
+        .put(&config, Checkpoint::new(0), meta, Default::default())
+        .await?;
+    let tuple = saver.get_tuple(&stored).await?.expect("stored");
+    assert_eq!(tuple.metadata.extra["top"], json!("xy"));
+    assert_eq!(
+        tuple.metadata.extra["nested"],
+        json!({"key": ["ab", {"deep": ""}]})
+    );
+    Ok(())
+}
+
+/// A row as langgraph-checkpoint-postgres writes it: strings, numbers, booleans and null
+/// inline in the checkpoint JSON, integer versions, a `true` marker whose blob wins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn langgraph_inline_values_are_read() -> Result<()> {
+    let Some(saver) = common::saver(Serde::default()).await? else {
+        return Ok(());
+    };
+    let checkpoint = json!({
+        "v": 4, "id": "1f0a0000-0000-6000-8000-000000000001", "ts": "2026-11-21T00:00:00.000000+00:00",
+        "channel_values": {"topic": "hello", "count": 3, "ratio": 0.5, "flag": true, "nothing": null, "delta": true},
+        "channel_versions": {"topic": 1, "count": "00000000000000000000000000000002.0123456789012345",
+                              "ratio": 1, "flag": 1, "nothing": 1, "delta": 4, "items": 2},
+        "versions_seen": {"__input__": {}}, "updated_channels": ["topic"]
+    });
+    let pool = saver.pool();
+    sqlx::query(
+        "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
+         VALUES ('py', '', '1f0a0000-0000-6000-8000-000000000001', NULL, $1::jsonb, '{\"source\": \"loop\", \"step\": 1, \"parents\": {}, \"writes\": null}')",
+    )
+    .bind(checkpoint.to_string())
+    .execute(pool)
+    .await
+    .expect("insert");
+    let serde = Serde::default();
+    for (channel, version, value) in [("items", "2", json!([1, "a"])), ("delta", "4", json!([7]))] {
+        let v = serde.dumps(&value)?;
+        sqlx::query("INSERT INTO checkpoint_blobs VALUES ('py', '', $1, $2, $3, $4)")
+            .bind(channel)
+            .bind(version)
+            .bind(v.type_tag.as_ref())
+            .bind(v.bytes.as_ref())
+            .execute(pool)
+            .await
+            .expect("insert");
+    }
+    let tuple = saver
+        .get_tuple(&CheckpointConfig::new("py"))
+        .await?
+        .expect("stored");
+    let values: BTreeMap<String, Value> = tuple
+        .checkpoint
+        .channel_values
+        .iter()
+        .map(|(k, v)| Ok((k.clone(), serde.loads::<Value>(v)?)))
+        .collect::<Result<_>>()?;
+    let expected: BTreeMap<String, Value> = [
+        ("topic", json!("hello")),
+        ("count", json!(3)),
+        ("ratio", json!(0.5)),
+        ("flag", json!(true)),
+        ("nothing", Value::Null),
+        ("delta", json!([7])),
+        ("items", json!([1, "a"])),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    assert_eq!(values, expected);
+    assert_eq!(
+        tuple.checkpoint.channel_versions["topic"].counter(),
+        Some(1)
+    );
+    assert_eq!(tuple.metadata.step, Some(1));
+    assert_eq!(tuple.metadata.extra["writes"], Value::Null);
+    // The row is still LangGraph's: a put from this saver on the thread goes on from it.
+    let next = saver
+        .put(
+            &tuple.config,
+            Checkpoint::new(2),
+            CheckpointMetadata::new(CheckpointSource::Loop, 2),
+            Default::default(),
+        )
+        .await?;
+    let row = sqlx::query("SELECT parent_checkpoint_id FROM checkpoints WHERE checkpoint_id = $1")
+        .bind(next.checkpoint_id.as_deref())
+        .fetch_one(pool)
+        .await
+        .expect("row");
+    assert_eq!(
+        row.get::<Option<String>, _>(0).as_deref(),
+        Some("1f0a0000-0000-6000-8000-000000000001")
+    );
+    Ok(())
+}
+
+/// Stored bytes that are not what their tag says fail the read with a clear error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corrupt_rows_fail_reads_clearly() -> Result<()> {
+    let Some(saver) = common::saver(Serde::default()).await? else {
+        return Ok(());
+    };
+    let mut chain = Chain::new("corrupt");
+    let config = chain.put_next(&saver).await?;
+    sqlx::query("UPDATE checkpoint_blobs SET blob = '\\xc1ffff'::bytea WHERE channel = 'messages'")
+        .execute(saver.pool())
+        .await
+        .expect("corrupt");
+    let tuple = saver.get_tuple(&config).await?.expect("stored");
+    let err = Serde::default()
+        .loads::<Value>(&tuple.checkpoint.channel_values["messages"])
+        .expect_err("corrupt value");
+    assert!(matches!(err, Error::Serialization { .. }), "{err:?}");
+    sqlx::query("UPDATE checkpoints SET checkpoint = '{\"v\": \"four\"}'::jsonb")
+        .execute(saver.pool())
+        .await
+        .expect("corrupt");
+    let err = saver.get_tuple(&config).await.expect_err("corrupt row");
+    assert!(matches!(err, Error::Serialization { .. }), "{err:?}");
+    Ok(())
+}
+
+/// The whole suite's core operations behind PgBouncer's transaction mode: no server-side
+/// prepared statements.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unprepared_statements_work() -> Result<()> {
+    let Some(url) = common::url("WAYPOINT_TEST_POSTGRES_URL") else {
+        return Ok(());
+    };
+    let saver = PostgresSaver::connect(
+        PostgresConfig::new(url)
+            .schema(common::fresh_schema())
+            .prepared_statements(false),
+    )
+    .await?;
+    saver.setup().await?;
+    let mut chain = Chain::new("unprepared");
+    for _ in 0..5 {
+        chain.put_next(&saver).await?;
+    }
+    let thread = CheckpointConfig::new("unprepared");
+    let listed = saver.list(Some(&thread), &ListOptions::default()).await?;
+    assert_eq!(listed.len(), 5);
+    saver.copy_thread("unprepared", "unprepared-copy").await?;
+    saver
+        .prune(
+            &["unprepared".into()],
+            waypoint_checkpoint::PruneStrategy::KeepLatest,
+        )
+        .await?;
+    assert_eq!(
+        saver
+            .list(Some(&thread), &ListOptions::default())
+            .await?
+            .len(),
+        1
+    );
+    let prepared: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_prepared_statements")
+        .persistent(false)
+        .fetch_one(saver.pool())
+        .await
+        .expect("count");
+    assert_eq!(prepared, 0, "a statement was prepared on the server");
+    Ok(())
+}

@@ -1,0 +1,81 @@
+# Throwaway database servers for tests and benchmarks; source this file, then call
+# `start_postgres DIR NAME VAR` (exports WAYPOINT_TEST_<VAR>_URL) and `stop_services` (also from a
+# trap). Servers listen on loopback only, on a free random port, with their data in DIR.
+
+_waypoint_stops=()
+
+# A TCP port nothing listens on right now.
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# Runs a command as the unprivileged owner of the servers' files (root may not run PostgreSQL).
+as_owner() {
+    if [ "$(id -u)" = 0 ]; then
+        runuser -u "$_waypoint_owner" -- "$@"
+    else
+        "$@"
+    fi
+}
+
+# The directory holding initdb, pg_ctl and postgres; installs PostgreSQL when it is missing.
+postgres_bin() {
+    local dir
+    dir="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)"
+    if [ -z "$dir" ] && command -v pg_ctl >/dev/null 2>&1; then
+        dir="$(dirname "$(readlink -f "$(command -v pg_ctl)")")"
+    fi
+    if [ -z "$dir" ] || [ ! -x "$dir/initdb" ]; then
+        echo "PostgreSQL not found: installing it from Debian's packages" >&2
+        if [ "$(id -u)" = 0 ]; then
+            apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql postgresql-contrib >&2
+        else
+            sudo apt-get update -qq >&2 && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql postgresql-contrib >&2
+        fi
+        dir="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
+    fi
+    echo "$dir"
+}
+
+# Starts a fresh PostgreSQL cluster under DIR/NAME and exports WAYPOINT_TEST_<VAR>_URL (and
+# _CTL, a script taking `start` or `stop`, for tests that take the server away).
+start_postgres() {
+    local root="$1/$2" var="$3" bin port ctl
+    bin="$(postgres_bin)"
+    port="$(free_port)"
+    _waypoint_owner="${WAYPOINT_SERVICE_USER:-nobody}"
+    mkdir -p "$root"
+    if [ "$(id -u)" = 0 ]; then
+        chown "$_waypoint_owner" "$root"
+        # The owner must be able to reach DIR (mktemp makes it 0700).
+        chmod a+x "$1"
+    fi
+    as_owner "$bin/initdb" -D "$root/data" -U waypoint --auth=trust --no-sync -E UTF8 --locale=C.UTF-8 >"$root/initdb.log" 2>&1 ||
+        { cat "$root/initdb.log" >&2; return 1; }
+    ctl="$root/ctl.sh"
+    cat >"$ctl" <<CTL
+#!/usr/bin/env bash
+# start | stop the throwaway PostgreSQL server in $root/data
+set -euo pipefail
+run() { if [ "\$(id -u)" = 0 ]; then runuser -u $_waypoint_owner -- "\$@"; else "\$@"; fi; }
+case "\$1" in
+    start) run $bin/pg_ctl -D $root/data -l $root/server.log -w -t 60 start -o "-c listen_addresses=127.0.0.1 -p $port -k $root -c max_connections=300 -c shared_buffers=256MB" >/dev/null ;;
+    stop) run $bin/pg_ctl -D $root/data -m fast -w -t 60 stop >/dev/null ;;
+esac
+CTL
+    chmod +x "$ctl"
+    "$ctl" start || { cat "$root/server.log" >&2; return 1; }
+    _waypoint_stops+=("$ctl stop 2>/dev/null || true")
+    export "WAYPOINT_TEST_${var}_URL=postgres://waypoint@127.0.0.1:$port/postgres"
+    export "WAYPOINT_TEST_${var}_CTL=$ctl"
+    echo "PostgreSQL $("$bin/postgres" --version | awk '{print $3}') on 127.0.0.1:$port ($2, data in $root/data)"
+}
+
+# Stops every server started here.
+stop_services() {
+    local stop
+    for stop in "${_waypoint_stops[@]}"; do
+        eval "$stop"
+    done
+    _waypoint_stops=()
+}
