@@ -1,10 +1,13 @@
 //! Checkpointer operations, one workload run against every backend: sequential puts (five
-//! channels, one changing per step), `put_writes`, `get_tuple` latest and by id (median via
-//! criterion, p50/p99 printed), `list` of a 1,000-checkpoint history, bytes on disk per
-//! checkpoint, and plain rusqlite inserts of the same bytes as the SQLite limit line.
+//! channels, one changing per step), puts from 16 concurrent writers on distinct threads,
+//! `put_writes`, `get_tuple` latest and by id (median via criterion, p50/p99 printed), `list`
+//! of a 1,000-checkpoint history, bytes on disk per checkpoint, and limit lines: plain
+//! rusqlite inserts of the same bytes for SQLite, `pgbench` single-row inserts for PostgreSQL.
+//!
+//! PostgreSQL runs when `WAYPOINT_BENCH_POSTGRES_URL` (or `WAYPOINT_TEST_POSTGRES_URL`) names
+//! a server; each run uses fresh schemas on it.
 #![allow(missing_docs)] // criterion's macros and this harness's main need no docs.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,13 +18,44 @@ use waypoint_benches::checkpoints::{self, CHANNELS, HISTORY, PUTS, WRITE_CALLS};
 use waypoint_checkpoint::{
     CheckpointConfig, CheckpointSaver, InMemorySaver, ListOptions, SerializedValue,
 };
+use waypoint_checkpoint_postgres::{PostgresConfig, PostgresSaver};
 use waypoint_checkpoint_sqlite::SqliteSaver;
+
+/// Concurrent writers in the concurrent put benchmark.
+const WRITERS: usize = 16;
 
 struct Backend {
     name: &'static str,
     saver: Arc<dyn CheckpointSaver>,
-    /// The database file, for backends that have one.
-    file: Option<PathBuf>,
+    /// Where the data lives, for the bytes-per-checkpoint figure.
+    storage: Storage,
+}
+
+enum Storage {
+    Memory,
+    Sqlite,
+    Postgres(String),
+}
+
+/// The PostgreSQL server to measure, if any.
+fn postgres_url() -> Option<String> {
+    ["WAYPOINT_BENCH_POSTGRES_URL", "WAYPOINT_TEST_POSTGRES_URL"]
+        .iter()
+        .find_map(|var| std::env::var(var).ok().filter(|u| !u.is_empty()))
+}
+
+/// A saver on a fresh schema of the server at `url`, set up.
+async fn postgres_saver(url: &str) -> PostgresSaver {
+    let schema = format!("bench_{}", uuid::Uuid::new_v4().simple());
+    let saver = PostgresSaver::connect(
+        PostgresConfig::new(url)
+            .schema(schema)
+            .max_connections(WRITERS as u32),
+    )
+    .await
+    .expect("connect to PostgreSQL");
+    saver.setup().await.expect("setup");
+    saver
 }
 
 fn backends(rt: &tokio::runtime::Runtime, dir: &std::path::Path) -> Vec<Backend> {
@@ -29,18 +63,27 @@ fn backends(rt: &tokio::runtime::Runtime, dir: &std::path::Path) -> Vec<Backend>
     let sqlite = rt
         .block_on(SqliteSaver::from_path(&sqlite_path))
         .expect("open sqlite");
-    vec![
+    let mut backends = vec![
         Backend {
             name: "memory",
             saver: Arc::new(InMemorySaver::new()),
-            file: None,
+            storage: Storage::Memory,
         },
         Backend {
             name: "sqlite",
             saver: Arc::new(sqlite),
-            file: Some(sqlite_path),
+            storage: Storage::Sqlite,
         },
-    ]
+    ];
+    match postgres_url() {
+        Some(url) => backends.push(Backend {
+            name: "postgres",
+            saver: Arc::new(rt.block_on(postgres_saver(&url))),
+            storage: Storage::Postgres(url),
+        }),
+        None => eprintln!("PostgreSQL skipped: set WAYPOINT_BENCH_POSTGRES_URL"),
+    }
+    backends
 }
 
 fn fresh_thread() -> String {
@@ -94,6 +137,39 @@ fn main() {
                     let start = Instant::now();
                     rt.block_on(checkpoints::put_all(&*b.saver, &thread, items))
                         .expect("puts");
+                    total += start.elapsed();
+                }
+                total
+            })
+        });
+    }
+    group.finish();
+
+    let mut group = c.benchmark_group("checkpoint/put_16_writers");
+    group.throughput(Throughput::Elements(PUTS as u64));
+    for b in &backends {
+        group.bench_function(BenchmarkId::from_parameter(b.name), |bench| {
+            bench.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let work: Vec<_> = (0..WRITERS)
+                        .map(|_| (fresh_thread(), checkpoints::history(PUTS / WRITERS, &value)))
+                        .collect();
+                    let start = Instant::now();
+                    rt.block_on(async {
+                        let writers: Vec<_> = work
+                            .into_iter()
+                            .map(|(thread, items)| {
+                                let saver = b.saver.clone();
+                                tokio::spawn(async move {
+                                    checkpoints::put_all(&*saver, &thread, items).await
+                                })
+                            })
+                            .collect();
+                        for w in writers {
+                            w.await.expect("writer").expect("puts");
+                        }
+                    });
                     total += start.elapsed();
                 }
                 total
@@ -221,11 +297,11 @@ fn main() {
         };
         let (l50, l99) = time(&|_| latest.clone());
         let (i50, i99) = time(&|rng| configs[rng.random_range(0..configs.len())].clone());
-        let bytes = b
-            .file
-            .as_ref()
-            .map(|_| bytes_per_checkpoint(&rt, &value))
-            .unwrap_or_default();
+        let bytes = match &b.storage {
+            Storage::Memory => 0,
+            Storage::Sqlite => bytes_per_checkpoint(&rt, &value),
+            Storage::Postgres(url) => postgres_bytes_per_checkpoint(&rt, url, &value),
+        };
         let ms = |d: Duration| format!("{:.4} ms", d.as_secs_f64() * 1e3);
         let bytes = if bytes > 0 {
             bytes.to_string()
@@ -243,6 +319,9 @@ fn main() {
         );
     }
     rusqlite_limit(dir.path(), &value);
+    if let Some(url) = postgres_url() {
+        pgbench_limit(&rt, &url, &value);
+    }
     c.final_summary();
 }
 
@@ -300,4 +379,94 @@ fn rusqlite_limit(dir: &std::path::Path, value: &SerializedValue) {
         "\nrusqlite limit line: {per_sec:.0} single-row transactions/s ({} channels, one changes per put)",
         CHANNELS.len()
     );
+}
+
+/// Bytes per checkpoint of a fresh PostgreSQL schema holding one 1,000-checkpoint thread:
+/// the three tables with their indexes and TOAST.
+fn postgres_bytes_per_checkpoint(
+    rt: &tokio::runtime::Runtime,
+    url: &str,
+    value: &SerializedValue,
+) -> u64 {
+    rt.block_on(async {
+        let saver = postgres_saver(url).await;
+        checkpoints::put_all(&saver, "size", checkpoints::history(HISTORY, value))
+            .await
+            .expect("history");
+        let bytes: i64 = sqlx::query_scalar(
+            "SELECT pg_total_relation_size('checkpoints') + pg_total_relation_size('checkpoint_blobs')
+                + pg_total_relation_size('checkpoint_writes')",
+        )
+        .fetch_one(saver.pool())
+        .await
+        .expect("sizes");
+        bytes as u64 / HISTORY as u64
+    })
+}
+
+/// The physical limit: `pgbench` inserting one row per transaction (the checkpoint JSON and
+/// one changed value, as one put stores) into a bare table on the same server, with one
+/// client and with 16.
+fn pgbench_limit(rt: &tokio::runtime::Runtime, url: &str, value: &SerializedValue) {
+    let schema = format!("pgbench_{}", uuid::Uuid::new_v4().simple());
+    let checkpoint = {
+        let (cp, _, _) = checkpoints::history(1, value).remove(0);
+        let mut bare = cp;
+        bare.channel_values.clear();
+        serde_json::to_string(&bare).expect("json")
+    };
+    rt.block_on(async {
+        let saver = PostgresSaver::from_url(url).await.expect("connect");
+        sqlx::raw_sql(&format!(
+            "CREATE SCHEMA {schema};
+             CREATE TABLE {schema}.t (id bigserial PRIMARY KEY, checkpoint jsonb NOT NULL, blob bytea NOT NULL);
+             CREATE TABLE {schema}.one (checkpoint jsonb NOT NULL, blob bytea NOT NULL);"
+        ))
+        .execute(saver.pool())
+        .await
+        .expect("limit tables");
+        sqlx::query(&format!("INSERT INTO {schema}.one VALUES ($1::jsonb, $2)"))
+            .bind(&checkpoint)
+            .bind(value.bytes.as_ref())
+            .execute(saver.pool())
+            .await
+            .expect("limit row");
+    });
+    let script = std::env::temp_dir().join(format!("{schema}.sql"));
+    std::fs::write(
+        &script,
+        format!(
+            "INSERT INTO {schema}.t (checkpoint, blob) SELECT checkpoint, blob FROM {schema}.one;\n"
+        ),
+    )
+    .expect("script");
+    for clients in [1, WRITERS] {
+        let out = std::process::Command::new("pgbench")
+            .args([
+                "-n",
+                "-T",
+                "5",
+                "-M",
+                "prepared",
+                "-c",
+                &clients.to_string(),
+            ])
+            .args(["-j", "2", "-f"])
+            .arg(&script)
+            .arg(url)
+            .output();
+        match out {
+            Ok(out) if out.status.success() => {
+                let text = String::from_utf8_lossy(&out.stdout);
+                let tps = text
+                    .lines()
+                    .find(|l| l.starts_with("tps"))
+                    .unwrap_or("tps = ?");
+                println!("pgbench limit line, {clients} client(s): {tps}");
+            }
+            Ok(out) => eprintln!("pgbench failed: {}", String::from_utf8_lossy(&out.stderr)),
+            Err(e) => eprintln!("pgbench not run: {e}"),
+        }
+    }
+    let _ = std::fs::remove_file(&script);
 }

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use sqlx::Row;
@@ -78,82 +79,141 @@ where
     row.try_get(i).map_err(pg_error)
 }
 
-/// Reads a row of [`crate::queries::SELECT`] into a tuple, opening values with `serde`.
-pub(crate) fn tuple_from_row(row: &PgRow, serde: &Serde) -> Result<CheckpointTuple> {
-    let thread_id: String = column(row, 0)?;
-    let ns: String = column(row, 1)?;
-    let id: String = column(row, 2)?;
-    let parent: Option<String> = column(row, 3)?;
-    let stored = StoredCheckpoint::parse(column::<&str>(row, 4)?)?;
-    let metadata = serde_json::from_str(column::<&str>(row, 5)?)
-        .map_err(|e| json_error("metadata", e))
-        .and_then(CheckpointMetadata::from_json)?;
+/// A stored channel value: its type tag and bytes (`None` for a versioned empty channel).
+pub(crate) type StoredValue = (String, Option<Bytes>);
 
-    let mut checkpoint = Checkpoint {
-        v: stored.v,
-        id: stored.id,
-        ts: stored.ts,
-        channel_values: BTreeMap::new(),
-        channel_versions: stored.channel_versions,
-        versions_seen: stored.versions_seen,
-        updated_channels: stored.updated_channels,
-    };
-    for (channel, value) in &stored.channel_values {
-        let version = checkpoint
+/// A checkpoint row read without its stored values: the checkpoint (inline values only),
+/// metadata and pending writes, opened.
+pub(crate) struct Head {
+    thread_id: String,
+    ns: String,
+    parent: Option<String>,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    pending_writes: Vec<PendingWrite>,
+}
+
+impl Head {
+    /// Reads columns 0-5 (the checkpoint row) and the five write arrays from `writes_at`.
+    pub(crate) fn from_row(row: &PgRow, writes_at: usize, serde: &Serde) -> Result<Head> {
+        let thread_id: String = column(row, 0)?;
+        let ns: String = column(row, 1)?;
+        let id: String = column(row, 2)?;
+        let parent: Option<String> = column(row, 3)?;
+        let stored = StoredCheckpoint::parse(column::<&str>(row, 4)?)?;
+        let metadata = serde_json::from_str(column::<&str>(row, 5)?)
+            .map_err(|e| json_error("metadata", e))
+            .and_then(CheckpointMetadata::from_json)?;
+        let mut checkpoint = Checkpoint {
+            v: stored.v,
+            id: stored.id,
+            ts: stored.ts,
+            channel_values: BTreeMap::new(),
+            channel_versions: stored.channel_versions,
+            versions_seen: stored.versions_seen,
+            updated_channels: stored.updated_channels,
+        };
+        for (channel, value) in &stored.channel_values {
+            let version = checkpoint
+                .channel_versions
+                .get(channel)
+                .map_or("", |v| v.as_str());
+            let slot = Slot::Channel {
+                thread_id: &thread_id,
+                checkpoint_ns: &ns,
+                channel,
+                version,
+            };
+            let value = serde.open(&inline_value(value)?, &slot)?;
+            checkpoint.channel_values.insert(channel.clone(), value);
+        }
+        let pending_writes = writes(row, writes_at, &thread_id, &ns, &id, serde)?;
+        Ok(Head {
+            thread_id,
+            ns,
+            parent,
+            checkpoint,
+            metadata,
+            pending_writes,
+        })
+    }
+
+    /// Thread and namespace of the row.
+    pub(crate) fn scope(&self) -> (&str, &str) {
+        (&self.thread_id, &self.ns)
+    }
+
+    /// The checkpoint's channel versions.
+    pub(crate) fn versions(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.checkpoint
             .channel_versions
-            .get(channel)
-            .map_or("", |v| v.as_str());
-        let slot = Slot::Channel {
-            thread_id: &thread_id,
-            checkpoint_ns: &ns,
-            channel,
-            version,
-        };
-        let value = serde.open(&inline_value(value)?, &slot)?;
-        checkpoint.channel_values.insert(channel.clone(), value);
+            .iter()
+            .map(|(c, v)| (c.as_str(), v.as_str()))
     }
 
-    let channels: Option<Vec<String>> = column(row, 6)?;
-    let versions: Option<Vec<String>> = column(row, 7)?;
-    let types: Option<Vec<String>> = column(row, 8)?;
-    let blobs: Option<Vec<Option<Vec<u8>>>> = column(row, 9)?;
-    for (((channel, version), tag), blob) in channels
-        .unwrap_or_default()
-        .into_iter()
-        .zip(versions.unwrap_or_default())
-        .zip(types.unwrap_or_default())
-        .zip(blobs.unwrap_or_default())
-    {
-        let (Some(blob), false) = (blob, tag == EMPTY) else {
-            continue;
-        };
-        let slot = Slot::Channel {
-            thread_id: &thread_id,
-            checkpoint_ns: &ns,
-            channel: &channel,
-            version: &version,
-        };
-        let value = serde.open(&SerializedValue::new(tag, blob), &slot)?;
-        checkpoint.channel_values.insert(channel, value);
+    /// The tuple, with the stored value of each channel `value` finds by `(channel,
+    /// version)` opened by `serde`; a stored value replaces an inline one.
+    pub(crate) fn into_tuple(
+        mut self,
+        serde: &Serde,
+        value: impl Fn(&str, &str) -> Option<StoredValue>,
+    ) -> Result<CheckpointTuple> {
+        let (thread_id, ns) = (&self.thread_id, &self.ns);
+        for (channel, version) in &self.checkpoint.channel_versions {
+            let Some((tag, Some(blob))) = value(channel, version.as_str()) else {
+                continue;
+            };
+            if tag == EMPTY {
+                continue;
+            }
+            let slot = Slot::Channel {
+                thread_id,
+                checkpoint_ns: ns,
+                channel,
+                version: version.as_str(),
+            };
+            let value = serde.open(&SerializedValue::new(tag, blob), &slot)?;
+            self.checkpoint
+                .channel_values
+                .insert(channel.clone(), value);
+        }
+        let id = self.checkpoint.id.clone();
+        Ok(CheckpointTuple {
+            parent_config: self.parent.map(|p| CheckpointConfig::of(thread_id, ns, &p)),
+            config: CheckpointConfig::of(thread_id, ns, &id),
+            checkpoint: self.checkpoint,
+            metadata: self.metadata,
+            pending_writes: self.pending_writes,
+        })
     }
+}
 
-    let task_ids: Option<Vec<String>> = column(row, 10)?;
-    let idxs: Option<Vec<i32>> = column(row, 11)?;
-    let write_channels: Option<Vec<String>> = column(row, 12)?;
-    let write_types: Option<Vec<Option<String>>> = column(row, 13)?;
-    let write_blobs: Option<Vec<Vec<u8>>> = column(row, 14)?;
-    let pending_writes = task_ids
+/// Reads the five parallel write arrays from column `at` on, ordered by `(task_id, idx)`.
+fn writes(
+    row: &PgRow,
+    at: usize,
+    thread_id: &str,
+    ns: &str,
+    id: &str,
+    serde: &Serde,
+) -> Result<Vec<PendingWrite>> {
+    let task_ids: Option<Vec<String>> = column(row, at)?;
+    let idxs: Option<Vec<i32>> = column(row, at + 1)?;
+    let channels: Option<Vec<String>> = column(row, at + 2)?;
+    let types: Option<Vec<Option<String>>> = column(row, at + 3)?;
+    let blobs: Option<Vec<Vec<u8>>> = column(row, at + 4)?;
+    task_ids
         .unwrap_or_default()
         .into_iter()
         .zip(idxs.unwrap_or_default())
-        .zip(write_channels.unwrap_or_default())
-        .zip(write_types.unwrap_or_default())
-        .zip(write_blobs.unwrap_or_default())
+        .zip(channels.unwrap_or_default())
+        .zip(types.unwrap_or_default())
+        .zip(blobs.unwrap_or_default())
         .map(|((((task_id, idx), channel), tag), blob)| {
             let slot = Slot::Write {
-                thread_id: &thread_id,
-                checkpoint_ns: &ns,
-                checkpoint_id: &id,
+                thread_id,
+                checkpoint_ns: ns,
+                checkpoint_id: id,
                 task_id: &task_id,
                 channel: &channel,
                 idx: i64::from(idx),
@@ -166,13 +226,26 @@ pub(crate) fn tuple_from_row(row: &PgRow, serde: &Serde) -> Result<CheckpointTup
                 value,
             })
         })
-        .collect::<Result<_>>()?;
+        .collect()
+}
 
-    Ok(CheckpointTuple {
-        parent_config: parent.map(|p| CheckpointConfig::of(&thread_id, &ns, &p)),
-        config: CheckpointConfig::of(&thread_id, &ns, &id),
-        checkpoint,
-        metadata,
-        pending_writes,
+/// Reads a row of the full select (values as arrays in columns 6-9, writes from 10) into a
+/// tuple, opening values with `serde`.
+pub(crate) fn tuple_from_row(row: &PgRow, serde: &Serde) -> Result<CheckpointTuple> {
+    let head = Head::from_row(row, 10, serde)?;
+    let channels: Option<Vec<String>> = column(row, 6)?;
+    let versions: Option<Vec<String>> = column(row, 7)?;
+    let types: Option<Vec<String>> = column(row, 8)?;
+    let blobs: Option<Vec<Option<Vec<u8>>>> = column(row, 9)?;
+    let stored: BTreeMap<(String, String), StoredValue> = channels
+        .unwrap_or_default()
+        .into_iter()
+        .zip(versions.unwrap_or_default())
+        .zip(types.unwrap_or_default())
+        .zip(blobs.unwrap_or_default())
+        .map(|(((c, v), t), b)| ((c, v), (t, b.map(Bytes::from))))
+        .collect();
+    head.into_tuple(serde, |c, v| {
+        stored.get(&(c.to_owned(), v.to_owned())).cloned()
     })
 }

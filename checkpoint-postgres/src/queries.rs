@@ -1,7 +1,9 @@
 //! All SQL. Each operation is one statement (one round trip, atomic on its own) where it
 //! can be; the rest run in one transaction.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+
+use bytes::Bytes;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -9,29 +11,26 @@ use futures::TryStreamExt;
 use serde_json::Value;
 use sqlx::postgres::PgArguments;
 use sqlx::query::Query;
-use sqlx::{Acquire, PgConnection, Postgres};
+use sqlx::{Acquire, PgConnection, Postgres, Row};
 use waypoint_checkpoint::{
-    CheckpointTuple, DELTA_COUNTERS_KEY, PreparedPut, PreparedWrites, Result, Serde,
-    SerializedValue, Slot,
+    DELTA_COUNTERS_KEY, PreparedPut, PreparedWrites, Result, Serde, SerializedValue, Slot,
 };
 
-use crate::convert::{EMPTY, StoredCheckpoint, pg_error};
+use crate::convert::{EMPTY, Head, StoredCheckpoint, StoredValue, pg_error};
 
 /// The tuple columns read by `get_tuple` and `list`, for the checkpoints `selection` (a
 /// `WHERE ... ORDER BY ... LIMIT` tail) picks: the checkpoint row, its channel values joined
-/// by version (as parallel arrays), and its pending writes by `(task_id, idx)`. Rows are
+/// by version (as parallel arrays; left out `with_values` false, for [`fetch_values`]), and
+/// its pending writes by `(task_id, idx)`. Rows are
 /// picked and ordered before the lateral joins, so values are read only for the rows
 /// returned, in order, and streamed without sorting wide rows. Each value is one primary-key
 /// probe (`LIMIT 1` keeps the planner from turning the probes into a hash of the thread's
 /// values per row, which it does when statistics are stale, at quadratic cost).
-fn select(selection: &str) -> String {
-    format!(
-        "SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
-    c.checkpoint::text, c.metadata::text,
-    b.channels, b.versions, b.types, b.blobs,
-    w.task_ids, w.idxs, w.channels, w.types, w.blobs
-FROM (SELECT * FROM checkpoints c {selection}) c
-LEFT JOIN LATERAL (
+fn select(selection: &str, with_values: bool) -> String {
+    let (value_columns, value_join) = if with_values {
+        (
+            "b.channels, b.versions, b.types, b.blobs,",
+            "LEFT JOIN LATERAL (
     SELECT array_agg(bl.channel) AS channels, array_agg(bl.version) AS versions,
         array_agg(bl.type) AS types, array_agg(bl.blob) AS blobs
     FROM jsonb_each_text(c.checkpoint -> 'channel_versions') cv
@@ -41,7 +40,17 @@ LEFT JOIN LATERAL (
             AND v.channel = cv.key AND v.version = cv.value
         LIMIT 1
     ) bl
-) b ON true
+) b ON true",
+        )
+    } else {
+        ("", "")
+    };
+    format!(
+        "SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
+    c.checkpoint::text, c.metadata::text, {value_columns}
+    w.task_ids, w.idxs, w.channels, w.types, w.blobs
+FROM (SELECT * FROM checkpoints c {selection}) c
+{value_join}
 LEFT JOIN LATERAL (
     SELECT array_agg(cw.task_id ORDER BY cw.task_id, cw.idx) AS task_ids,
         array_agg(cw.idx ORDER BY cw.task_id, cw.idx) AS idxs,
@@ -73,7 +82,10 @@ pub(crate) fn get(
     match id {
         Some(id) => query(
             BY_ID.get_or_init(|| {
-                select("WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id = $3")
+                select(
+                    "WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id = $3",
+                    true,
+                )
             }),
             persistent,
         )
@@ -84,6 +96,7 @@ pub(crate) fn get(
             LATEST.get_or_init(|| {
                 select(
                     "WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 ORDER BY c.checkpoint_id DESC LIMIT 1",
+                    true,
                 )
             }),
             persistent,
@@ -106,9 +119,14 @@ pub(crate) struct ListQuery {
 }
 
 impl ListQuery {
-    /// The statement for the constraints present: one of 64 fixed texts, so each is
-    /// prepared once per connection. Rows come newest first with `LIMIT` in SQL.
-    pub(crate) fn build(self, persistent: bool) -> Query<'static, Postgres, PgArguments> {
+    /// The statement for the constraints present: one of 128 fixed texts, so each is
+    /// prepared once per connection. Rows come newest first with `LIMIT` in SQL; with
+    /// `with_values` false their stored values are left for [`fetch_values`].
+    pub(crate) fn build(
+        self,
+        with_values: bool,
+        persistent: bool,
+    ) -> Query<'static, Postgres, PgArguments> {
         const CLAUSES: [&str; 5] = [
             "c.thread_id = ",
             "c.checkpoint_ns = ",
@@ -118,7 +136,7 @@ impl ListQuery {
         ];
         static TEXTS: OnceLock<Vec<String>> = OnceLock::new();
         let texts = TEXTS.get_or_init(|| {
-            (0..64u32)
+            (0..128u32)
                 .map(|mask| {
                     let mut sql = String::new();
                     let mut n = 0;
@@ -137,7 +155,7 @@ impl ListQuery {
                     if mask & (1 << 5) != 0 {
                         sql += &format!(" LIMIT ${}", n + 1);
                     }
-                    select(&sql)
+                    select(&sql, mask & (1 << 6) != 0)
                 })
                 .collect()
         });
@@ -156,6 +174,9 @@ impl ListQuery {
         }
         if self.limit.is_some() {
             mask |= 1 << 5;
+        }
+        if with_values {
+            mask |= 1 << 6;
         }
         let mut q = query(&texts[mask], persistent);
         for field in fields.into_iter().flatten() {
@@ -662,14 +683,13 @@ async fn ids_to_keep(
     Ok(keep)
 }
 
-/// Reads every row of a query into tuples as they arrive, waiting at most `timeout` for
-/// each.
-pub(crate) async fn fetch_tuples(
+/// Reads every row of a query built without values, waiting at most `timeout` for each.
+pub(crate) async fn fetch_heads(
     conn: &mut PgConnection,
     q: Query<'static, Postgres, PgArguments>,
     serde: &Serde,
     timeout: Duration,
-) -> Result<Vec<CheckpointTuple>> {
+) -> Result<Vec<Head>> {
     let mut rows = q.fetch(conn);
     let mut out = Vec::new();
     loop {
@@ -678,8 +698,75 @@ pub(crate) async fn fetch_tuples(
             .map_err(|_| crate::saver::timed_out(timeout))?
             .map_err(pg_error)?;
         match row {
-            Some(row) => out.push(crate::convert::tuple_from_row(&row, serde)?),
+            Some(row) => out.push(Head::from_row(&row, 6, serde)?),
             None => return Ok(out),
+        }
+    }
+}
+
+/// A stored value's key: thread, namespace, channel, version.
+pub(crate) type ValueKey = (String, String, String, String);
+
+/// The stored values the checkpoints of `heads` refer to, each read once however many
+/// checkpoints share it (one query: a primary-key probe per distinct version).
+pub(crate) async fn fetch_values(
+    conn: &mut PgConnection,
+    heads: &[Head],
+    persistent: bool,
+    timeout: Duration,
+) -> Result<HashMap<ValueKey, StoredValue>> {
+    const SQL: &str = "SELECT k.i, b.type, b.blob
+        FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) WITH ORDINALITY
+            AS k(thread_id, checkpoint_ns, channel, version, i)
+        CROSS JOIN LATERAL (
+            SELECT v.type, v.blob FROM checkpoint_blobs v
+            WHERE v.thread_id = k.thread_id AND v.checkpoint_ns = k.checkpoint_ns
+                AND v.channel = k.channel AND v.version = k.version
+            LIMIT 1
+        ) b";
+    let mut keys: Vec<(&str, &str, &str, &str)> = heads
+        .iter()
+        .flat_map(|h| {
+            let (thread, ns) = h.scope();
+            h.versions().map(move |(c, v)| (thread, ns, c, v))
+        })
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let mut out = HashMap::with_capacity(keys.len());
+    if keys.is_empty() {
+        return Ok(out);
+    }
+    let mut columns: [Vec<&str>; 4] = Default::default();
+    for (t, n, c, v) in &keys {
+        for (column, value) in columns.iter_mut().zip([t, n, c, v]) {
+            column.push(value);
+        }
+    }
+    let [threads, namespaces, channels, versions] = columns;
+    let mut rows = sqlx::query(SQL)
+        .persistent(persistent)
+        .bind(threads)
+        .bind(namespaces)
+        .bind(channels)
+        .bind(versions)
+        .fetch(conn);
+    loop {
+        let row = tokio::time::timeout(timeout, rows.try_next())
+            .await
+            .map_err(|_| crate::saver::timed_out(timeout))?
+            .map_err(pg_error)?;
+        let Some(row) = row else {
+            return Ok(out);
+        };
+        let i: i64 = row.try_get(0).map_err(pg_error)?;
+        let tag: String = row.try_get(1).map_err(pg_error)?;
+        let blob: Option<Vec<u8>> = row.try_get(2).map_err(pg_error)?;
+        if let Some(&(t, n, c, v)) = usize::try_from(i - 1).ok().and_then(|i| keys.get(i)) {
+            out.insert(
+                (t.to_owned(), n.to_owned(), c.to_owned(), v.to_owned()),
+                (tag, blob.map(Bytes::from)),
+            );
         }
     }
 }

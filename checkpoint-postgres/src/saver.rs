@@ -79,8 +79,10 @@ impl PostgresSaver {
         if !config.prepared_statements {
             options = options.statement_cache_capacity(0);
         }
-        // JIT compiles the list query's plan for longer than the query runs.
-        options = options.options([("jit", "off")]);
+        // JIT compiles the list query's plan for longer than the query runs. Every statement
+        // here is a keyed lookup: with skewed statistics (one busy thread) the planner would
+        // otherwise scan whole tables for a handful of rows.
+        options = options.options([("jit", "off"), ("enable_seqscan", "off")]);
         if let Some(schema) = config.checked_schema()? {
             options = options.options([("search_path", format!("\"{schema}\""))]);
         }
@@ -150,7 +152,7 @@ impl PostgresSaver {
             return futures::stream::empty().boxed();
         }
         let query = match list_query(config, options) {
-            Ok(q) => q.build(self.config.prepared_statements),
+            Ok(q) => q.build(true, self.config.prepared_statements),
             Err(e) => return futures::stream::once(async { Err(e) }).boxed(),
         };
         query
@@ -272,9 +274,28 @@ impl CheckpointSaver for PostgresSaver {
         }
         let persistent = self.config.prepared_statements;
         // A long history may take longer than the timeout to read; each row may not.
+        // Checkpoints first, then each value they share once: consecutive checkpoints
+        // mostly hold the same versions.
+        let timeout = self.config.timeout;
         on_conn!(self, retry = true, bounded = false, |conn| async {
-            let query = list_query(config, options)?.build(persistent);
-            queries::fetch_tuples(conn, query, &self.serde, self.config.timeout).await
+            let query = list_query(config, options)?.build(false, persistent);
+            let heads = queries::fetch_heads(&mut *conn, query, &self.serde, timeout).await?;
+            let values = queries::fetch_values(conn, &heads, persistent, timeout).await?;
+            heads
+                .into_iter()
+                .map(|head| {
+                    let (thread, ns) = (head.scope().0.to_owned(), head.scope().1.to_owned());
+                    head.into_tuple(&self.serde, |channel, version| {
+                        let key = (
+                            thread.clone(),
+                            ns.clone(),
+                            channel.to_owned(),
+                            version.to_owned(),
+                        );
+                        values.get(&key).cloned()
+                    })
+                })
+                .collect::<Result<Vec<_>>>()
         })
     }
 
