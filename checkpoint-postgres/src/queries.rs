@@ -391,7 +391,7 @@ pub(crate) async fn copy_thread(
         "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata)
          SELECT $2, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata FROM checkpoints WHERE thread_id = $1",
     )
-.persistent(persistent)
+    .persistent(persistent)
     .bind(source)
     .bind(target)
     .execute(&mut *tx)
@@ -407,7 +407,7 @@ pub(crate) async fn copy_thread(
             INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
             SELECT $2, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob FROM checkpoint_writes WHERE thread_id = $1",
         )
-.persistent(persistent)
+        .persistent(persistent)
         .bind(source)
         .bind(target)
         .execute(&mut *tx)
@@ -431,7 +431,7 @@ async fn copy_resealed(
     let blobs: Vec<BlobRow> = sqlx::query_as(
         "SELECT checkpoint_ns, channel, version, type, blob FROM checkpoint_blobs WHERE thread_id = $1",
     )
-.persistent(persistent)
+    .persistent(persistent)
     .bind(source)
     .fetch_all(&mut *conn)
     .await
@@ -451,7 +451,7 @@ async fn copy_resealed(
             _ => (tag, None),
         };
         sqlx::query("INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob) VALUES ($1, $2, $3, $4, $5, $6)")
-.persistent(persistent)
+            .persistent(persistent)
             .bind(target).bind(&ns).bind(&channel).bind(&version).bind(tag).bind(blob)
             .execute(&mut *conn)
             .await
@@ -470,7 +470,7 @@ async fn copy_resealed(
     let writes: Vec<WriteRow> = sqlx::query_as(
         "SELECT checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob FROM checkpoint_writes WHERE thread_id = $1",
     )
-.persistent(persistent)
+    .persistent(persistent)
     .bind(source)
     .fetch_all(&mut *conn)
     .await
@@ -490,7 +490,7 @@ async fn copy_resealed(
             "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
         )
-.persistent(persistent)
+        .persistent(persistent)
         .bind(target).bind(&ns).bind(&id).bind(&task).bind(&path).bind(idx).bind(&channel)
         .bind(sealed.type_tag.as_ref()).bind(sealed.bytes.as_ref())
         .execute(&mut *conn)
