@@ -1,0 +1,111 @@
+//! What a storage engine provides; [`Engine`](crate::engine::Engine) builds the store on it.
+//!
+//! The engine owns every behaviour of the contract (validation, batch order, filters,
+//! pagination, TTL policy, embedding, the in-process vector index); a backend only stores rows
+//! and vectors. All backends therefore behave alike by construction, and the conformance suite
+//! checks that they also store alike.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use crate::{Item, ItemKey, Namespace, Object, Result};
+
+/// A stored row: the item plus its TTL.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Row {
+    /// The item.
+    pub item: Item,
+    /// Its TTL in minutes, if it has one.
+    pub ttl_minutes: Option<f64>,
+}
+
+/// One embedded field of an item.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct FieldVector {
+    /// The path that produced it (`$`, `a.b`, `a.b.0` when a path yields several texts).
+    pub field: String,
+    /// The embedding.
+    pub vector: Vec<f32>,
+}
+
+/// Every stored vector of one item.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct ItemVectors {
+    /// The item.
+    pub key: ItemKey,
+    /// Its vectors, one per embedded field.
+    pub vectors: Vec<FieldVector>,
+}
+
+/// An insert-or-update of one item.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Upsert {
+    /// The item.
+    pub key: ItemKey,
+    /// The new document.
+    pub value: Object,
+    /// TTL in minutes: `expires_at = now + ttl`; `None` never expires.
+    pub ttl_minutes: Option<f64>,
+    /// `None` when the store has no index (the vector table is not touched); otherwise the
+    /// item's complete new set of vectors, replacing every old one (empty removes them all).
+    pub vectors: Option<Vec<FieldVector>>,
+}
+
+/// One change a batch makes.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Write {
+    /// Insert or update; `created_at` is kept on update, `updated_at = now`.
+    Put(Upsert),
+    /// Remove the item and its vectors; a missing item is not an error.
+    Delete(ItemKey),
+}
+
+/// Changes other processes made since a sequence number (backends shared between processes).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Changes {
+    /// The newest sequence number seen; pass it to the next call.
+    pub last_seq: i64,
+    /// Items written or deleted since (may repeat, may include this process's own writes).
+    pub keys: Vec<ItemKey>,
+    /// False when the log no longer reaches back that far: reload every vector instead.
+    pub complete: bool,
+}
+
+/// The storage engine under a store. Rows whose `expires_at <= now` are invisible to every
+/// read; `now` always comes from the engine so all backends agree on time.
+#[async_trait]
+pub(crate) trait Backend: Send + Sync + 'static {
+    /// Live rows by key, positionally (`None` when missing or expired).
+    async fn get(&self, keys: &[ItemKey], now: DateTime<Utc>) -> Result<Vec<Option<Row>>>;
+
+    /// Calls `visit` with every live row under `prefix` (whole labels; empty = all), ordered
+    /// by `updated_at` descending, then joined namespace, then key; stops when `visit` says
+    /// false. Streams: memory stays flat however many rows match.
+    async fn scan(
+        &self,
+        prefix: &Namespace,
+        now: DateTime<Utc>,
+        visit: &mut (dyn FnMut(Row) -> bool + Send),
+    ) -> Result<()>;
+
+    /// Sets `expires_at = now + ttl_minutes` on those of `keys` that have a TTL and are live.
+    async fn refresh(&self, keys: &[ItemKey], now: DateTime<Utc>) -> Result<()>;
+
+    /// Every distinct namespace holding at least one live row, in any order.
+    async fn namespaces(&self, now: DateTime<Utc>) -> Result<Vec<Namespace>>;
+
+    /// Applies all writes atomically (all or nothing), in order.
+    async fn write(&self, writes: Vec<Write>, now: DateTime<Utc>) -> Result<()>;
+
+    /// Stored vectors of `keys` (or of every item with `None`), grouped per item.
+    async fn vectors(&self, keys: Option<&[ItemKey]>) -> Result<Vec<ItemVectors>>;
+
+    /// Deletes every expired row with its vectors; returns the keys removed.
+    async fn sweep(&self, now: DateTime<Utc>) -> Result<Vec<ItemKey>>;
+
+    /// Changes logged after `after` by any process; `None` when the backend is not shared.
+    async fn changes(&self, after: i64) -> Result<Option<Changes>> {
+        let _ = after;
+        Ok(None)
+    }
+}

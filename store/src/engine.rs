@@ -1,0 +1,657 @@
+//! The store contract, implemented once over any [`Backend`].
+//!
+//! A batch runs in four phases: validate every op (nothing runs if one is bad), embed every
+//! text the puts produce with one embedder call, run the reads against the store as it is, then
+//! apply the deduplicated puts in one atomic backend write and mirror them into the vector
+//! index. A failure before the write leaves the store untouched; the backend write is all or
+//! nothing.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use chrono::{DateTime, Duration, DurationRound, Utc};
+use parking_lot::{Mutex, RwLock};
+
+use crate::backend::{Backend, FieldVector, Row, Upsert, Write};
+use crate::filter::Filter;
+use crate::index::VectorIndex;
+use crate::store::SweeperHandle;
+use crate::{
+    Error, Index, IndexConfig, ItemKey, ListNamespacesOp, Namespace, Object, Op, OpResult, PutOp,
+    Result, SearchItem, SearchOp, StoreConfig, Ttl, WILDCARD, get_text_at_path,
+};
+
+/// A store: the contract's behaviour on top of a backend.
+pub(crate) struct Engine<B: Backend> {
+    inner: Arc<Inner<B>>,
+}
+
+impl<B: Backend> Clone for Engine<B> {
+    fn clone(&self) -> Self {
+        Engine {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+struct Inner<B> {
+    backend: B,
+    config: StoreConfig,
+    /// The vector index; a full reload builds a new one and swaps it in.
+    index: Option<RwLock<Arc<VectorIndex>>>,
+    /// Last timestamp handed out: timestamps strictly increase, so updates always move
+    /// `updated_at` forward even within one microsecond.
+    clock: Mutex<DateTime<Utc>>,
+    /// Last change-log sequence applied to the index (backends shared between processes).
+    seen: tokio::sync::Mutex<i64>,
+}
+
+/// A put after deduplication, with its vectors once embedded.
+struct PendingPut {
+    key: ItemKey,
+    value: Option<Object>,
+    index: Index,
+    ttl_minutes: Option<f64>,
+}
+
+impl<B: Backend> Engine<B> {
+    /// Opens a store on `backend`, loading every stored vector into the index.
+    pub(crate) async fn open(backend: B, config: StoreConfig) -> Result<Self> {
+        let engine = Self::new(backend, config)?;
+        engine.reload_index().await?;
+        Ok(engine)
+    }
+
+    /// A store on `backend` whose index starts empty (for backends that start empty).
+    pub(crate) fn new(backend: B, config: StoreConfig) -> Result<Self> {
+        if let Some(index) = &config.index {
+            check_index_config(index)?;
+        }
+        if let Some(ttl) = config.ttl.default_ttl {
+            check_ttl(ttl)?;
+        }
+        let index = config
+            .index
+            .as_ref()
+            .map(|c| RwLock::new(Arc::new(VectorIndex::new(c.dims, c.distance, c.ann))));
+        Ok(Engine {
+            inner: Arc::new(Inner {
+                backend,
+                config,
+                index,
+                clock: Mutex::new(DateTime::<Utc>::MIN_UTC),
+                seen: tokio::sync::Mutex::new(0),
+            }),
+        })
+    }
+
+    /// The backend underneath.
+    pub(crate) fn backend(&self) -> &B {
+        &self.inner.backend
+    }
+
+    /// The current vector index, if the store has one.
+    fn index(&self) -> Option<Arc<VectorIndex>> {
+        self.inner.index.as_ref().map(|i| Arc::clone(&i.read()))
+    }
+
+    /// Rebuilds the index from every stored vector.
+    async fn reload_index(&self) -> Result<()> {
+        let (Some(slot), Some(config)) = (&self.inner.index, &self.inner.config.index) else {
+            return Ok(());
+        };
+        let mut seen = self.inner.seen.lock().await;
+        // Read the log's head first: changes made while vectors load are replayed later.
+        if let Some(changes) = self.inner.backend.changes(i64::MAX).await? {
+            *seen = changes.last_seq;
+        }
+        let mut items = Vec::new();
+        for stored in self.inner.backend.vectors(None).await? {
+            items.push((stored.key, checked_vectors(stored.vectors, config.dims)?));
+        }
+        let index = VectorIndex::new(config.dims, config.distance, config.ann);
+        // Building the graph is CPU work: hand this worker's tasks to others meanwhile.
+        let multi_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        let load = move || {
+            index.load(items);
+            index
+        };
+        let index = if multi_thread {
+            tokio::task::block_in_place(load)
+        } else {
+            load()
+        };
+        *slot.write() = Arc::new(index);
+        Ok(())
+    }
+
+    /// Applies other processes' changes to the index before a semantic search.
+    async fn catch_up(&self, index: &VectorIndex) -> Result<()> {
+        let mut seen = self.inner.seen.lock().await;
+        let Some(changes) = self.inner.backend.changes(*seen).await? else {
+            return Ok(());
+        };
+        if !changes.complete {
+            drop(seen);
+            return self.reload_index().await;
+        }
+        if changes.keys.is_empty() {
+            *seen = changes.last_seq;
+            return Ok(());
+        }
+        let keys: Vec<ItemKey> = changes
+            .keys
+            .into_iter()
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .collect();
+        let mut fresh: HashMap<ItemKey, Vec<Vec<f32>>> = HashMap::new();
+        for stored in self.inner.backend.vectors(Some(&keys)).await? {
+            fresh.insert(stored.key, checked_vectors(stored.vectors, index.dims())?);
+        }
+        for key in keys {
+            match fresh.remove(&key) {
+                Some(vectors) => index.upsert(key, vectors),
+                None => index.remove(&key),
+            }
+        }
+        *seen = changes.last_seq;
+        Ok(())
+    }
+
+    /// A timestamp later than every one handed out before, at microsecond precision.
+    fn now(&self) -> DateTime<Utc> {
+        let tick = Duration::microseconds(1);
+        let wall = Utc::now();
+        let wall = wall.duration_trunc(tick).unwrap_or(wall);
+        let mut last = self.inner.clock.lock();
+        *last = if wall > *last { wall } else { *last + tick };
+        *last
+    }
+
+    /// Runs a batch (see the module docs for its phases).
+    pub(crate) async fn batch(&self, ops: Vec<Op>) -> Result<Vec<OpResult>> {
+        let config = &self.inner.config;
+        let mut gets = Vec::new();
+        let mut searches = Vec::new();
+        let mut listings = Vec::new();
+        let mut puts: Vec<PendingPut> = Vec::new();
+        let mut put_slot: HashMap<ItemKey, usize> = HashMap::new();
+        let mut results = Vec::with_capacity(ops.len());
+        for (position, op) in ops.into_iter().enumerate() {
+            match op {
+                Op::Get(op) => {
+                    op.namespace.validate()?;
+                    gets.push((position, op));
+                }
+                Op::Search(op) => {
+                    op.namespace_prefix.validate_prefix()?;
+                    let filter = op.filter.as_ref().map(Filter::parse).transpose()?;
+                    searches.push((position, op, filter.unwrap_or_default()));
+                }
+                Op::ListNamespaces(op) => {
+                    check_pattern(op.prefix.as_deref())?;
+                    check_pattern(op.suffix.as_deref())?;
+                    listings.push((position, op));
+                }
+                Op::Put(op) => {
+                    let put = self.pending_put(op)?;
+                    // The last put to a key wins; it takes the first one's place.
+                    match put_slot.get(&put.key) {
+                        Some(&slot) => puts[slot] = put,
+                        None => {
+                            put_slot.insert(put.key.clone(), puts.len());
+                            puts.push(put);
+                        }
+                    }
+                }
+            }
+            results.push(OpResult::Done);
+        }
+
+        let writes = self.embed(puts).await?;
+
+        if !gets.is_empty() {
+            let keys: Vec<ItemKey> = gets
+                .iter()
+                .map(|(_, op)| ItemKey::new(&op.namespace, op.key.clone()))
+                .collect();
+            let now = self.now();
+            let rows = self.inner.backend.get(&keys, now).await?;
+            let mut refresh = Vec::new();
+            for ((position, op), row) in gets.into_iter().zip(rows) {
+                let wants = op.refresh_ttl.unwrap_or(config.ttl.refresh_on_read);
+                results[position] = OpResult::Item(row.map(|row| {
+                    if wants && row.ttl_minutes.is_some() {
+                        refresh.push(ItemKey::new(&row.item.namespace, row.item.key.clone()));
+                    }
+                    row.item
+                }));
+            }
+            self.refresh(refresh, now).await?;
+        }
+        for (position, op, filter) in searches {
+            results[position] = OpResult::Items(self.search(op, filter).await?);
+        }
+        if !listings.is_empty() {
+            let all = self.inner.backend.namespaces(self.now()).await?;
+            for (position, op) in listings {
+                results[position] = OpResult::Namespaces(list_namespaces(&all, &op));
+            }
+        }
+
+        if !writes.is_empty() {
+            let vectors: Vec<(ItemKey, Option<Vec<Vec<f32>>>)> = writes
+                .iter()
+                .filter_map(|w| match w {
+                    Write::Put(u) => u.vectors.as_ref().map(|v| {
+                        let raw = v.iter().map(|f| f.vector.clone()).collect();
+                        (u.key.clone(), Some(raw))
+                    }),
+                    Write::Delete(key) => Some((key.clone(), None)),
+                })
+                .collect();
+            self.inner.backend.write(writes, self.now()).await?;
+            if let Some(index) = self.index() {
+                for (key, vectors) in vectors {
+                    match vectors {
+                        Some(vectors) => index.upsert(key, vectors),
+                        None => index.remove(&key),
+                    }
+                }
+            }
+        }
+        Ok(results)
+    }
+
+    /// Validates a put and resolves its TTL.
+    fn pending_put(&self, op: PutOp) -> Result<PendingPut> {
+        op.namespace.validate()?;
+        let ttl_minutes = match op.ttl {
+            Ttl::Default => self.inner.config.ttl.default_ttl,
+            Ttl::Never => None,
+            Ttl::Minutes(minutes) => Some(check_ttl(minutes)?),
+        };
+        if let Some(value) = &op.value {
+            let size = json_size(value);
+            if size > self.inner.config.max_value_bytes {
+                return Err(Error::InvalidValue(format!(
+                    "the value of `{}` is {size} bytes as JSON, over the store's limit of {}",
+                    op.key, self.inner.config.max_value_bytes
+                )));
+            }
+        }
+        if let Index::Fields(paths) = &op.index {
+            check_paths(paths)?;
+        }
+        Ok(PendingPut {
+            key: ItemKey::new(op.namespace, op.key),
+            value: op.value,
+            index: op.index,
+            ttl_minutes,
+        })
+    }
+
+    /// Embeds every text the puts produce with one embedder call and builds the writes.
+    async fn embed(&self, puts: Vec<PendingPut>) -> Result<Vec<Write>> {
+        let Some(index_config) = &self.inner.config.index else {
+            return Ok(puts
+                .into_iter()
+                .map(|put| match put.value {
+                    Some(value) => Write::Put(Upsert {
+                        key: put.key,
+                        value,
+                        ttl_minutes: put.ttl_minutes,
+                        vectors: None,
+                    }),
+                    None => Write::Delete(put.key),
+                })
+                .collect());
+        };
+        // (put position, field name) for every text, in embedding order.
+        let mut owners: Vec<(usize, String)> = Vec::new();
+        let mut texts: Vec<String> = Vec::new();
+        for (position, put) in puts.iter().enumerate() {
+            let Some(value) = &put.value else { continue };
+            let paths = match &put.index {
+                Index::Off => continue,
+                Index::Default => &index_config.fields,
+                Index::Fields(paths) => paths,
+            };
+            let document = serde_json::Value::Object(value.clone());
+            for path in paths {
+                let found = get_text_at_path(&document, path);
+                let single = found.len() == 1;
+                for (i, text) in found.into_iter().enumerate() {
+                    let field = if single {
+                        path.clone()
+                    } else {
+                        format!("{path}.{i}")
+                    };
+                    owners.push((position, field));
+                    texts.push(text);
+                }
+            }
+        }
+        let vectors = if texts.is_empty() {
+            Vec::new()
+        } else {
+            let vectors = index_config.embedder.embed_documents(&texts).await?;
+            if vectors.len() != texts.len() {
+                return Err(Error::Embedding(format!(
+                    "asked for {} vectors, got {}",
+                    texts.len(),
+                    vectors.len()
+                )));
+            }
+            vectors
+        };
+        let mut per_put: Vec<Vec<FieldVector>> = vec![Vec::new(); puts.len()];
+        for ((position, field), vector) in owners.into_iter().zip(vectors) {
+            check_dims(&vector, index_config.dims)?;
+            per_put[position].push(FieldVector { field, vector });
+        }
+        Ok(puts
+            .into_iter()
+            .zip(per_put)
+            .map(|(put, vectors)| match put.value {
+                Some(value) => Write::Put(Upsert {
+                    key: put.key,
+                    value,
+                    ttl_minutes: put.ttl_minutes,
+                    vectors: Some(vectors),
+                }),
+                None => Write::Delete(put.key),
+            })
+            .collect())
+    }
+
+    /// Restarts the TTL of `keys` (rows known to have one).
+    async fn refresh(&self, keys: Vec<ItemKey>, now: DateTime<Utc>) -> Result<()> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        self.inner.backend.refresh(&keys, now).await
+    }
+
+    /// One search: by similarity when there is a query and an index, else newest first.
+    async fn search(&self, op: SearchOp, filter: Filter) -> Result<Vec<SearchItem>> {
+        let wants_refresh = op
+            .refresh_ttl
+            .unwrap_or(self.inner.config.ttl.refresh_on_read);
+        let query = op.query.as_deref().filter(|q| !q.is_empty());
+        let (Some(query), Some(index_config)) = (query, &self.inner.config.index) else {
+            return self.scan_page(&op, &filter, wants_refresh).await;
+        };
+        if let Some(index) = self.index() {
+            self.catch_up(&index).await?;
+        }
+        let Some(index) = self.index() else {
+            return self.scan_page(&op, &filter, wants_refresh).await;
+        };
+        let vector = index_config.embedder.embed_query(query).await?;
+        check_dims(&vector, index_config.dims)?;
+        let now = self.now();
+        let allowed = if filter.is_empty() {
+            None
+        } else {
+            let mut allowed = HashSet::new();
+            self.inner
+                .backend
+                .scan(&op.namespace_prefix, now, &mut |row: Row| {
+                    if filter.matches(&row.item.value) {
+                        allowed.insert(ItemKey::new(row.item.namespace, row.item.key));
+                    }
+                    true
+                })
+                .await?;
+            Some(allowed)
+        };
+        let wanted = op.offset + op.limit;
+        let mut gone: HashSet<ItemKey> = HashSet::new();
+        loop {
+            let accept = |key: &ItemKey| {
+                key.namespace.starts_with(&op.namespace_prefix)
+                    && allowed.as_ref().is_none_or(|a| a.contains(key))
+                    && !gone.contains(key)
+            };
+            let hits = index.search(&vector, wanted, &accept);
+            let exhausted = hits.len() < wanted;
+            let keys: Vec<ItemKey> = hits.iter().map(|(key, _)| key.clone()).collect();
+            let rows = self.inner.backend.get(&keys, now).await?;
+            let mut page = Vec::with_capacity(op.limit);
+            let mut refresh = Vec::new();
+            for ((key, score), row) in hits.into_iter().zip(rows) {
+                match row {
+                    // Expired or deleted by another process since the index saw it.
+                    None => {
+                        gone.insert(key);
+                    }
+                    Some(row) => {
+                        if wants_refresh && row.ttl_minutes.is_some() {
+                            refresh.push(key);
+                        }
+                        page.push(SearchItem {
+                            item: row.item,
+                            score: Some(score),
+                        });
+                    }
+                }
+            }
+            if page.len() == keys.len() || exhausted {
+                let page: Vec<SearchItem> = page.into_iter().skip(op.offset).collect();
+                self.refresh(refresh, now).await?;
+                return Ok(page);
+            }
+        }
+    }
+
+    /// A page of items under the prefix that pass the filter, newest update first.
+    async fn scan_page(
+        &self,
+        op: &SearchOp,
+        filter: &Filter,
+        wants_refresh: bool,
+    ) -> Result<Vec<SearchItem>> {
+        let now = self.now();
+        let mut skip = op.offset;
+        let mut page = Vec::with_capacity(op.limit.min(1024));
+        let mut refresh = Vec::new();
+        if op.limit > 0 {
+            self.inner
+                .backend
+                .scan(&op.namespace_prefix, now, &mut |row: Row| {
+                    if !filter.matches(&row.item.value) {
+                        return true;
+                    }
+                    if skip > 0 {
+                        skip -= 1;
+                        return true;
+                    }
+                    if wants_refresh && row.ttl_minutes.is_some() {
+                        refresh.push(ItemKey::new(&row.item.namespace, row.item.key.clone()));
+                    }
+                    page.push(SearchItem {
+                        item: row.item,
+                        score: None,
+                    });
+                    page.len() < op.limit
+                })
+                .await?;
+        }
+        self.refresh(refresh, now).await?;
+        Ok(page)
+    }
+
+    /// Deletes expired items and drops their vectors.
+    pub(crate) async fn sweep_expired(&self) -> Result<usize> {
+        let removed = self.inner.backend.sweep(self.now()).await?;
+        if let Some(index) = self.index() {
+            for key in &removed {
+                index.remove(key);
+            }
+        }
+        Ok(removed.len())
+    }
+
+    /// Sweeps every `sweep_interval` on the current tokio runtime until the handle drops.
+    pub(crate) fn start_sweeper(&self) -> SweeperHandle {
+        let engine = self.clone();
+        let every = self.inner.config.ttl.sweep_interval;
+        SweeperHandle::spawn(async move {
+            let mut ticks = tokio::time::interval(every);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            ticks.tick().await;
+            loop {
+                ticks.tick().await;
+                // A failed sweep (server away) is retried at the next tick.
+                let _ = engine.sweep_expired().await;
+            }
+        })
+    }
+}
+
+/// Items a namespace listing returns: matching, truncated, de-duplicated, sorted label-wise.
+fn list_namespaces(all: &[Namespace], op: &ListNamespacesOp) -> Vec<Namespace> {
+    let mut found: Vec<Namespace> = all
+        .iter()
+        .filter(|ns| {
+            let labels = ns.labels();
+            op.prefix
+                .as_deref()
+                .is_none_or(|p| p.len() <= labels.len() && pattern_matches(p, &labels[..p.len()]))
+                && op.suffix.as_deref().is_none_or(|s| {
+                    s.len() <= labels.len() && pattern_matches(s, &labels[labels.len() - s.len()..])
+                })
+        })
+        .map(|ns| match op.max_depth {
+            Some(depth) if ns.len() > depth => Namespace::new(ns.labels()[..depth].iter().cloned()),
+            _ => ns.clone(),
+        })
+        .collect();
+    found.sort();
+    found.dedup();
+    found.into_iter().skip(op.offset).take(op.limit).collect()
+}
+
+fn pattern_matches(pattern: &[String], labels: &[String]) -> bool {
+    pattern
+        .iter()
+        .zip(labels)
+        .all(|(p, l)| p == WILDCARD || p == l)
+}
+
+fn check_pattern(pattern: Option<&[String]>) -> Result<()> {
+    match pattern {
+        Some(labels) => Namespace::new(labels.iter().cloned()).validate_prefix(),
+        None => Ok(()),
+    }
+}
+
+fn check_ttl(minutes: f64) -> Result<f64> {
+    if minutes.is_finite() && minutes > 0.0 {
+        Ok(minutes)
+    } else {
+        Err(Error::InvalidValue(format!(
+            "a TTL must be a positive number of minutes, got {minutes}"
+        )))
+    }
+}
+
+fn check_dims(vector: &[f32], dims: usize) -> Result<()> {
+    if vector.len() != dims {
+        return Err(Error::Embedding(format!(
+            "the embedder returned a vector of {} dimensions, the index has {dims}",
+            vector.len()
+        )));
+    }
+    if vector.iter().any(|x| !x.is_finite()) {
+        return Err(Error::Embedding(String::from(
+            "the embedder returned a vector with NaN or infinite components",
+        )));
+    }
+    Ok(())
+}
+
+/// Checks stored vectors against the index's dimensions.
+fn checked_vectors(vectors: Vec<FieldVector>, dims: usize) -> Result<Vec<Vec<f32>>> {
+    vectors
+        .into_iter()
+        .map(|f| {
+            if f.vector.len() == dims {
+                Ok(f.vector)
+            } else {
+                Err(Error::Corrupt(format!(
+                    "a stored vector of field `{}` has {} dimensions, the index has {dims}",
+                    f.field,
+                    f.vector.len()
+                )))
+            }
+        })
+        .collect()
+}
+
+fn check_index_config(index: &IndexConfig) -> Result<()> {
+    if index.dims == 0 {
+        return Err(Error::InvalidConfig(String::from(
+            "an index needs at least one dimension",
+        )));
+    }
+    if index.embedder.dims() != index.dims {
+        return Err(Error::InvalidConfig(format!(
+            "the index has {} dimensions but its embedder makes {}",
+            index.dims,
+            index.embedder.dims()
+        )));
+    }
+    check_paths(&index.fields)
+}
+
+fn check_paths(paths: &[String]) -> Result<()> {
+    if paths.is_empty() {
+        return Err(Error::InvalidConfig(String::from(
+            "an index needs at least one field path (use `$` for the whole value)",
+        )));
+    }
+    Ok(())
+}
+
+/// The length of a value's compact JSON encoding, without building it.
+fn json_size(value: &Object) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing a `Map<String, Value>` cannot fail; a failure would only undercount.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+
+/// Implements [`Store`](crate::Store) for a type with an `engine: Engine<_>` field.
+macro_rules! forward_store {
+    ($store:ty) => {
+        #[async_trait::async_trait]
+        impl $crate::Store for $store {
+            async fn batch(&self, ops: Vec<$crate::Op>) -> $crate::Result<Vec<$crate::OpResult>> {
+                self.engine.batch(ops).await
+            }
+
+            async fn sweep_expired(&self) -> $crate::Result<usize> {
+                self.engine.sweep_expired().await
+            }
+
+            fn start_sweeper(&self) -> $crate::SweeperHandle {
+                self.engine.start_sweeper()
+            }
+        }
+    };
+}
+pub(crate) use forward_store;

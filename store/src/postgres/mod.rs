@@ -1,0 +1,506 @@
+//! [`PostgresStore`]: the store on PostgreSQL (sqlx), in LangGraph's `store` table.
+//!
+//! Items live in the table langgraph-checkpoint-postgres's `PostgresStore` uses (migrations
+//! `store_migrations` v0 to v3), so a Python LangGraph service and a Waypoint service share
+//! plain items. Waypoint's additions (`waypoint_store_migrations`): `ttl_minutes` as a double,
+//! an index for newest-first pages, vectors in `waypoint_store_vectors` (BYTEA of
+//! little-endian f32, loaded into the in-process index), and a change log,
+//! `waypoint_store_changes`, from which every process keeps its index current.
+
+mod config;
+mod convert;
+mod pool;
+mod queries;
+mod schema;
+
+pub use config::PostgresStoreConfig;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use parking_lot::Mutex;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::{Connection, PgConnection};
+
+use self::convert::{
+    BACKEND, Timestamp, check_text, is_broken, is_transient, pg_error, storable, value_text,
+};
+use self::queries::{LogPosition, Prepared};
+use crate::backend::{Backend, Changes, ItemVectors, Row, Write};
+use crate::engine::{Engine, forward_store};
+use crate::{Error, ItemKey, Namespace, Result, StoreConfig};
+
+/// Runs `$body` (a future using `$conn: &mut PgConnection`) on a pooled connection within
+/// the backend's deadline. A connection found broken, or whose operation timed out, is
+/// closed rather than returned to the pool; with `retry = true` (every operation here is
+/// idempotent) the body then runs once more on a fresh one, so a server restart costs no
+/// failed call once it is back. A statement that lost a deadlock runs again.
+macro_rules! on_conn {
+    ($backend:expr, retry = $retry:expr, |$conn:ident| $body:expr) => {{
+        let backend = &$backend;
+        let mut reconnects = if $retry { 1 } else { 0 };
+        let mut reruns = 3;
+        loop {
+            let outcome = tokio::time::timeout(backend.deadline, async {
+                let (mut conn, _permit) = backend.conns.acquire().await?;
+                let done = {
+                    let $conn: &mut PgConnection = &mut conn;
+                    $body.await
+                };
+                if done.as_ref().is_err_and(is_broken) {
+                    // The server probably restarted: every idle connection is gone too.
+                    backend.conns.forget_idle();
+                } else {
+                    backend.conns.release(conn);
+                }
+                done
+            })
+            .await
+            .unwrap_or_else(|_| Err(backend.timed_out()));
+            match outcome {
+                Err(e) if reconnects > 0 && is_broken(&e) => reconnects -= 1,
+                Err(e) if reruns > 0 && is_transient(&e) => reruns -= 1,
+                done => break done,
+            }
+        }
+    }};
+}
+
+/// A store on a PostgreSQL database, in the `store` table LangGraph's Python
+/// `PostgresStore` uses: both can read and write the same items.
+///
+/// Call [`setup`](Self::setup) once per database (idempotent, safe from several processes at
+/// once). Every batch's writes are one statement: atomic, one round trip. Semantic search is
+/// served by the in-process index, loaded from the stored vectors at connect and kept
+/// current with other processes' writes through a change log that each semantic search
+/// replays first. Each operation has a deadline and fails with [`Error::Backend`] when the
+/// server is away; a broken connection is retried once on a fresh one. Clones share the
+/// connections and the index.
+///
+/// Items Python writes have no vectors here (LangGraph keeps its own, in pgvector) until a
+/// Waypoint process puts them again, and Python's writes are not in the change log: an item
+/// Python deletes leaves semantic results as soon as a search meets it. Values cannot hold
+/// NUL characters (`jsonb` cannot): such a put fails with [`Error::InvalidValue`].
+///
+/// ```no_run
+/// # async fn demo() -> waypoint_store::Result<()> {
+/// use serde_json::json;
+/// use waypoint_store::{IndexConfig, PostgresStore, PostgresStoreConfig, StoreConfig, StoreExt};
+///
+/// let store = PostgresStore::connect(
+///     PostgresStoreConfig::new("postgres://app@localhost/agents")
+///         .schema("tenant_a")
+///         .store(StoreConfig::new().index(IndexConfig::hashing(64))),
+/// )
+/// .await?;
+/// store.setup().await?;
+/// store.put(["users", "alice"], "prefs", json!({"theme": "dark"})).await?;
+/// assert!(store.get(["users", "alice"], "prefs").await?.is_some());
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct PostgresStore {
+    engine: Engine<PgBackend>,
+}
+
+impl PostgresStore {
+    /// Connects to the server `config` names, checks that it answers, and loads the stored
+    /// vectors into the index. Does not create tables: call [`setup`](Self::setup).
+    pub async fn connect(config: PostgresStoreConfig) -> Result<Self> {
+        let store = config.store.clone();
+        let backend = PgBackend::new(config)?;
+        let ready = backend.is_set_up().await?;
+        // Before setup there is nothing to load; the change log replays what comes after.
+        let engine = if ready {
+            Engine::open(backend, store).await?
+        } else {
+            Engine::new(backend, store)?
+        };
+        Ok(PostgresStore { engine })
+    }
+
+    /// Connects to `postgres://...` with default pool settings and `store`.
+    pub async fn from_url(url: &str, store: StoreConfig) -> Result<Self> {
+        Self::connect(PostgresStoreConfig::new(url).store(store)).await
+    }
+
+    /// Creates the schema (if one is configured) and the tables, or migrates them: LangGraph's
+    /// `store_migrations` numbering, then Waypoint's. Idempotent, and safe when several
+    /// processes run it at once; refuses a database migrated by a newer version.
+    pub async fn setup(&self) -> Result<()> {
+        self.engine.backend().setup().await
+    }
+
+    /// The settings this store was created with.
+    pub fn config(&self) -> &PostgresStoreConfig {
+        &self.engine.backend().config
+    }
+
+    /// A sqlx pool on the same server and schema, for callers that run their own SQL next to
+    /// the store; it connects on first use and shares no connection with the store.
+    pub fn pool(&self) -> &PgPool {
+        &self.engine.backend().pool
+    }
+}
+
+impl fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("schema", &self.config().schema)
+            .field("max_connections", &self.config().max_connections)
+            .finish_non_exhaustive()
+    }
+}
+
+forward_store!(PostgresStore);
+
+/// The change-log positions this backend handed out, by the cursor the engine holds.
+///
+/// A cursor is `xmin << 16 | n`, unique per read: a cursor no longer remembered still says
+/// that every change below `xmin` was read, so the read from it is complete, only wider.
+#[derive(Default)]
+struct LogCursors {
+    recent: Mutex<(u16, VecDeque<(i64, LogPosition)>)>,
+}
+
+impl LogCursors {
+    /// How many positions are remembered (the engine uses the newest, or one it kept after a
+    /// failed catch-up).
+    const KEEP: usize = 4;
+
+    fn position(&self, cursor: i64) -> LogPosition {
+        let recent = self.recent.lock();
+        recent
+            .1
+            .iter()
+            .find(|(c, _)| *c == cursor)
+            .map(|(_, p)| p.clone())
+            .unwrap_or_else(|| LogPosition::from_xid(cursor >> 16))
+    }
+
+    fn remember(&self, position: LogPosition) -> i64 {
+        let mut recent = self.recent.lock();
+        let (counter, positions) = &mut *recent;
+        *counter = counter.wrapping_add(1);
+        // Transaction ids stay far below 2^47 (2^15 wraparounds of 32-bit ids); a larger one
+        // gets a cursor without the counter, which is merely never remembered.
+        let cursor = match position.xmin.checked_mul(1 << 16) {
+            Some(shifted) if position.xmin >= 0 => shifted | i64::from(*counter),
+            _ => return position.xmin,
+        };
+        positions.push_front((cursor, position));
+        positions.truncate(Self::KEEP);
+        cursor
+    }
+}
+
+/// First page of a scan; pages double from there.
+const FIRST_PAGE: i64 = 32;
+/// Largest page of a scan: bounds the memory one page holds.
+const MAX_PAGE: i64 = 1024;
+
+/// Rows and vectors in PostgreSQL.
+pub(crate) struct PgBackend {
+    /// The store's connections.
+    conns: pool::Pool,
+    /// A separate sqlx pool, connecting only when a caller uses [`PostgresStore::pool`].
+    pool: PgPool,
+    options: PgConnectOptions,
+    config: PostgresStoreConfig,
+    /// Change-log positions handed to the engine.
+    log: LogCursors,
+    /// Longest an operation may take, waiting for a connection included.
+    deadline: Duration,
+    persistent: bool,
+}
+
+impl PgBackend {
+    /// A lazily connecting pool for `config`.
+    fn new(config: PostgresStoreConfig) -> Result<Self> {
+        if !["postgres://", "postgresql://"]
+            .iter()
+            .any(|scheme| config.url.starts_with(scheme))
+        {
+            return Err(Error::InvalidConfig(String::from(
+                "a PostgreSQL URL starts with postgres:// or postgresql://",
+            )));
+        }
+        let mut options: PgConnectOptions = config
+            .url
+            .parse()
+            .map_err(|e| Error::InvalidConfig(format!("invalid PostgreSQL URL: {e}")))?;
+        options = options.application_name("waypoint-store");
+        if !config.prepared_statements {
+            options = options.statement_cache_capacity(0);
+        }
+        let statement_ms = config.statement_timeout.as_millis().to_string();
+        // JIT compiles plans for longer than these keyed statements run.
+        options = options.options([("jit", "off"), ("statement_timeout", statement_ms.as_str())]);
+        if let Some(schema) = config.checked_schema()? {
+            options = options.options([("search_path", format!("\"{schema}\""))]);
+        }
+        let pool = PgPoolOptions::new()
+            .max_connections(config.max_connections)
+            .min_connections(0)
+            .acquire_timeout(config.acquire_timeout)
+            .idle_timeout(Some(config.idle_timeout))
+            .connect_lazy_with(options.clone());
+        Ok(PgBackend {
+            conns: pool::Pool::new(
+                options.clone(),
+                config.max_connections,
+                config.acquire_timeout,
+                config.idle_timeout,
+            ),
+            pool,
+            options,
+            log: LogCursors::default(),
+            deadline: config.acquire_timeout + config.statement_timeout,
+            persistent: config.prepared_statements,
+            config,
+        })
+    }
+
+    /// Whether setup has run. Boxed (as `async_trait` boxes the backend's methods) so that
+    /// `connect`'s future stays provably `Send`: from a generic context the compiler cannot
+    /// see through sqlx's executor lifetimes.
+    fn is_set_up(&self) -> BoxFuture<'_, Result<bool>> {
+        async move { on_conn!(self, retry = false, |conn| schema::is_set_up(conn)) }.boxed()
+    }
+
+    /// Creates or migrates the tables on a connection of its own: migrations may run longer
+    /// than the statement timeout.
+    fn setup(&self) -> BoxFuture<'_, Result<()>> {
+        async move {
+            let schema = self.config.checked_schema()?.map(str::to_owned);
+            let wait = self.config.acquire_timeout.max(Duration::from_secs(60));
+            let options = self.options.clone().options([("statement_timeout", "0")]);
+            let mut conn = PgConnection::connect_with(&options)
+                .await
+                .map_err(pg_error)?;
+            let migrated = schema::migrate(&mut conn, schema, wait).await;
+            let _ = conn.close().await;
+            migrated
+        }
+        .boxed()
+    }
+
+    fn timed_out(&self) -> Error {
+        Error::backend(
+            BACKEND,
+            format!("no answer from PostgreSQL within {:?}", self.deadline),
+        )
+    }
+}
+
+/// The keys PostgreSQL can hold, with their positions in `keys`.
+fn storable_keys(keys: &[ItemKey]) -> (Vec<usize>, Vec<ItemKey>) {
+    keys.iter()
+        .enumerate()
+        .filter(|(_, k)| storable(k))
+        .map(|(i, k)| (i, k.clone()))
+        .unzip()
+}
+
+#[async_trait]
+impl Backend for PgBackend {
+    async fn get(&self, keys: &[ItemKey], now: DateTime<Utc>) -> Result<Vec<Option<Row>>> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = Timestamp::new(now);
+        if keys.iter().all(storable) {
+            return on_conn!(self, retry = true, |conn| queries::get(
+                conn,
+                keys,
+                now,
+                self.persistent
+            ));
+        }
+        // A key PostgreSQL cannot hold cannot have been stored.
+        let (positions, asked) = storable_keys(keys);
+        let found = on_conn!(self, retry = true, |conn| queries::get(
+            conn,
+            &asked,
+            now,
+            self.persistent
+        ))?;
+        let mut rows = vec![None; keys.len()];
+        for (position, row) in positions.into_iter().zip(found) {
+            rows[position] = row;
+        }
+        Ok(rows)
+    }
+
+    async fn scan(
+        &self,
+        prefix: &Namespace,
+        now: DateTime<Utc>,
+        visit: &mut (dyn FnMut(Row) -> bool + Send),
+    ) -> Result<()> {
+        if prefix.labels().iter().any(|l| l.contains('\0')) {
+            return Ok(());
+        }
+        let now = Timestamp::new(now);
+        let mut cursor = None;
+        let mut page = FIRST_PAGE;
+        loop {
+            // A retried page resumes after the last row visited.
+            let (seen, more) = on_conn!(self, retry = true, |conn| queries::scan_page(
+                conn,
+                prefix,
+                now,
+                &mut cursor,
+                page,
+                self.persistent,
+                &mut *visit
+            ))?;
+            if !more || seen < page {
+                return Ok(());
+            }
+            page = (page * 2).min(MAX_PAGE);
+        }
+    }
+
+    async fn refresh(&self, keys: &[ItemKey], now: DateTime<Utc>) -> Result<()> {
+        let (_, keys) = storable_keys(keys);
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let now = Timestamp::new(now);
+        on_conn!(self, retry = true, |conn| queries::refresh(
+            conn,
+            &keys,
+            now,
+            self.persistent
+        ))
+    }
+
+    async fn namespaces(&self, now: DateTime<Utc>) -> Result<Vec<Namespace>> {
+        let now = Timestamp::new(now);
+        on_conn!(self, retry = true, |conn| queries::namespaces(
+            conn,
+            now,
+            self.persistent
+        ))
+    }
+
+    async fn write(&self, writes: Vec<Write>, now: DateTime<Utc>) -> Result<()> {
+        // Later writes to a key replace earlier ones: one statement cannot touch a row twice.
+        let mut prepared: BTreeMap<&ItemKey, Prepared<'_>> = BTreeMap::new();
+        for write in &writes {
+            match write {
+                Write::Delete(key) => {
+                    if storable(key) {
+                        prepared.insert(key, Prepared::Delete);
+                    } else {
+                        prepared.remove(key);
+                    }
+                }
+                Write::Put(put) => {
+                    check_text(&put.key)?;
+                    for field in put.vectors.iter().flatten() {
+                        if field.field.contains('\0') {
+                            return Err(Error::InvalidValue(format!(
+                                "the index path {:?} contains a NUL character",
+                                field.field
+                            )));
+                        }
+                    }
+                    prepared.insert(
+                        &put.key,
+                        Prepared::Put {
+                            text: value_text(&put.key, &put.value)?,
+                            ttl_minutes: put.ttl_minutes,
+                            vectors: put.vectors.as_deref(),
+                        },
+                    );
+                }
+            }
+        }
+        if prepared.is_empty() {
+            return Ok(());
+        }
+        let now = Timestamp::new(now);
+        on_conn!(self, retry = true, |conn| queries::write(
+            conn,
+            &prepared,
+            now,
+            self.persistent
+        ))
+    }
+
+    async fn vectors(&self, keys: Option<&[ItemKey]>) -> Result<Vec<ItemVectors>> {
+        let keys = match keys {
+            Some(keys) => {
+                let (_, keys) = storable_keys(keys);
+                if keys.is_empty() {
+                    return Ok(Vec::new());
+                }
+                Some(keys)
+            }
+            None => None,
+        };
+        on_conn!(self, retry = true, |conn| queries::vectors(
+            conn,
+            keys.as_deref(),
+            self.persistent
+        ))
+    }
+
+    async fn sweep(&self, now: DateTime<Utc>) -> Result<Vec<ItemKey>> {
+        let now = Timestamp::new(now);
+        on_conn!(self, retry = true, |conn| queries::sweep(
+            conn,
+            now,
+            self.persistent
+        ))
+    }
+
+    async fn changes(&self, after: i64) -> Result<Option<Changes>> {
+        let from = (after != i64::MAX).then(|| self.log.position(after));
+        let (position, keys, trimmed) = on_conn!(self, retry = true, |conn| queries::changes(
+            conn,
+            from.as_ref(),
+            self.persistent
+        ))?;
+        // Complete unless the sweeper trimmed changes this reader had not read yet.
+        let complete = from.as_ref().is_none_or(|f| trimmed < f.xmin);
+        Ok(Some(Changes {
+            last_seq: self.log.remember(position),
+            keys,
+            complete,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_cursors_are_unique_and_fall_back_to_their_xmin() {
+        let cursors = LogCursors::default();
+        let at = |xmin, next, running: &[i64]| LogPosition {
+            xmin,
+            next,
+            running: running.to_vec(),
+        };
+        let first = cursors.remember(at(700, 705, &[700, 702]));
+        let second = cursors.remember(at(700, 710, &[700]));
+        assert_ne!(first, second, "same xmin, distinct cursors");
+        assert_eq!(cursors.position(first), at(700, 705, &[700, 702]));
+        assert_eq!(cursors.position(second), at(700, 710, &[700]));
+        for _ in 0..LogCursors::KEEP {
+            cursors.remember(at(800, 800, &[]));
+        }
+        // Forgotten: read everything from its xmin on.
+        assert_eq!(cursors.position(first), LogPosition::from_xid(700));
+        assert_eq!(cursors.position(0), LogPosition::from_xid(0));
+    }
+}

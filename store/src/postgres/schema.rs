@@ -1,0 +1,220 @@
+//! Tables and migrations: LangGraph's `store` table, numbered in `store_migrations` as
+//! langgraph-checkpoint-postgres numbers it, then Waypoint's additions under
+//! `waypoint_store_migrations` (not `waypoint_migrations`, which the checkpointer uses in the
+//! same schema).
+
+use std::time::{Duration, Instant};
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use sqlx::PgConnection;
+
+use super::convert::pg_error;
+use crate::{Error, Result};
+
+/// LangGraph's store migrations; a migration's version (the row it adds to
+/// `store_migrations`) is its position. Same statements, so either side may run setup first.
+const LANGGRAPH_MIGRATIONS: &[&[&str]] = &[
+    &["CREATE TABLE IF NOT EXISTS store (
+    -- 'prefix' represents the doc's 'namespace'
+    prefix text NOT NULL,
+    key text NOT NULL,
+    value jsonb NOT NULL,
+    created_at TIMESTAMP WITH TIME ZONE DEFAULT CURRENT_TIMESTAMP,
+    updated_at TIMESTAMP WITH TIME ZONE DEFAULT CURRENT_TIMESTAMP,
+    PRIMARY KEY (prefix, key)
+);"],
+    &[
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS store_prefix_idx ON store USING btree (prefix text_pattern_ops);",
+    ],
+    &["ALTER TABLE store
+ADD COLUMN IF NOT EXISTS expires_at TIMESTAMP WITH TIME ZONE,
+ADD COLUMN IF NOT EXISTS ttl_minutes INT;"],
+    &[
+        "CREATE INDEX IF NOT EXISTS idx_store_expires_at ON store (expires_at)
+WHERE expires_at IS NOT NULL;",
+    ],
+];
+
+/// Waypoint's additions, each one or more statements, each idempotent; a migration's version
+/// is its position plus one. Never edit one that has shipped: append a new one.
+const WAYPOINT_MIGRATIONS: &[&[&str]] = &[
+    // Fractional TTLs kept exactly (LangGraph's `INT` rounds them); LangGraph's own refresh,
+    // `(ttl_minutes || ' minutes')::interval`, reads a double as well.
+    &["ALTER TABLE store ALTER COLUMN ttl_minutes TYPE double precision"],
+    // Vectors of the in-process index, little-endian f32s, gone with their item.
+    &["CREATE TABLE IF NOT EXISTS waypoint_store_vectors (
+    prefix text NOT NULL,
+    key text NOT NULL,
+    field_name text NOT NULL,
+    embedding bytea NOT NULL,
+    PRIMARY KEY (prefix, key, field_name),
+    FOREIGN KEY (prefix, key) REFERENCES store (prefix, key) ON DELETE CASCADE
+)"],
+    // The change log other processes replay into their index. Readers page by writer
+    // transaction id (`xid`), not by `seq`: sequence numbers are handed out before commit,
+    // so a reader could see seq 5 committed while seq 4 is still in flight, and skip it;
+    // `seq` only completes the primary key (logical replication needs one to replicate the
+    // trimming). `waypoint_store_changes_trimmed` remembers how far the sweeper trimmed.
+    &[
+        "CREATE TABLE IF NOT EXISTS waypoint_store_changes (
+    seq bigserial,
+    xid bigint NOT NULL DEFAULT (pg_current_xact_id()::text::bigint),
+    prefix text NOT NULL,
+    key text NOT NULL,
+    changed_at timestamptz NOT NULL,
+    PRIMARY KEY (xid, seq)
+)",
+        "CREATE TABLE IF NOT EXISTS waypoint_store_changes_trimmed (
+    id integer PRIMARY KEY CHECK (id = 1),
+    through_xid bigint NOT NULL
+)",
+        "INSERT INTO waypoint_store_changes_trimmed (id, through_xid) VALUES (1, -1) ON CONFLICT DO NOTHING",
+    ],
+    // Search pages newest first without sorting: one namespace's items in order, and every
+    // item in order (the root and wide prefixes).
+    &[
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS waypoint_store_prefix_updated_at_idx ON store (prefix, updated_at DESC, key COLLATE \"C\")",
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS waypoint_store_updated_at_idx ON store (updated_at DESC, prefix COLLATE \"C\", key COLLATE \"C\")",
+    ],
+];
+
+/// Advisory lock key under which one process at a time migrates the store ("wpstore!"),
+/// mixed with the schema's name so that separate schemas migrate at once.
+const LOCK_KEY: i64 = 0x7770_7374_6f72_6521;
+
+/// The lock key of `schema` (FNV-1a of its name: stable across processes and builds).
+fn lock_key(schema: Option<&str>) -> i64 {
+    let hash = schema
+        .unwrap_or("")
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    LOCK_KEY ^ i64::from_ne_bytes(hash.to_ne_bytes())
+}
+
+/// Creates the schema (if named) and runs every missing migration, holding an advisory lock
+/// so that processes running setup at once take turns. Statements run outside any
+/// transaction: `CREATE INDEX CONCURRENTLY` refuses one.
+pub(crate) async fn migrate(
+    conn: &mut PgConnection,
+    schema: Option<String>,
+    wait: Duration,
+) -> Result<()> {
+    let key = lock_key(schema.as_deref());
+    lock(conn, key, wait).await?;
+    let done = run_migrations(conn, schema).await;
+    let unlocked = scalar::<bool>(conn, format!("SELECT pg_advisory_unlock({key})")).await;
+    done.and(unlocked.map(drop))
+}
+
+// Every statement runs through these two boxed helpers taking owned SQL, and never through
+// `sqlx::raw_sql`: its `async fn execute`, generic over the executor, makes futures the
+// compiler cannot prove `Send` (rust-lang/rust#100013), and setup must run from any task.
+
+/// Runs the one statement `sql`, unprepared.
+fn execute(conn: &mut PgConnection, sql: String) -> BoxFuture<'_, Result<()>> {
+    async move {
+        sqlx::query(&sql)
+            .persistent(false)
+            .execute(conn)
+            .await
+            .map(drop)
+            .map_err(pg_error)
+    }
+    .boxed()
+}
+
+/// The single value `sql` selects.
+fn scalar<T>(conn: &mut PgConnection, sql: String) -> BoxFuture<'_, Result<T>>
+where
+    T: for<'r> sqlx::Decode<'r, sqlx::Postgres>
+        + sqlx::Type<sqlx::Postgres>
+        + Send
+        + Unpin
+        + 'static,
+{
+    async move {
+        sqlx::query_scalar(&sql)
+            .persistent(false)
+            .fetch_one(conn)
+            .await
+            .map_err(pg_error)
+    }
+    .boxed()
+}
+
+/// Takes the setup lock by polling. A session blocked inside `pg_advisory_lock` would hold a
+/// snapshot that the holder's `CREATE INDEX CONCURRENTLY` waits for: a deadlock.
+async fn lock(conn: &mut PgConnection, key: i64, wait: Duration) -> Result<()> {
+    let start = Instant::now();
+    loop {
+        if scalar::<bool>(conn, format!("SELECT pg_try_advisory_lock({key})")).await? {
+            return Ok(());
+        }
+        if start.elapsed() > wait {
+            return Err(Error::backend(
+                super::convert::BACKEND,
+                format!("another process has been running setup() for over {wait:?}"),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+async fn run_migrations(conn: &mut PgConnection, schema: Option<String>) -> Result<()> {
+    if let Some(schema) = schema {
+        execute(conn, format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\"")).await?;
+    }
+    apply(conn, "store_migrations", LANGGRAPH_MIGRATIONS, 0).await?;
+    apply(conn, "waypoint_store_migrations", WAYPOINT_MIGRATIONS, 1).await
+}
+
+/// Runs the migrations recorded in `table` after its newest version; `first` is the version
+/// of the first entry. Refuses a schema newer than this build.
+async fn apply(
+    conn: &mut PgConnection,
+    table: &'static str,
+    migrations: &'static [&'static [&'static str]],
+    first: i32,
+) -> Result<()> {
+    execute(
+        conn,
+        format!("CREATE TABLE IF NOT EXISTS {table} (v INTEGER PRIMARY KEY)"),
+    )
+    .await?;
+    let current: Option<i32> = scalar(conn, format!("SELECT max(v) FROM {table}")).await?;
+    let known = first + migrations.len() as i32 - 1;
+    if let Some(current) = current
+        && current > known
+    {
+        return Err(Error::InvalidConfig(format!(
+            "{table} is at version {current}, newer than this build ({known}); upgrade Waypoint"
+        )));
+    }
+    let start = current.map_or(0, |v| (v - first + 1).max(0) as usize);
+    for (i, statements) in migrations.iter().enumerate().skip(start) {
+        for sql in *statements {
+            execute(conn, (*sql).to_owned()).await?;
+        }
+        let version = first + i as i32;
+        execute(
+            conn,
+            format!("INSERT INTO {table} (v) VALUES ({version}) ON CONFLICT DO NOTHING"),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Whether the tables this build reads exist (setup ran), on the connection's search path.
+pub(crate) fn is_set_up(conn: &mut PgConnection) -> BoxFuture<'_, Result<bool>> {
+    scalar(
+        conn,
+        String::from(
+            "SELECT to_regclass('waypoint_store_changes_trimmed') IS NOT NULL
+            AND to_regclass('waypoint_store_vectors') IS NOT NULL",
+        ),
+    )
+}

@@ -1,0 +1,414 @@
+//! The SQL of each backend operation, run synchronously on one connection.
+//!
+//! Every statement is prepared once per connection (`prepare_cached`). Liveness is always
+//! `expires_at IS NULL OR expires_at > now` with `now` bound from the engine: timestamps are
+//! fixed-width UTC text, so text comparison is time comparison.
+
+use chrono::{DateTime, Utc};
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+use super::convert::{corrupt, decode_vector, encode_vector, row, sqlite_error, timestamp};
+use crate::backend::{FieldVector, ItemVectors, Row, Write};
+use crate::memory::expiry;
+use crate::{Error, ItemKey, Namespace, Result};
+
+/// `SELECT` of the columns [`row`] decodes, in its order.
+macro_rules! select_rows {
+    () => {
+        "SELECT prefix, key, value, created_at, updated_at, ttl_minutes FROM store"
+    };
+}
+
+const GET: &str = concat!(
+    select_rows!(),
+    " WHERE prefix = ?1 AND key = ?2 AND (expires_at IS NULL OR expires_at > ?3)"
+);
+
+const SCAN_ALL: &str = concat!(
+    select_rows!(),
+    " WHERE (expires_at IS NULL OR expires_at > ?1)",
+    " ORDER BY updated_at DESC, prefix, key"
+);
+
+// Whole-label prefix match as a range, not LIKE or GLOB: every character of a label stays
+// literal, and `P.` <= prefix < `P/` ('/' follows '.') is exactly "starts with `P.`".
+const SCAN_UNDER: &str = concat!(
+    select_rows!(),
+    " WHERE (prefix = ?1 OR (prefix >= ?2 AND prefix < ?3))",
+    " AND (expires_at IS NULL OR expires_at > ?4)",
+    " ORDER BY updated_at DESC, prefix, key"
+);
+
+// A namespace without descendants, through `waypoint_store_prefix_updated_idx`: rows stream
+// in order straight from the index, with no sort of the whole namespace first.
+const SCAN_EXACT: &str = concat!(
+    select_rows!(),
+    " WHERE prefix = ?1 AND (expires_at IS NULL OR expires_at > ?2)",
+    " ORDER BY updated_at DESC, key"
+);
+
+const HAS_DESCENDANTS: &str = "SELECT 1 FROM store WHERE prefix >= ?1 AND prefix < ?2 LIMIT 1";
+
+const NAMESPACES: &str =
+    "SELECT DISTINCT prefix FROM store WHERE expires_at IS NULL OR expires_at > ?1";
+
+const TTL_OF_LIVE: &str = "SELECT ttl_minutes FROM store WHERE prefix = ?1 AND key = ?2 \
+     AND ttl_minutes IS NOT NULL AND (expires_at IS NULL OR expires_at > ?3)";
+
+const SET_EXPIRY: &str = "UPDATE store SET expires_at = ?3 WHERE prefix = ?1 AND key = ?2";
+
+// An expired row not yet swept is gone for readers, so a put over it starts a new item.
+const UPSERT: &str =
+    "INSERT INTO store (prefix, key, value, created_at, updated_at, expires_at, ttl_minutes)
+     VALUES (?1, ?2, ?3, ?4, ?4, ?5, ?6)
+     ON CONFLICT (prefix, key) DO UPDATE SET
+         value = excluded.value,
+         created_at = CASE
+             WHEN store.expires_at IS NOT NULL AND store.expires_at <= excluded.updated_at
+             THEN excluded.created_at
+             ELSE store.created_at
+         END,
+         updated_at = excluded.updated_at,
+         expires_at = excluded.expires_at,
+         ttl_minutes = excluded.ttl_minutes";
+
+const DELETE_ROW: &str = "DELETE FROM store WHERE prefix = ?1 AND key = ?2";
+
+const DELETE_VECTORS: &str = "DELETE FROM waypoint_store_vectors WHERE prefix = ?1 AND key = ?2";
+
+const INSERT_VECTOR: &str =
+    "INSERT INTO waypoint_store_vectors (prefix, key, field_name, embedding)
+     VALUES (?1, ?2, ?3, ?4)";
+
+const ALL_VECTORS: &str = "SELECT prefix, key, field_name, embedding FROM waypoint_store_vectors
+     ORDER BY prefix, key, field_name";
+
+const VECTORS_OF: &str = "SELECT prefix, key, field_name, embedding FROM waypoint_store_vectors
+     WHERE prefix = ?1 AND key = ?2 ORDER BY field_name";
+
+const SWEEP: &str = "DELETE FROM store WHERE expires_at IS NOT NULL AND expires_at <= ?1
+     RETURNING prefix, key";
+
+/// The rows a scan covers.
+pub(crate) enum Scope {
+    /// Every row.
+    All,
+    /// A namespace and its descendants: `prefix = exact` or `from <= prefix < to`.
+    Under {
+        exact: String,
+        from: String,
+        to: String,
+    },
+}
+
+impl Scope {
+    /// The rows under `prefix` on whole labels (the empty prefix covers all).
+    pub(crate) fn new(prefix: &Namespace) -> Self {
+        if prefix.is_empty() {
+            return Scope::All;
+        }
+        let exact = prefix.joined();
+        Scope::Under {
+            from: format!("{exact}."),
+            to: format!("{exact}/"),
+            exact,
+        }
+    }
+}
+
+/// Live rows by key, positionally, read in one snapshot.
+pub(crate) fn get(conn: &Connection, keys: &[ItemKey], now: &str) -> Result<Vec<Option<Row>>> {
+    // One statement is its own snapshot; several need a transaction around them.
+    let tx = if keys.len() > 1 {
+        Some(conn.unchecked_transaction().map_err(sqlite_error)?)
+    } else {
+        None
+    };
+    let mut found = Vec::with_capacity(keys.len());
+    {
+        let mut stmt = conn.prepare_cached(GET).map_err(sqlite_error)?;
+        for key in keys {
+            let prefix = key.namespace.joined();
+            let mut rows = stmt
+                .query(params![prefix, key.key, now])
+                .map_err(sqlite_error)?;
+            found.push(match rows.next().map_err(sqlite_error)? {
+                Some(r) => Some(row(r)?),
+                None => None,
+            });
+        }
+    }
+    if let Some(tx) = tx {
+        tx.commit().map_err(sqlite_error)?;
+    }
+    Ok(found)
+}
+
+/// Streams live rows of `scope` newest update first to `visit` until it says false.
+pub(crate) fn scan(
+    conn: &Connection,
+    scope: &Scope,
+    now: &str,
+    visit: &mut dyn FnMut(Row) -> bool,
+) -> Result<()> {
+    // The descendants check and the rows it chose the query for share one snapshot.
+    let tx = match scope {
+        Scope::All => None,
+        Scope::Under { .. } => Some(conn.unchecked_transaction().map_err(sqlite_error)?),
+    };
+    {
+        let mut stmt;
+        let mut rows = match scope {
+            Scope::All => {
+                stmt = conn.prepare_cached(SCAN_ALL).map_err(sqlite_error)?;
+                stmt.query(params![now])
+            }
+            Scope::Under { exact, from, to } => {
+                let nested = conn
+                    .prepare_cached(HAS_DESCENDANTS)
+                    .and_then(|mut s| s.exists(params![from, to]))
+                    .map_err(sqlite_error)?;
+                if nested {
+                    stmt = conn.prepare_cached(SCAN_UNDER).map_err(sqlite_error)?;
+                    stmt.query(params![exact, from, to, now])
+                } else {
+                    stmt = conn.prepare_cached(SCAN_EXACT).map_err(sqlite_error)?;
+                    stmt.query(params![exact, now])
+                }
+            }
+        }
+        .map_err(sqlite_error)?;
+        while let Some(r) = rows.next().map_err(sqlite_error)? {
+            if !visit(row(r)?) {
+                break;
+            }
+        }
+    }
+    match tx {
+        Some(tx) => tx.commit().map_err(sqlite_error),
+        None => Ok(()),
+    }
+}
+
+/// Restarts the TTL of those of `keys` that have one and are live.
+pub(crate) fn refresh(conn: &mut Connection, keys: &[ItemKey], now: DateTime<Utc>) -> Result<()> {
+    let now_text = timestamp(now);
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(sqlite_error)?;
+    {
+        let mut ttl_of = tx.prepare_cached(TTL_OF_LIVE).map_err(sqlite_error)?;
+        let mut set = tx.prepare_cached(SET_EXPIRY).map_err(sqlite_error)?;
+        for key in keys {
+            let prefix = key.namespace.joined();
+            let ttl: Option<f64> = ttl_of
+                .query_row(params![prefix, key.key, now_text], |r| r.get(0))
+                .optional()
+                .map_err(sqlite_error)?;
+            if let Some(minutes) = ttl {
+                set.execute(params![prefix, key.key, timestamp(expiry(now, minutes))])
+                    .map_err(sqlite_error)?;
+            }
+        }
+    }
+    tx.commit().map_err(sqlite_error)
+}
+
+/// Every namespace holding a live row.
+pub(crate) fn namespaces(conn: &Connection, now: &str) -> Result<Vec<Namespace>> {
+    let mut stmt = conn.prepare_cached(NAMESPACES).map_err(sqlite_error)?;
+    let mut rows = stmt.query(params![now]).map_err(sqlite_error)?;
+    let mut found = Vec::new();
+    while let Some(r) = rows.next().map_err(sqlite_error)? {
+        let prefix: String = r.get(0).map_err(sqlite_error)?;
+        found.push(Namespace::from_joined(&prefix));
+    }
+    Ok(found)
+}
+
+/// Applies `writes` in one transaction: all of them, or none when one fails.
+pub(crate) fn write(conn: &mut Connection, writes: Vec<Write>, now: DateTime<Utc>) -> Result<()> {
+    let now_text = timestamp(now);
+    // Dropped without commit on any error below: rusqlite rolls the transaction back.
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(sqlite_error)?;
+    {
+        let mut upsert = tx.prepare_cached(UPSERT).map_err(sqlite_error)?;
+        let mut delete_vectors = tx.prepare_cached(DELETE_VECTORS).map_err(sqlite_error)?;
+        for write in writes {
+            match write {
+                Write::Put(put) => {
+                    let prefix = put.key.namespace.joined();
+                    let value = serde_json::to_string(&put.value)
+                        .map_err(|e| Error::InvalidValue(e.to_string()))?;
+                    let expires_at = put.ttl_minutes.map(|m| timestamp(expiry(now, m)));
+                    upsert
+                        .execute(params![
+                            prefix,
+                            put.key.key,
+                            value,
+                            now_text,
+                            expires_at,
+                            put.ttl_minutes
+                        ])
+                        .map_err(sqlite_error)?;
+                    if let Some(vectors) = put.vectors {
+                        delete_vectors
+                            .execute(params![prefix, put.key.key])
+                            .map_err(sqlite_error)?;
+                        if !vectors.is_empty() {
+                            let mut insert =
+                                tx.prepare_cached(INSERT_VECTOR).map_err(sqlite_error)?;
+                            for field in vectors {
+                                insert
+                                    .execute(params![
+                                        prefix,
+                                        put.key.key,
+                                        field.field,
+                                        encode_vector(&field.vector)
+                                    ])
+                                    .map_err(sqlite_error)?;
+                            }
+                        }
+                    }
+                }
+                Write::Delete(key) => {
+                    let prefix = key.namespace.joined();
+                    tx.prepare_cached(DELETE_ROW)
+                        .and_then(|mut s| s.execute(params![prefix, key.key]))
+                        .map_err(sqlite_error)?;
+                    delete_vectors
+                        .execute(params![prefix, key.key])
+                        .map_err(sqlite_error)?;
+                }
+            }
+        }
+    }
+    tx.commit().map_err(sqlite_error)
+}
+
+/// Stored vectors of `keys`, or of every item, grouped per item (items without any omitted).
+pub(crate) fn vectors(conn: &mut Connection, keys: Option<&[ItemKey]>) -> Result<Vec<ItemVectors>> {
+    let tx = conn.transaction().map_err(sqlite_error)?;
+    let mut grouped = Grouped::default();
+    {
+        match keys {
+            None => {
+                let mut stmt = tx.prepare_cached(ALL_VECTORS).map_err(sqlite_error)?;
+                let mut rows = stmt.query([]).map_err(sqlite_error)?;
+                while let Some(r) = rows.next().map_err(sqlite_error)? {
+                    grouped.push(r)?;
+                }
+            }
+            Some(keys) => {
+                let mut stmt = tx.prepare_cached(VECTORS_OF).map_err(sqlite_error)?;
+                for key in keys {
+                    let mut rows = stmt
+                        .query(params![key.namespace.joined(), key.key])
+                        .map_err(sqlite_error)?;
+                    while let Some(r) = rows.next().map_err(sqlite_error)? {
+                        grouped.push(r)?;
+                    }
+                }
+            }
+        }
+    }
+    tx.commit().map_err(sqlite_error)?;
+    Ok(grouped.finish())
+}
+
+/// Vector rows (ordered by item) gathered into one entry per item.
+#[derive(Default)]
+struct Grouped {
+    done: Vec<ItemVectors>,
+    current: Option<(String, String, Vec<FieldVector>)>,
+}
+
+impl Grouped {
+    /// Adds a row of `prefix, key, field_name, embedding`.
+    fn push(&mut self, r: &rusqlite::Row<'_>) -> Result<()> {
+        let prefix: String = r.get(0).map_err(sqlite_error)?;
+        let key: String = r.get(1).map_err(sqlite_error)?;
+        let field: String = r.get(2).map_err(sqlite_error)?;
+        let vector = match r.get_ref(3).map_err(sqlite_error)? {
+            ValueRef::Blob(blob) => decode_vector(blob).ok_or_else(|| {
+                corrupt(
+                    &prefix,
+                    &key,
+                    &format!(
+                        "the vector of field `{field}` has {} bytes, not a whole number of f32s",
+                        blob.len()
+                    ),
+                )
+            })?,
+            other => {
+                return Err(corrupt(
+                    &prefix,
+                    &key,
+                    &format!(
+                        "the vector of field `{field}` is {:?}, not a BLOB",
+                        other.data_type()
+                    ),
+                ));
+            }
+        };
+        let same = self
+            .current
+            .as_ref()
+            .is_some_and(|(p, k, _)| *p == prefix && *k == key);
+        if !same {
+            self.flush();
+            self.current = Some((prefix, key, Vec::new()));
+        }
+        if let Some((_, _, vectors)) = &mut self.current {
+            vectors.push(FieldVector { field, vector });
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) {
+        if let Some((prefix, key, vectors)) = self.current.take() {
+            self.done.push(ItemVectors {
+                key: ItemKey::new(Namespace::from_joined(&prefix), key),
+                vectors,
+            });
+        }
+    }
+
+    fn finish(mut self) -> Vec<ItemVectors> {
+        self.flush();
+        self.done
+    }
+}
+
+/// Deletes every expired row and its vectors; returns their keys.
+pub(crate) fn sweep(conn: &mut Connection, now: &str) -> Result<Vec<ItemKey>> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(sqlite_error)?;
+    let mut removed = Vec::new();
+    {
+        let mut stmt = tx.prepare_cached(SWEEP).map_err(sqlite_error)?;
+        let mut rows = stmt.query(params![now]).map_err(sqlite_error)?;
+        while let Some(r) = rows.next().map_err(sqlite_error)? {
+            let prefix: String = r.get(0).map_err(sqlite_error)?;
+            let key: String = r.get(1).map_err(sqlite_error)?;
+            removed.push((prefix, key));
+        }
+    }
+    {
+        let mut delete_vectors = tx.prepare_cached(DELETE_VECTORS).map_err(sqlite_error)?;
+        for (prefix, key) in &removed {
+            delete_vectors
+                .execute(params![prefix, key])
+                .map_err(sqlite_error)?;
+        }
+    }
+    tx.commit().map_err(sqlite_error)?;
+    Ok(removed
+        .into_iter()
+        .map(|(prefix, key)| ItemKey::new(Namespace::from_joined(&prefix), key))
+        .collect())
+}

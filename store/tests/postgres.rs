@@ -1,0 +1,897 @@
+//! `PostgresStore` on a live server (`WAYPOINT_TEST_POSTGRES_URL`): the conformance suite with
+//! every store on its own schema, two stores sharing one database, reopening, concurrent
+//! setup, corrupt and unstorable data, LangGraph's Python `PostgresStore` on the same tables,
+//! and a server restart in the middle of a write loop.
+//!
+//! Without the server the tests pass without running, unless `WAYPOINT_REQUIRE_BACKENDS=1`.
+
+#![cfg(feature = "postgres")]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+use waypoint_store::{
+    Embedder, Error, Index, IndexConfig, Item, Namespace, Op, PostgresStore, PostgresStoreConfig,
+    PutOp, Result, SearchOp, Store, StoreConfig, StoreExt, Ttl,
+};
+
+/// The value of `var`; `None` (the test passes without running) unless
+/// `WAYPOINT_REQUIRE_BACKENDS=1`, which makes a missing server a failure.
+fn env(var: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(value) if !value.is_empty() => Some(value),
+        _ if std::env::var("WAYPOINT_REQUIRE_BACKENDS").as_deref() == Ok("1") => {
+            panic!("{var} is not set but WAYPOINT_REQUIRE_BACKENDS=1: run scripts/test.sh")
+        }
+        _ => {
+            eprintln!("skipped: {var} is not set (scripts/test.sh sets it)");
+            None
+        }
+    }
+}
+
+/// A fresh schema name, so cases running at once on one database never see each other.
+fn fresh_schema() -> String {
+    format!("wp_store_{}", uuid::Uuid::new_v4().simple())
+}
+
+/// Settings for a store on `schema` of the test server.
+fn settings(url: &str, schema: &str, store: StoreConfig) -> PostgresStoreConfig {
+    PostgresStoreConfig::new(url)
+        .schema(schema)
+        .max_connections(4)
+        .store(store)
+}
+
+/// A store on a fresh schema of the test server, set up; `None` without a server.
+async fn open(store: StoreConfig) -> Result<Option<PostgresStore>> {
+    let Some(url) = env("WAYPOINT_TEST_POSTGRES_URL") else {
+        return Ok(None);
+    };
+    let store = PostgresStore::connect(settings(&url, &fresh_schema(), store)).await?;
+    store.setup().await?;
+    Ok(Some(store))
+}
+
+mod conformance {
+    use super::*;
+
+    waypoint_store::store_conformance!(|config: StoreConfig| open(config));
+}
+
+fn indexed() -> StoreConfig {
+    StoreConfig::new().index(IndexConfig::hashing(32))
+}
+
+fn obj(value: Value) -> waypoint_store::Object {
+    match value {
+        Value::Object(map) => map,
+        other => panic!("not an object: {other}"),
+    }
+}
+
+async fn query_keys(store: &PostgresStore, ns: &Namespace, q: &str) -> Result<Vec<String>> {
+    Ok(store
+        .search(SearchOp::new(ns).query(q).limit(10))
+        .await?
+        .into_iter()
+        .map(|i| i.item.key)
+        .collect())
+}
+
+async fn sql(store: &PostgresStore, statement: &str) {
+    sqlx::raw_sql(statement)
+        .execute(store.pool())
+        .await
+        .unwrap_or_else(|e| panic!("{statement}: {e}"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_stores_see_each_others_semantic_puts_within_a_second() -> Result<()> {
+    let Some(url) = env("WAYPOINT_TEST_POSTGRES_URL") else {
+        return Ok(());
+    };
+    let schema = fresh_schema();
+    let a = PostgresStore::connect(settings(&url, &schema, indexed())).await?;
+    a.setup().await?;
+    let b = PostgresStore::connect(settings(&url, &schema, indexed())).await?;
+    let ns = Namespace::from(["shared", "docs"]);
+    // B has searched (its log cursor is current) before A writes.
+    assert!(query_keys(&b, &ns, "gardening").await?.is_empty());
+
+    a.put(
+        &ns,
+        "garden",
+        json!({"text": "tomatoes and basil in the garden"}),
+    )
+    .await?;
+    let start = Instant::now();
+    loop {
+        let got = query_keys(&b, &ns, "tomatoes and basil in the garden").await?;
+        if got.first().map(String::as_str) == Some("garden") {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(1),
+            "B did not see A's put within a second: {got:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Updates and deletes travel the other way too.
+    b.put(&ns, "garden", json!({"text": "a fleet of sailing boats"}))
+        .await?;
+    b.put(&ns, "boats", json!({"text": "harbour with rowing boats"}))
+        .await?;
+    let got = a
+        .search(
+            SearchOp::new(&ns)
+                .query("a fleet of sailing boats")
+                .limit(1),
+        )
+        .await?;
+    assert_eq!(got[0].key, "garden");
+    assert_eq!(got[0].value["text"], "a fleet of sailing boats");
+    b.delete(&ns, "garden").await?;
+    assert_eq!(query_keys(&a, &ns, "sailing boats").await?, ["boats"]);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reopening_rebuilds_the_index_from_stored_vectors() -> Result<()> {
+    let Some(url) = env("WAYPOINT_TEST_POSTGRES_URL") else {
+        return Ok(());
+    };
+    let schema = fresh_schema();
+    let ns = Namespace::from(["memories"]);
+    let first = PostgresStore::connect(settings(&url, &schema, indexed())).await?;
+    first.setup().await?;
+    let texts = [
+        ("cat", "my cat is called Miso"),
+        ("food", "spicy ramen on fridays"),
+        ("trip", "hiking in the alps last summer"),
+    ];
+    for (key, text) in texts {
+        first.put(&ns, key, json!({ "text": text })).await?;
+    }
+    first
+        .put_with(
+            &ns,
+            "hidden",
+            json!({"text": "my cat"}),
+            Index::Off,
+            Ttl::Default,
+        )
+        .await?;
+    let before = first
+        .search(SearchOp::new(&ns).query("cat named Miso").limit(10))
+        .await?;
+    drop(first);
+
+    let again = PostgresStore::connect(settings(&url, &schema, indexed())).await?;
+    let after = again
+        .search(SearchOp::new(&ns).query("cat named Miso").limit(10))
+        .await?;
+    assert_eq!(after.len(), 3, "the unindexed item stays out");
+    assert_eq!(after, before, "same items, same scores");
+    assert_eq!(after[0].key, "cat");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_behind_a_trimmed_log_reloads_every_vector() -> Result<()> {
+    let Some(url) = env("WAYPOINT_TEST_POSTGRES_URL") else {
+        return Ok(());
+    };
+    let schema = fresh_schema();
+    let writer = PostgresStore::connect(settings(&url, &schema, indexed())).await?;
+    writer.setup().await?;
+    let reader = PostgresStore::connect(settings(&url, &schema, indexed())).await?;
+    let ns = Namespace::from(["log"]);
+    assert!(query_keys(&reader, &ns, "anything").await?.is_empty());
+    writer
+        .put(&ns, "old", json!({"text": "written long ago"}))
+        .await?;
+    // The writer's change is older than the log keeps; a sweep trims it.
+    sql(
+        &writer,
+        "UPDATE waypoint_store_changes SET changed_at = now() - interval '1 hour'",
+    )
+    .await;
+    writer.sweep_expired().await?;
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM waypoint_store_changes")
+        .fetch_one(writer.pool())
+        .await
+        .expect("count");
+    assert_eq!(left, 0, "the sweep trimmed the log");
+    assert_eq!(
+        query_keys(&reader, &ns, "written long ago").await?,
+        ["old"],
+        "the reader reloaded instead of replaying"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_writers_change_arrives_when_it_commits() -> Result<()> {
+    let Some(url) = env("WAYPOINT_TEST_POSTGRES_URL") else {
+        return Ok(());
+    };
+    let schema = fresh_schema();
+    let writer = PostgresStore::connect(settings(&url, &schema, indexed())).await?;
+    writer.setup().await?;
+    let reader = PostgresStore::connect(settings(&url, &schema, indexed())).await?;
+    let ns = Namespace::from(["slow"]);
+    assert!(query_keys(&reader, &ns, "anything").await?.is_empty());
+
+    // A transaction writes an item the way a store does, and stays open: its log row takes
+    // its sequence number now, before the item below.
+    let value = json!({"text": "the slow one"});
+    let text = waypoint_store::get_text_at_path(&value, "$");
+    let vector = waypoint_store::HashingEmbedder::new(32)
+        .embed_documents(&text)
+        .await?
+        .remove(0);
+    let bytes: Vec<u8> = vector.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let mut slow = writer.pool().begin().await.expect("begin");
+    for statement in [
+        "INSERT INTO store (prefix, key, value) VALUES ('slow', 'slow', $1::text::jsonb)",
+        "INSERT INTO waypoint_store_vectors (prefix, key, field_name, embedding) VALUES ('slow', 'slow', '$', $2)",
+        "INSERT INTO waypoint_store_changes (prefix, key, changed_at) VALUES ('slow', 'slow', now())",
+    ] {
+        sqlx::query(statement)
+            .bind(value.to_string())
+            .bind(&bytes)
+            .execute(&mut *slow)
+            .await
+            .expect("slow write");
+    }
+    writer
+        .put(&ns, "fast", json!({"text": "the fast one"}))
+        .await?;
+    assert_eq!(query_keys(&reader, &ns, "the fast one").await?, ["fast"]);
+    slow.commit().await.expect("commit");
+    assert_eq!(
+        query_keys(&reader, &ns, "the slow one")
+            .await?
+            .first()
+            .map(String::as_str),
+        Some("slow"),
+        "the change committed after the reader moved on is not skipped"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn setup_is_idempotent_and_safe_when_run_at_once() -> Result<()> {
+    let Some(url) = env("WAYPOINT_TEST_POSTGRES_URL") else {
+        return Ok(());
+    };
+    let schema = fresh_schema();
+    let mut stores = Vec::new();
+    for _ in 0..4 {
+        // Separate pools: separate sessions, as separate processes would have.
+        stores.push(
+            PostgresStore::connect(settings(&url, &schema, StoreConfig::new()).max_connections(1))
+                .await?,
+        );
+    }
+    for done in futures::future::join_all(stores.iter().map(|s| s.setup())).await {
+        done?;
+    }
+    stores[0].setup().await?;
+    let pool = stores[0].pool();
+    let langgraph: Vec<i32> = sqlx::query_scalar("SELECT v FROM store_migrations ORDER BY v")
+        .fetch_all(pool)
+        .await
+        .expect("versions");
+    assert_eq!(langgraph, [0, 1, 2, 3]);
+    let ours: Vec<i32> = sqlx::query_scalar("SELECT v FROM waypoint_store_migrations ORDER BY v")
+        .fetch_all(pool)
+        .await
+        .expect("versions");
+    assert_eq!(ours, [1, 2, 3, 4]);
+    // Every index is valid (a failed concurrent build would leave an invalid one).
+    let invalid: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+         JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND NOT i.indisvalid",
+    )
+    .bind(&schema)
+    .fetch_one(pool)
+    .await
+    .expect("count");
+    assert_eq!(invalid, 0);
+    stores[1].put(["a"], "k", json!({"v": 1})).await?;
+    assert!(stores[2].get(["a"], "k").await?.is_some());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_setup_operations_say_so() -> Result<()> {
+    let Some(url) = env("WAYPOINT_TEST_POSTGRES_URL") else {
+        return Ok(());
+    };
+    let store = PostgresStore::connect(settings(&url, &fresh_schema(), StoreConfig::new())).await?;
+    let err = store.get(["a"], "k").await.expect_err("no tables");
+    assert!(
+        matches!(&err, Error::InvalidConfig(m) if m.contains("setup()")),
+        "{err:?}"
+    );
+    // Setting up later makes the same store usable.
+    store.setup().await?;
+    store.put(["a"], "k", json!({"v": 1})).await?;
+    assert!(store.get(["a"], "k").await?.is_some());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_schema_is_refused_at_setup() -> Result<()> {
+    let Some(store) = open(StoreConfig::new()).await? else {
+        return Ok(());
+    };
+    sql(
+        &store,
+        "INSERT INTO waypoint_store_migrations (v) VALUES (99)",
+    )
+    .await;
+    let err = store.setup().await.expect_err("newer schema");
+    assert!(
+        matches!(&err, Error::InvalidConfig(m) if m.contains("newer")),
+        "{err:?}"
+    );
+    Ok(())
+}
+
+/// Compiles only if the store's futures are `Send` from a generic context (sqlx's executor
+/// lifetimes can hide that), so they run in spawned tasks.
+#[allow(dead_code)]
+fn futures_can_be_spawned(store: &'static PostgresStore) {
+    tokio::spawn(async move { store.setup().await });
+    tokio::spawn(async move { store.get(["a"], "k").await });
+    tokio::spawn(PostgresStore::from_url("postgres://x", StoreConfig::new()));
+}
+
+#[tokio::test]
+async fn bad_urls_and_schema_names_are_config_errors() {
+    for bad in ["a;drop table x", "1abc", "", "a\"b", &"x".repeat(64)] {
+        let err = PostgresStore::connect(
+            PostgresStoreConfig::new("postgres://u@127.0.0.1:1/x").schema(bad),
+        )
+        .await
+        .expect_err("bad schema");
+        assert!(matches!(err, Error::InvalidConfig(_)), "{bad}: {err:?}");
+    }
+    let err = PostgresStore::from_url("mysql://nope", StoreConfig::new())
+        .await
+        .expect_err("not a PostgreSQL URL");
+    assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_server_fails_within_the_deadline() {
+    // A port nothing listens on (bound, then released).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let start = Instant::now();
+    let err = PostgresStore::connect(
+        PostgresStoreConfig::new(format!("postgres://nobody@127.0.0.1:{port}/none"))
+            .acquire_timeout(Duration::from_secs(1))
+            .statement_timeout(Duration::from_secs(1)),
+    )
+    .await
+    .expect_err("nothing listens there");
+    assert!(matches!(err, Error::Backend { .. }), "{err:?}");
+    assert!(start.elapsed() < Duration::from_secs(3));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nul_characters_are_refused_not_stripped() -> Result<()> {
+    let Some(store) = open(StoreConfig::new()).await? else {
+        return Ok(());
+    };
+    let ns = Namespace::from(["nul"]);
+    for value in [
+        json!({"text": "a\u{0}b"}),
+        json!({"k\u{0}ey": 1}),
+        json!({"deep": [{"x": "\u{0}"}]}),
+    ] {
+        let err = store.put(&ns, "k", value.clone()).await.expect_err("NUL");
+        assert!(
+            matches!(&err, Error::InvalidValue(m) if m.contains("`k`")),
+            "{value}: {err:?}"
+        );
+    }
+    // An escaped backslash before `u0000` is plain text.
+    store.put(&ns, "k", json!({"text": "\\u0000"})).await?;
+    let item = store.get(&ns, "k").await?.expect("stored");
+    assert_eq!(item.value["text"], "\\u0000");
+    // Keys and labels with NUL cannot be stored, and reads of them find nothing.
+    let err = store
+        .put(&ns, "a\u{0}b", json!({}))
+        .await
+        .expect_err("NUL key");
+    assert!(matches!(err, Error::InvalidValue(_)), "{err:?}");
+    let err = store
+        .put(["x\u{0}y"], "k", json!({}))
+        .await
+        .expect_err("NUL label");
+    assert!(matches!(err, Error::InvalidNamespace { .. }), "{err:?}");
+    assert!(store.get(&ns, "a\u{0}b").await?.is_none());
+    assert!(store.search(SearchOp::new(["x\u{0}y"])).await?.is_empty());
+    // A batch with one bad put writes nothing.
+    let batch = vec![
+        Op::Put(PutOp::new(ns.clone(), "good", obj(json!({"v": 1})))),
+        Op::Put(PutOp::new(ns.clone(), "bad", obj(json!({"v": "\u{0}"})))),
+    ];
+    assert!(store.batch(batch).await.is_err());
+    assert!(store.get(&ns, "good").await?.is_none());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corrupt_vector_bytes_are_reported() -> Result<()> {
+    let Some(url) = env("WAYPOINT_TEST_POSTGRES_URL") else {
+        return Ok(());
+    };
+    let schema = fresh_schema();
+    let store = PostgresStore::connect(settings(&url, &schema, indexed())).await?;
+    store.setup().await?;
+    store.put(["v"], "k", json!({"text": "hello"})).await?;
+    sql(
+        &store,
+        "UPDATE waypoint_store_vectors SET embedding = '\\x010203'::bytea",
+    )
+    .await;
+    let err = PostgresStore::connect(settings(&url, &schema, indexed()))
+        .await
+        .expect_err("corrupt vector");
+    assert!(matches!(err, Error::Corrupt(_)), "{err:?}");
+    // Stored vectors of the wrong dimension are corrupt too.
+    sql(
+        &store,
+        "UPDATE waypoint_store_vectors SET embedding = '\\x0000803f'::bytea",
+    )
+    .await;
+    let err = PostgresStore::connect(settings(&url, &schema, indexed()))
+        .await
+        .expect_err("one dimension");
+    assert!(matches!(err, Error::Corrupt(_)), "{err:?}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_field_named_twice_is_stored_once() -> Result<()> {
+    let config = StoreConfig::new().index(IndexConfig::hashing(32).fields(["text", "text"]));
+    let Some(store) = open(config).await? else {
+        return Ok(());
+    };
+    let ns = Namespace::from(["twice"]);
+    store.put(&ns, "k", json!({"text": "said twice"})).await?;
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM waypoint_store_vectors")
+        .fetch_one(store.pool())
+        .await
+        .expect("count");
+    assert_eq!(rows, 1);
+    assert_eq!(query_keys(&store, &ns, "said twice").await?, ["k"]);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_scans_page_in_order_across_equal_timestamps() -> Result<()> {
+    let Some(store) = open(StoreConfig::new()).await? else {
+        return Ok(());
+    };
+    // Three batches: every item of a batch has the same `updated_at`, so the key breaks ties
+    // on every page boundary.
+    let ns = Namespace::from(["scan"]);
+    let mut expected = Vec::new();
+    for batch in 0..3 {
+        let mut ops = Vec::new();
+        let mut keys = Vec::new();
+        for i in 0..700 {
+            let key = format!("b{batch}-{i:04}");
+            ops.push(Op::Put(PutOp::new(
+                ns.clone(),
+                key.clone(),
+                obj(json!({"i": i, "even": i % 2 == 0})),
+            )));
+            keys.push(key);
+        }
+        store.batch(ops).await?;
+        keys.sort();
+        expected.splice(0..0, keys);
+    }
+    // A sibling namespace sharing the text prefix stays out.
+    store.put(["scanner"], "other", json!({"i": 0})).await?;
+    let all = store
+        .search(SearchOp::new(&ns).limit(5000))
+        .await?
+        .into_iter()
+        .map(|i| i.item.key)
+        .collect::<Vec<_>>();
+    assert_eq!(all, expected);
+    let page = store
+        .search(SearchOp::new(&ns).offset(1000).limit(500))
+        .await?
+        .into_iter()
+        .map(|i| i.item.key)
+        .collect::<Vec<_>>();
+    assert_eq!(page, expected[1000..1500]);
+    let evens = store
+        .search(SearchOp::new(&ns).filter(json!({"even": true})).limit(5000))
+        .await?;
+    assert_eq!(evens.len(), 1050);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn works_without_prepared_statements() -> Result<()> {
+    let Some(url) = env("WAYPOINT_TEST_POSTGRES_URL") else {
+        return Ok(());
+    };
+    let store = PostgresStore::connect(
+        settings(&url, &fresh_schema(), indexed()).prepared_statements(false),
+    )
+    .await?;
+    store.setup().await?;
+    let ns = Namespace::from(["plain"]);
+    store
+        .put_with(
+            &ns,
+            "k",
+            json!({"text": "plain statements"}),
+            Index::Default,
+            Ttl::Minutes(5.5),
+        )
+        .await?;
+    assert_eq!(
+        store.get(&ns, "k").await?.expect("put").value["text"],
+        "plain statements"
+    );
+    assert_eq!(query_keys(&store, &ns, "plain statements").await?, ["k"]);
+    assert_eq!(
+        store.list_namespaces(Default::default()).await?,
+        std::slice::from_ref(&ns)
+    );
+    store.delete(&ns, "k").await?;
+    assert!(store.get(&ns, "k").await?.is_none());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fractional_ttls_are_stored_exactly() -> Result<()> {
+    let Some(store) = open(StoreConfig::new()).await? else {
+        return Ok(());
+    };
+    store
+        .put_with(["ttl"], "k", json!({}), Index::Default, Ttl::Minutes(0.75))
+        .await?;
+    let (ttl, span): (f64, f64) = sqlx::query_as(
+        "SELECT ttl_minutes, extract(epoch from expires_at - updated_at)::float8 FROM store",
+    )
+    .fetch_one(store.pool())
+    .await
+    .expect("row");
+    assert_eq!(ttl, 0.75);
+    assert_eq!(span, 45.0);
+    Ok(())
+}
+
+// ---- LangGraph's Python PostgresStore on the same tables -----------------------------------
+
+/// A fresh database on the test server (Python's store uses the default schema) and the
+/// venv's interpreter; `None` without a server or Python.
+async fn fresh_database() -> Option<(String, PathBuf)> {
+    let url = env("WAYPOINT_TEST_POSTGRES_URL")?;
+    let python = PathBuf::from(env("WAYPOINT_TEST_PYTHON")?);
+    let name = format!("store_interop_{}", uuid::Uuid::new_v4().simple());
+    let admin = PostgresStore::from_url(&url, StoreConfig::new())
+        .await
+        .expect("server");
+    sqlx::raw_sql(&format!("CREATE DATABASE {name}"))
+        .execute(admin.pool())
+        .await
+        .expect("create database");
+    let (base, _) = url.rsplit_once('/').expect("URL with a database");
+    Some((format!("{base}/{name}"), python))
+}
+
+/// Runs one of the Python fixtures with `args` and returns the JSON it wrote.
+fn run_python(python: &Path, script: &str, url: &str, input: &Value) -> Value {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop");
+    let stem = format!("{script}-{}", uuid::Uuid::new_v4().simple());
+    let (input_path, out) = (
+        std::env::temp_dir().join(format!("{stem}.in.json")),
+        std::env::temp_dir().join(format!("{stem}.out.json")),
+    );
+    std::fs::write(&input_path, input.to_string()).expect("write input");
+    let output = Command::new(python)
+        .arg(dir.join(script))
+        .arg(url)
+        .arg(&input_path)
+        .arg(&out)
+        .output()
+        .expect("run python");
+    assert!(
+        output.status.success(),
+        "{script} failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let result = serde_json::from_slice(&std::fs::read(&out).expect("output")).expect("JSON");
+    let _ = std::fs::remove_file(input_path);
+    let _ = std::fs::remove_file(out);
+    result
+}
+
+fn time(v: &Value) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(v.as_str().expect("ISO timestamp"))
+        .expect("RFC 3339")
+        .with_timezone(&Utc)
+}
+
+/// Asserts that Python's JSON view of an item (`namespace`, `key`, `value`, `created_at`,
+/// `updated_at`) is `item`.
+fn assert_same(py: &Value, item: &Item) {
+    let labels: Vec<&str> = py["namespace"]
+        .as_array()
+        .expect("namespace")
+        .iter()
+        .map(|l| l.as_str().expect("label"))
+        .collect();
+    assert_eq!(labels, item.namespace.labels());
+    assert_eq!(py["key"], json!(item.key));
+    assert_eq!(
+        py["value"],
+        Value::Object(item.value.clone()),
+        "{}",
+        item.key
+    );
+    assert_eq!(time(&py["created_at"]), item.created_at, "{}", item.key);
+    assert_eq!(time(&py["updated_at"]), item.updated_at, "{}", item.key);
+}
+
+fn keys_of(list: &Value) -> Vec<&str> {
+    list.as_array()
+        .expect("list")
+        .iter()
+        .map(|i| i["key"].as_str().expect("key"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn langgraph_puts_read_back_in_rust() -> Result<()> {
+    let Some((url, python)) = fresh_database().await else {
+        return Ok(());
+    };
+    // Python sets the database up first (TTL minutes as INT), then writes.
+    let written = run_python(&python, "python_store_writes.py", &url, &json!({}));
+    let store = PostgresStore::from_url(&url, indexed()).await?;
+    store.setup().await?;
+    let items = written["items"].as_array().expect("items");
+    assert!(items.len() >= 4);
+    for py in items {
+        let labels: Vec<String> = serde_json::from_value(py["namespace"].clone()).expect("ns");
+        let key = py["key"].as_str().expect("key");
+        let item = store
+            .get(Namespace::new(labels), key)
+            .await?
+            .unwrap_or_else(|| panic!("{key} is missing"));
+        assert_same(py, &item);
+    }
+    // Prefix search on whole labels, newest first, and filters.
+    let under = store
+        .search(SearchOp::new(["interop", "py"]).limit(100))
+        .await?;
+    let ours: Vec<&str> = under.iter().map(|i| i.item.key.as_str()).collect();
+    assert_eq!(ours, keys_of(&written["search"]));
+    let found = store
+        .search(SearchOp::new(["interop"]).filter(json!({"n": 2})))
+        .await?;
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].key, "nested");
+    // Python's items have no vectors: semantic search leaves them out, and a Rust re-put
+    // embeds them.
+    assert!(
+        query_keys(&store, &Namespace::from(["interop"]), "hello")
+            .await?
+            .is_empty()
+    );
+    let plain = store.get(["interop", "py"], "plain").await?.expect("plain");
+    store
+        .put(
+            ["interop", "py"],
+            "plain",
+            Value::Object(plain.value.clone()),
+        )
+        .await?;
+    assert_eq!(
+        query_keys(&store, &Namespace::from(["interop"]), "hello from python").await?,
+        ["plain"]
+    );
+    let again = store.get(["interop", "py"], "plain").await?.expect("plain");
+    assert_eq!(again.created_at, plain.created_at, "created_at survives");
+    assert!(again.updated_at > plain.updated_at);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rust_puts_read_back_in_langgraph() -> Result<()> {
+    let Some((url, python)) = fresh_database().await else {
+        return Ok(());
+    };
+    let store = PostgresStore::from_url(&url, indexed()).await?;
+    store.setup().await?;
+    let puts = [
+        (
+            vec!["interop", "rs"],
+            "one",
+            json!({"text": "first", "n": 1}),
+        ),
+        (
+            vec!["interop", "rs", "deep"],
+            "two",
+            json!({"text": "ünïcödé ✓", "n": 2, "nested": {"list": [1, 2.5, null, true]}}),
+        ),
+        (vec!["interop", "rsx"], "sibling", json!({"n": 2})),
+        (
+            vec!["interop", "rs"],
+            "three",
+            json!({"text": "third", "n": 3.5}),
+        ),
+    ];
+    let mut items = Vec::new();
+    for (labels, key, value) in &puts {
+        store.put(labels.clone(), key, value.clone()).await?;
+    }
+    store
+        .put_with(
+            ["interop", "rs"],
+            "ttl",
+            json!({"n": 4}),
+            Index::Default,
+            Ttl::Minutes(2.5),
+        )
+        .await?;
+    for (labels, key, _) in &puts {
+        items.push(store.get(labels.clone(), key).await?.expect("just put"));
+    }
+    let ask = json!({
+        "get": items.iter().map(|i| json!([i.namespace.labels(), i.key])).collect::<Vec<_>>(),
+        "search_prefix": ["interop", "rs"],
+        "filter": {"n": 2},
+    });
+    let ours: Vec<String> = store
+        .search(SearchOp::new(["interop", "rs"]).limit(100))
+        .await?
+        .into_iter()
+        .map(|i| i.item.key)
+        .collect();
+    let read = run_python(&python, "python_store_reads.py", &url, &ask);
+    for (py, item) in read["get"].as_array().expect("gets").iter().zip(&items) {
+        assert_same(py, item);
+    }
+    assert_eq!(keys_of(&read["search"]), ours, "same items, newest first");
+    assert_eq!(keys_of(&read["filtered"]), ["two"]);
+    assert_eq!(read["ttl_item"]["value"], json!({"n": 4}));
+    // Python deletes; Rust no longer finds the item, by key or by meaning.
+    assert!(store.get(["interop", "rs"], "one").await?.is_none());
+    assert!(
+        !query_keys(&store, &Namespace::from(["interop"]), "first")
+            .await?
+            .contains(&String::from("one"))
+    );
+    Ok(())
+}
+
+// ---- a server restart mid-loop -------------------------------------------------------------
+
+fn ctl(var: &str, action: &str) {
+    let script = std::env::var(var).expect("the control script of the fault server");
+    let status = Command::new(&script)
+        .arg(action)
+        .status()
+        .expect("run the control script");
+    assert!(status.success(), "{script} {action} failed: {status}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_restart_mid_write_loop_fails_fast_then_recovers() -> Result<()> {
+    let Some(url) = env("WAYPOINT_TEST_POSTGRES_FAULTS_URL") else {
+        return Ok(());
+    };
+    let (acquire, statement) = (Duration::from_secs(1), Duration::from_secs(1));
+    let store = PostgresStore::connect(
+        settings(&url, &fresh_schema(), indexed())
+            .acquire_timeout(acquire)
+            .statement_timeout(statement),
+    )
+    .await?;
+    store.setup().await?;
+    let ns = Namespace::from(["restart"]);
+    let (start, run_for) = (Instant::now(), Duration::from_secs(10));
+    let (mut acknowledged, mut failed, mut after_restart) = (Vec::new(), Vec::new(), 0);
+    let mut restarted = None;
+    let mut i = 0;
+    while start.elapsed() < run_for {
+        if restarted.is_none() && start.elapsed() > Duration::from_secs(3) {
+            // Taken away mid-loop; back two seconds later, from another thread, while the
+            // loop keeps calling.
+            restarted = Some(std::thread::spawn(|| {
+                ctl("WAYPOINT_TEST_POSTGRES_FAULTS_CTL", "stop");
+                std::thread::sleep(Duration::from_secs(2));
+                ctl("WAYPOINT_TEST_POSTGRES_FAULTS_CTL", "start");
+                Instant::now()
+            }));
+        }
+        i += 1;
+        let key = format!("k{i:05}");
+        let call = Instant::now();
+        match store
+            .put(&ns, &key, json!({"text": format!("item {i}")}))
+            .await
+        {
+            Ok(()) => {
+                acknowledged.push(key);
+                if restarted.as_ref().is_some_and(|h| h.is_finished()) {
+                    after_restart += 1;
+                }
+            }
+            Err(e) => {
+                assert!(
+                    matches!(e, Error::Backend { .. }),
+                    "an outage is a backend error: {e:?}"
+                );
+                let took = call.elapsed();
+                assert!(
+                    took <= acquire + statement + Duration::from_millis(500),
+                    "a call during the outage took {took:?}"
+                );
+                failed.push(key);
+            }
+        }
+    }
+    restarted
+        .expect("the server was stopped")
+        .join()
+        .expect("restart");
+    assert!(
+        !failed.is_empty(),
+        "no call failed while the server was down"
+    );
+    assert!(
+        after_restart > 10,
+        "no recovery: {after_restart} puts after the restart"
+    );
+    // Every acknowledged put is there, found by meaning too; anything else stored is a put
+    // whose answer the outage lost.
+    let stored: Vec<String> = store
+        .search(SearchOp::new(&ns).limit(100_000))
+        .await?
+        .into_iter()
+        .map(|i| i.item.key)
+        .collect();
+    for key in &acknowledged {
+        assert!(
+            stored.contains(key),
+            "{key} was acknowledged but is missing"
+        );
+    }
+    for key in &stored {
+        assert!(acknowledged.contains(key) || failed.contains(key), "{key}?");
+    }
+    let last = acknowledged.last().expect("some puts");
+    let text = format!("item {}", &last[1..].trim_start_matches('0'));
+    assert_eq!(query_keys(&store, &ns, &text).await?.first(), Some(last));
+    eprintln!(
+        "{} puts acknowledged, {} failed during the outage, {after_restart} after the restart",
+        acknowledged.len(),
+        failed.len()
+    );
+    Ok(())
+}
