@@ -37,7 +37,7 @@ impl Default for AnnConfig {
         AnnConfig {
             flat_threshold: 4096,
             m: 16,
-            ef_construction: 200,
+            ef_construction: 100,
             ef_search: 64,
             rebuild_ratio: 0.25,
         }

@@ -56,6 +56,7 @@ struct PendingPut {
 
 impl<B: Backend> Engine<B> {
     /// Opens a store on `backend`, loading every stored vector into the index.
+    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
     pub(crate) async fn open(backend: B, config: StoreConfig) -> Result<Self> {
         let engine = Self::new(backend, config)?;
         engine.reload_index().await?;

@@ -51,8 +51,8 @@ mod postgres;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
-pub use connect::connect;
 pub use config::{AnnConfig, Distance, IndexConfig, StoreConfig, TtlConfig};
+pub use connect::connect;
 pub use embed::{Embedder, HashingEmbedder, OpenAiConfig, OpenAiEmbedder};
 pub use error::{BoxError, Error, Result};
 pub use memory::InMemoryStore;

@@ -65,35 +65,28 @@ impl Drop for SweeperHandle {
     }
 }
 
-#[async_trait]
-impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
-    async fn batch(&self, ops: Vec<Op>) -> Result<Vec<OpResult>> {
-        (**self).batch(ops).await
-    }
+/// Forwards [`Store`] through a smart pointer, so `Arc<dyn Store>` and `Box<dyn Store>` are stores.
+macro_rules! forward_pointer {
+    ($($pointer:ident)::+) => {
+        #[async_trait]
+        impl<S: Store + ?Sized> Store for $($pointer)::+<S> {
+            async fn batch(&self, ops: Vec<Op>) -> Result<Vec<OpResult>> {
+                (**self).batch(ops).await
+            }
 
-    async fn sweep_expired(&self) -> Result<usize> {
-        (**self).sweep_expired().await
-    }
+            async fn sweep_expired(&self) -> Result<usize> {
+                (**self).sweep_expired().await
+            }
 
-    fn start_sweeper(&self) -> SweeperHandle {
-        (**self).start_sweeper()
-    }
+            fn start_sweeper(&self) -> SweeperHandle {
+                (**self).start_sweeper()
+            }
+        }
+    };
 }
 
-#[async_trait]
-impl<S: Store + ?Sized> Store for Box<S> {
-    async fn batch(&self, ops: Vec<Op>) -> Result<Vec<OpResult>> {
-        (**self).batch(ops).await
-    }
-
-    async fn sweep_expired(&self) -> Result<usize> {
-        (**self).sweep_expired().await
-    }
-
-    fn start_sweeper(&self) -> SweeperHandle {
-        (**self).start_sweeper()
-    }
-}
+forward_pointer!(std::sync::Arc);
+forward_pointer!(Box);
 
 /// One-op conveniences over [`Store::batch`], for every store.
 #[async_trait]

@@ -78,8 +78,7 @@ pub(super) fn euclidean(a: &[f32], b: &[f32]) -> f32 {
 /// full-width SSE registers (a lane-by-lane reduction makes it fall back to 2-wide loads).
 #[inline]
 fn reduce(acc: [f32; LANES]) -> f32 {
-    let s: [f32; 4] =
-        std::array::from_fn(|i| (acc[i] + acc[i + 4]) + (acc[i + 8] + acc[i + 12]));
+    let s: [f32; 4] = std::array::from_fn(|i| (acc[i] + acc[i + 4]) + (acc[i + 8] + acc[i + 12]));
     (s[0] + s[1]) + (s[2] + s[3])
 }
 
@@ -109,7 +108,11 @@ pub(super) fn prepare(v: &mut [f32], dims: usize, distance: Distance) -> Option<
     if distance == Distance::Cosine {
         let norm = norm_sq.sqrt();
         for x in v.iter_mut() {
-            *x = if zero { 0.0 } else { (f64::from(*x) / norm) as f32 };
+            *x = if zero {
+                0.0
+            } else {
+                (f64::from(*x) / norm) as f32
+            };
         }
         return Some(zero || v.iter().all(|x| *x == 0.0));
     }
@@ -136,7 +139,24 @@ impl Query {
 #[derive(Debug)]
 struct Entry {
     key: ItemKey,
-    slots: Vec<u32>,
+    slots: Slots,
+}
+
+/// The slots of an item's vectors; one (the common case) without a heap allocation, so a
+/// scan over items does not chase a pointer per item.
+#[derive(Debug)]
+enum Slots {
+    One(u32),
+    Many(Box<[u32]>),
+}
+
+impl Slots {
+    fn as_slice(&self) -> &[u32] {
+        match self {
+            Slots::One(slot) => std::slice::from_ref(slot),
+            Slots::Many(slots) => slots,
+        }
+    }
 }
 
 /// A candidate result; orders by score, then (for equal scores) the smaller key first.
@@ -265,7 +285,6 @@ impl Vectors {
         self.live_vectors
     }
 
-
     /// Whether the slot holds a vector of a live item.
     #[inline]
     pub(super) fn is_live(&self, slot: u32) -> bool {
@@ -308,7 +327,7 @@ impl Vectors {
     #[inline]
     pub(super) fn touch_item(&self, slot: u32) -> usize {
         match self.owner(slot).and_then(|id| self.items.get(id as usize)) {
-            Some(Some(entry)) => entry.slots.len(),
+            Some(Some(entry)) => entry.slots.as_slice().len(),
             _ => 0,
         }
     }
@@ -319,7 +338,7 @@ impl Vectors {
         self.items
             .get(item as usize)
             .and_then(Option::as_ref)
-            .map_or(&[], |e| &e.slots)
+            .map_or(&[], |e| e.slots.as_slice())
     }
 
     /// Search distance from a query to a slot: lower is closer, and [`score`](Self::score)
@@ -351,7 +370,11 @@ impl Vectors {
             Distance::Cosine => 1.0 - 0.5 * dist,
         };
         // `+ 0.0` turns -0.0 into 0.0 so equal scores tie (and fall back to key order).
-        if s.is_nan() { f32::NEG_INFINITY } else { s + 0.0 }
+        if s.is_nan() {
+            f32::NEG_INFINITY
+        } else {
+            s + 0.0
+        }
     }
 
     /// An item's score: the best over its vectors.
@@ -374,11 +397,12 @@ impl Vectors {
             return Vec::new();
         };
         self.free_items.push(id);
-        for &s in &entry.slots {
+        let slots = entry.slots.as_slice().to_vec();
+        for &s in &slots {
             self.owner[s as usize] = NO_ITEM;
         }
-        self.live_vectors -= entry.slots.len();
-        entry.slots
+        self.live_vectors -= slots.len();
+        slots
     }
 
     /// Adds an item that is not present, with vectors already [prepared](prepare) (each with
@@ -418,7 +442,10 @@ impl Vectors {
         self.ids.insert(key.clone(), id);
         self.items[id as usize] = Some(Entry {
             key,
-            slots: slots.clone(),
+            slots: match slots.as_slice() {
+                [one] => Slots::One(*one),
+                many => Slots::Many(many.into()),
+            },
         });
         slots
     }
@@ -439,7 +466,12 @@ impl Vectors {
 
     /// Ranks distinct items, each given with the best search distance seen among its vectors,
     /// by exact score (max over all its vectors); the best `k`, best first.
-    pub(super) fn rank(&self, query: &Query, k: usize, items: &[(u32, f32)]) -> Vec<(ItemKey, f32)> {
+    pub(super) fn rank(
+        &self,
+        query: &Query,
+        k: usize,
+        items: &[(u32, f32)],
+    ) -> Vec<(ItemKey, f32)> {
         let mut top = TopK::new(k);
         for &(id, dist) in items {
             let Some(key) = self.key(id) else { continue };

@@ -10,14 +10,24 @@
 //!   negative L2 computed on the stored vectors), best first, ties by key.
 //! - `search_exact` is the same over a flat scan (the oracle).
 //!
-//! How it works. Vectors live in one arena of slots ([`flat`]). Up to `flat_threshold` live
+//! How it works. Vectors live in one arena of slots (`flat.rs`). Up to `flat_threshold` live
 //! vectors every search scans them all. Above it, an HNSW graph built by `hnsw_rs` proposes
-//! candidates ([`hnsw`]) and every score is still computed exactly on the stored vectors.
+//! candidates (`hnsw.rs`) and every score is still computed exactly on the stored vectors.
+//! Searches walk a compact copy of that graph, brought up to date in batches as vectors are
+//! added; the few vectors added since the last batch are scanned exactly.
+//!
 //! `hnsw_rs` cannot delete, so a removed or replaced vector stays in the graph as a
 //! tombstone: walks pass through it but never return it. Once tombstones exceed
 //! `rebuild_ratio` of the graph, a background thread builds a fresh graph from the live
 //! vectors while searches and writes go on against the old one; vectors written meanwhile are
 //! logged and added to the new graph before it replaces the old one.
+//!
+//! Filters. `accept` is asked during the walk: rejected items are walked through like
+//! tombstones and never take a result's place, so a selective filter does not empty the
+//! page. If a walk still finds fewer than `k` distinct items while more may exist (a filter
+//! rejecting most items, or items with many vectors), it is repeated with a candidate list
+//! four times longer; a walk that would have to visit half the graph, or cannot reach all
+//! of it, gives way to an exact scan of the accepted items.
 //!
 //! Locking. Searches take a read lock on the state and nothing else. Writers are serialised
 //! by a second mutex and take the state's write lock only for short bookkeeping; graph
@@ -475,29 +485,29 @@ impl Shared {
         if w.log.is_some() {
             return;
         }
-        let mut st = shared.state.write();
+        // A read lock is enough to decide and to copy the vectors: holding `writer` keeps
+        // every other writer away, and searches go on meanwhile.
+        let st = shared.state.read();
         let live = st.vectors.live_vectors();
-        let rebuild = match &st.graph {
-            None => live > shared.ann.flat_threshold,
-            Some(graph) => {
-                let debt = graph.debt() as f64;
-                let due = debt > f64::from(shared.ann.rebuild_ratio) * graph.nodes() as f64;
-                if due && live <= shared.ann.flat_threshold {
-                    // Small again: scanning is exact and cheap, the graph only costs memory.
-                    st.graph = None;
-                    st.pending.clear();
-                    let retired = std::mem::take(&mut st.retired);
-                    st.vectors.release(retired);
-                    let builder = w.builder.take();
-                    drop(st);
-                    drop(w);
-                    drop(builder);
-                    return;
-                }
-                due
-            }
-        };
-        if !rebuild {
+        let small = live <= shared.ann.flat_threshold;
+        let due = st.graph.as_ref().is_none_or(|graph| {
+            graph.debt() as f64 > f64::from(shared.ann.rebuild_ratio) * graph.nodes() as f64
+        });
+        if !due || (small && st.graph.is_none()) {
+            return;
+        }
+        if small {
+            // Small again: scanning is exact and cheap, and the graph only costs memory.
+            drop(st);
+            let mut st = shared.state.write();
+            st.graph = None;
+            st.pending.clear();
+            let retired = std::mem::take(&mut st.retired);
+            st.vectors.release(retired);
+            drop(st);
+            let builder = w.builder.take();
+            drop(w);
+            drop(builder);
             return;
         }
         let snapshot = Snapshot::take(&st.vectors, shared.distance);
