@@ -178,7 +178,6 @@ impl<B: Backend> Engine<B> {
         let mut searches = Vec::new();
         let mut listings = Vec::new();
         let mut puts: Vec<PendingPut> = Vec::new();
-        let mut put_slot: HashMap<ItemKey, usize> = HashMap::new();
         let mut results = Vec::with_capacity(ops.len());
         for (position, op) in ops.into_iter().enumerate() {
             match op {
@@ -196,19 +195,12 @@ impl<B: Backend> Engine<B> {
                     check_pattern(op.suffix.as_deref())?;
                     listings.push((position, op));
                 }
-                Op::Put(op) => {
-                    let put = self.pending_put(op)?;
-                    // The last put to a key wins; it takes the first one's place.
-                    match put_slot.get(&put.key) {
-                        Some(&slot) => puts[slot] = put,
-                        None => {
-                            put_slot.insert(put.key.clone(), puts.len());
-                            puts.push(put);
-                        }
-                    }
-                }
+                Op::Put(op) => puts.push(self.pending_put(op)?),
             }
             results.push(OpResult::Done);
+        }
+        if puts.len() > 1 {
+            puts = last_put_wins(puts);
         }
 
         let writes = self.embed(puts).await?;
@@ -511,6 +503,22 @@ impl<B: Backend> Engine<B> {
             }
         })
     }
+}
+
+/// Keeps the last put to each key, in the place of the first one.
+fn last_put_wins(puts: Vec<PendingPut>) -> Vec<PendingPut> {
+    let mut slot_of: HashMap<ItemKey, usize> = HashMap::with_capacity(puts.len());
+    let mut kept: Vec<PendingPut> = Vec::with_capacity(puts.len());
+    for put in puts {
+        match slot_of.get(&put.key) {
+            Some(&slot) => kept[slot] = put,
+            None => {
+                slot_of.insert(put.key.clone(), kept.len());
+                kept.push(put);
+            }
+        }
+    }
+    kept
 }
 
 /// Items a namespace listing returns: matching, truncated, de-duplicated, sorted label-wise.

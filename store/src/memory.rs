@@ -1,7 +1,8 @@
 //! [`InMemoryStore`]: the store in process memory, the reference for tests and docs.
 
-use std::cmp::Reverse;
+use std::cmp::Ordering;
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -79,9 +80,8 @@ pub(crate) struct MemoryBackend {
 
 #[derive(Default)]
 struct Rows {
-    rows: HashMap<ItemKey, Stored>,
-    /// (newest first, joined namespace, key): the scan order every backend uses.
-    order: BTreeSet<(Reverse<DateTime<Utc>>, String, ItemKey)>,
+    rows: HashMap<Arc<ItemKey>, Stored>,
+    order: BTreeSet<Ordered>,
 }
 
 struct Stored {
@@ -111,11 +111,36 @@ impl Stored {
     }
 }
 
-fn order_key(
-    updated_at: DateTime<Utc>,
-    key: &ItemKey,
-) -> (Reverse<DateTime<Utc>>, String, ItemKey) {
-    (Reverse(updated_at), key.namespace.joined(), key.clone())
+/// A row's place in the scan order every backend uses: newest update first, then the
+/// dot-joined namespace (compared without building it), then the key.
+#[derive(Clone, PartialEq, Eq)]
+struct Ordered(DateTime<Utc>, Arc<ItemKey>);
+
+impl Ord for Ordered {
+    fn cmp(&self, other: &Self) -> Ordering {
+        other
+            .0
+            .cmp(&self.0)
+            .then_with(|| joined_cmp(&self.1.namespace, &other.1.namespace))
+            .then_with(|| self.1.key.cmp(&other.1.key))
+    }
+}
+
+impl PartialOrd for Ordered {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Orders namespaces as their dot-joined texts would order.
+fn joined_cmp(a: &Namespace, b: &Namespace) -> Ordering {
+    fn bytes(ns: &Namespace) -> impl Iterator<Item = u8> + '_ {
+        ns.labels().iter().enumerate().flat_map(|(i, label)| {
+            let dot: &[u8] = if i > 0 { b"." } else { b"" };
+            dot.iter().chain(label.as_bytes()).copied()
+        })
+    }
+    bytes(a).cmp(bytes(b))
 }
 
 /// `now + minutes`, exact to the microsecond.
@@ -151,7 +176,7 @@ impl Backend for MemoryBackend {
         visit: &mut (dyn FnMut(Row) -> bool + Send),
     ) -> Result<()> {
         let rows = self.rows.read();
-        for (_, _, key) in &rows.order {
+        for Ordered(_, key) in &rows.order {
             if !key.namespace.starts_with(prefix) {
                 continue;
             }
@@ -195,17 +220,17 @@ impl Backend for MemoryBackend {
             match write {
                 Write::Put(put) => {
                     let expires_at = put.ttl_minutes.map(|m| expiry(now, m));
-                    let created_at = match rows.get(&put.key) {
-                        Some(old) => {
-                            order.remove(&order_key(old.updated_at, &put.key));
+                    let (key, created_at) = match rows.remove_entry(&put.key) {
+                        Some((key, old)) => {
+                            order.remove(&Ordered(old.updated_at, Arc::clone(&key)));
                             // An expired, unswept row is gone for readers: a put recreates it.
-                            if old.live(now) { old.created_at } else { now }
+                            (key, if old.live(now) { old.created_at } else { now })
                         }
-                        None => now,
+                        None => (Arc::new(put.key), now),
                     };
-                    order.insert(order_key(now, &put.key));
+                    order.insert(Ordered(now, Arc::clone(&key)));
                     rows.insert(
-                        put.key,
+                        key,
                         Stored {
                             value: put.value,
                             created_at,
@@ -216,8 +241,8 @@ impl Backend for MemoryBackend {
                     );
                 }
                 Write::Delete(key) => {
-                    if let Some(old) = rows.remove(&key) {
-                        order.remove(&order_key(old.updated_at, &key));
+                    if let Some((key, old)) = rows.remove_entry(&key) {
+                        order.remove(&Ordered(old.updated_at, key));
                     }
                 }
             }
@@ -233,16 +258,16 @@ impl Backend for MemoryBackend {
     async fn sweep(&self, now: DateTime<Utc>) -> Result<Vec<ItemKey>> {
         let mut rows = self.rows.write();
         let Rows { rows, order } = &mut *rows;
-        let expired: Vec<ItemKey> = rows
+        let expired: Vec<Arc<ItemKey>> = rows
             .iter()
             .filter(|(_, s)| !s.live(now))
-            .map(|(k, _)| k.clone())
+            .map(|(k, _)| Arc::clone(k))
             .collect();
         for key in &expired {
-            if let Some(old) = rows.remove(key) {
-                order.remove(&order_key(old.updated_at, key));
+            if let Some(old) = rows.remove(&**key) {
+                order.remove(&Ordered(old.updated_at, Arc::clone(key)));
             }
         }
-        Ok(expired)
+        Ok(expired.iter().map(|k| (**k).clone()).collect())
     }
 }
