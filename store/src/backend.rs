@@ -80,10 +80,13 @@ pub(crate) trait Backend: Send + Sync + 'static {
 
     /// Calls `visit` with every live row under `prefix` (whole labels; empty = all), ordered
     /// by `updated_at` descending, then joined namespace, then key; stops when `visit` says
-    /// false. Streams: memory stays flat however many rows match.
+    /// false. Streams: memory stays flat however many rows match. `contains`, when given, is a
+    /// hint: every row the engine wants has a value containing it (JSON containment), so a
+    /// backend may skip others early; the engine checks every row it is given anyway.
     async fn scan(
         &self,
         prefix: &Namespace,
+        contains: Option<&Object>,
         now: DateTime<Utc>,
         visit: &mut (dyn FnMut(Row) -> bool + Send),
     ) -> Result<()>;

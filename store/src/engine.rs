@@ -392,12 +392,17 @@ impl<B: Backend> Engine<B> {
             let mut allowed = HashSet::new();
             self.inner
                 .backend
-                .scan(&op.namespace_prefix, now, &mut |row: Row| {
-                    if filter.matches(&row.item.value) {
-                        allowed.insert(ItemKey::new(row.item.namespace, row.item.key));
-                    }
-                    true
-                })
+                .scan(
+                    &op.namespace_prefix,
+                    filter.contained().as_ref(),
+                    now,
+                    &mut |row: Row| {
+                        if filter.matches(&row.item.value) {
+                            allowed.insert(ItemKey::new(row.item.namespace, row.item.key));
+                        }
+                        true
+                    },
+                )
                 .await?;
             Some(allowed)
         };
@@ -454,23 +459,28 @@ impl<B: Backend> Engine<B> {
         if op.limit > 0 {
             self.inner
                 .backend
-                .scan(&op.namespace_prefix, now, &mut |row: Row| {
-                    if !filter.matches(&row.item.value) {
-                        return true;
-                    }
-                    if skip > 0 {
-                        skip -= 1;
-                        return true;
-                    }
-                    if wants_refresh && row.ttl_minutes.is_some() {
-                        refresh.push(ItemKey::new(&row.item.namespace, row.item.key.clone()));
-                    }
-                    page.push(SearchItem {
-                        item: row.item,
-                        score: None,
-                    });
-                    page.len() < op.limit
-                })
+                .scan(
+                    &op.namespace_prefix,
+                    filter.contained().as_ref(),
+                    now,
+                    &mut |row: Row| {
+                        if !filter.matches(&row.item.value) {
+                            return true;
+                        }
+                        if skip > 0 {
+                            skip -= 1;
+                            return true;
+                        }
+                        if wants_refresh && row.ttl_minutes.is_some() {
+                            refresh.push(ItemKey::new(&row.item.namespace, row.item.key.clone()));
+                        }
+                        page.push(SearchItem {
+                            item: row.item,
+                            score: None,
+                        });
+                        page.len() < op.limit
+                    },
+                )
                 .await?;
         }
         self.refresh(refresh, now).await?;

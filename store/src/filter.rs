@@ -74,6 +74,18 @@ impl Filter {
         self.conditions.is_empty()
     }
 
+    /// What every matching value contains (its equality conditions), as a JSON object for
+    /// backends that can skip non-matching rows early; `None` when there is no equality.
+    pub(crate) fn contained(&self) -> Option<Object> {
+        let equalities: Object = self
+            .conditions
+            .iter()
+            .filter(|c| c.op == Operator::Eq)
+            .map(|c| (c.key.clone(), c.operand.clone()))
+            .collect();
+        (!equalities.is_empty()).then_some(equalities)
+    }
+
     /// Whether `value` satisfies every condition.
     pub(crate) fn matches(&self, value: &Object) -> bool {
         self.conditions.iter().all(|c| c.matches(value.get(&c.key)))

@@ -80,7 +80,7 @@ pub(crate) struct MemoryBackend {
 
 #[derive(Default)]
 struct Rows {
-    rows: HashMap<Arc<ItemKey>, Stored>,
+    rows: HashMap<Arc<ItemKey>, Stored, foldhash::fast::RandomState>,
     order: BTreeSet<Ordered>,
 }
 
@@ -132,15 +132,29 @@ impl PartialOrd for Ordered {
     }
 }
 
-/// Orders namespaces as their dot-joined texts would order.
+/// Orders namespaces as their dot-joined texts would order, without joining them.
 fn joined_cmp(a: &Namespace, b: &Namespace) -> Ordering {
-    fn bytes(ns: &Namespace) -> impl Iterator<Item = u8> + '_ {
-        ns.labels().iter().enumerate().flat_map(|(i, label)| {
-            let dot: &[u8] = if i > 0 { b"." } else { b"" };
-            dot.iter().chain(label.as_bytes()).copied()
-        })
+    let (la, lb) = (a.labels(), b.labels());
+    for (i, (x, y)) in la.iter().zip(lb).enumerate() {
+        if x == y {
+            continue;
+        }
+        let common = x.bytes().zip(y.bytes()).take_while(|(p, q)| p == q).count();
+        // The first byte that differs: the label's own, or the `.` before its next label.
+        let next = |label: &String, labels: &[String]| {
+            label
+                .as_bytes()
+                .get(common)
+                .copied()
+                .or((i + 1 < labels.len()).then_some(b'.'))
+        };
+        // Equal only if a label holds a `.` (invalid, but never misorder): compare in full.
+        return match next(x, la).cmp(&next(y, lb)) {
+            Ordering::Equal => a.joined().cmp(&b.joined()),
+            order => order,
+        };
     }
-    bytes(a).cmp(bytes(b))
+    la.len().cmp(&lb.len())
 }
 
 /// `now + minutes`, exact to the microsecond.
@@ -172,6 +186,7 @@ impl Backend for MemoryBackend {
     async fn scan(
         &self,
         prefix: &Namespace,
+        _contains: Option<&Object>,
         now: DateTime<Utc>,
         visit: &mut (dyn FnMut(Row) -> bool + Send),
     ) -> Result<()> {
@@ -269,5 +284,39 @@ impl Backend for MemoryBackend {
             }
         }
         Ok(expired.iter().map(|k| (**k).clone()).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespaces_order_like_their_joined_text() {
+        let cases: &[&[&str]] = &[
+            &["a"],
+            &["a", "b"],
+            &["a-b"],
+            &["a", "b", "c"],
+            &["ab"],
+            &["a", "bc"],
+            &["a."],
+            &["b"],
+            &["", "x"],
+            &["a", "b-"],
+        ];
+        for x in cases {
+            for y in cases {
+                let (nx, ny) = (
+                    Namespace::new(x.iter().copied()),
+                    Namespace::new(y.iter().copied()),
+                );
+                assert_eq!(
+                    joined_cmp(&nx, &ny),
+                    nx.joined().cmp(&ny.joined()),
+                    "{x:?} vs {y:?}"
+                );
+            }
+        }
     }
 }

@@ -216,7 +216,7 @@ pub async fn filter_hostile_keys_are_literal(f: &dyn StoreFactory) -> Result<()>
     Ok(())
 }
 
-/// Values are data: quotes, comments, UNIONs and NUL-free oddities match only themselves.
+/// Values are data: quotes, comments, UNIONs and NUL characters match only themselves.
 pub async fn filter_hostile_values_are_data(f: &dyn StoreFactory) -> Result<()> {
     let store = open!(f, StoreConfig::new());
     let ns = fresh(&[]);
@@ -235,6 +235,7 @@ pub async fn filter_hostile_values_are_data(f: &dyn StoreFactory) -> Result<()> 
         "/* comment */",
         "名前",
         "\\",
+        "nul\u{0}byte",
     ] {
         assert!(
             matching(&*store, &ns, json!({"name": value}))

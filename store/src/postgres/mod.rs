@@ -31,6 +31,7 @@ use self::convert::{
     BACKEND, Timestamp, check_text, is_broken, is_transient, pg_error, storable, value_text,
 };
 use self::queries::{LogPosition, Prepared};
+use crate::Object;
 use crate::backend::{Backend, Changes, ItemVectors, Row, Write};
 use crate::engine::{Engine, forward_store};
 use crate::{Error, ItemKey, Namespace, Result, StoreConfig};
@@ -340,6 +341,7 @@ impl Backend for PgBackend {
     async fn scan(
         &self,
         prefix: &Namespace,
+        contains: Option<&Object>,
         now: DateTime<Utc>,
         visit: &mut (dyn FnMut(Row) -> bool + Send),
     ) -> Result<()> {
@@ -347,13 +349,19 @@ impl Backend for PgBackend {
             return Ok(());
         }
         let now = Timestamp::new(now);
+        // `{}` contains every object: no hint is the same statement, always true.
+        let contains = serde_json::Value::Object(contains.cloned().unwrap_or_default());
+        // jsonb cannot hold U+0000, so no stored value can equal a filter that has one.
+        if contains.to_string().contains("\\u0000") {
+            return Ok(());
+        }
         let mut cursor = None;
         let mut page = FIRST_PAGE;
         loop {
             // A retried page resumes after the last row visited.
             let (seen, more) = on_conn!(self, retry = true, |conn| queries::scan_page(
                 conn,
-                prefix,
+                (prefix, &contains),
                 now,
                 &mut cursor,
                 page,

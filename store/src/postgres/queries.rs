@@ -105,12 +105,12 @@ impl Cursor {
     }
 }
 
-/// One page of live rows under `prefix` (whole labels; empty = all), newest update first,
-/// after `cursor`, streamed to `visit` until it says false. Returns how many rows the page
-/// held and whether `visit` wants more.
+/// One page of live rows under `prefix` (whole labels; empty = all) whose value contains
+/// `contains` (`{}` for all), newest update first, after `cursor`, streamed to `visit` until
+/// it says false. Returns how many rows the page held and whether `visit` wants more.
 pub(crate) async fn scan_page(
     conn: &mut PgConnection,
-    prefix: &Namespace,
+    (prefix, contains): (&Namespace, &serde_json::Value),
     now: Timestamp,
     cursor: &mut Option<Cursor>,
     limit: i64,
@@ -121,10 +121,13 @@ pub(crate) async fn scan_page(
     let texts = SQL.get_or_init(|| {
         const ORDER: &str = "ORDER BY updated_at DESC, prefix COLLATE \"C\", key COLLATE \"C\"";
         // `resume` is the number of the first cursor parameter (its time, prefix, key).
-        let select = |condition: &str, resume: Option<u8>| {
+        // `contains` is bound last: `$3` at the root, one later under a prefix, three later
+        // after a cursor.
+        let select = |condition: &str, resume: Option<u8>, contains: u8| {
             let mut sql = format!(
                 "SELECT s.prefix, s.key, {ITEM_COLUMNS} FROM store s
-                WHERE (s.expires_at IS NULL OR s.expires_at > $1){condition}"
+                WHERE (s.expires_at IS NULL OR s.expires_at > $1){condition}
+                AND s.value @> ${contains}::jsonb"
             );
             if let Some(at) = resume {
                 let (p, k) = (at + 1, at + 2);
@@ -136,20 +139,25 @@ pub(crate) async fn scan_page(
             }
             sql
         };
-        let root = |resume: bool| format!("{} {ORDER} LIMIT $2", select("", resume.then_some(3)));
+        let root = |resume: bool| {
+            let contains = if resume { 6 } else { 3 };
+            format!("{} {ORDER} LIMIT $2", select("", resume.then_some(3), contains))
+        };
         // The namespace itself and its descendants, merged: the first part walks
         // `waypoint_store_prefix_updated_at_idx` in order and stops at the limit however
         // many newer items other namespaces hold; the server picks a plan for the second.
         let under = |resume: bool| {
+            let contains = if resume { 7 } else { 4 };
             // Within one namespace the prefix is constant: ordering by it too would hide
             // that the index is already in order.
             format!(
                 "SELECT * FROM (({} ORDER BY updated_at DESC, key COLLATE \"C\" LIMIT $2)
                 UNION ALL ({} {ORDER} LIMIT $2)) AS u {ORDER} LIMIT $2",
-                select(" AND s.prefix = $3", resume.then_some(4)),
+                select(" AND s.prefix = $3", resume.then_some(4), contains),
                 select(
                     " AND s.prefix ~>=~ ($3 || '.') AND s.prefix ~<~ ($3 || '/')",
-                    resume.then_some(4)
+                    resume.then_some(4),
+                    contains
                 ),
             )
         };
@@ -171,7 +179,7 @@ pub(crate) async fn scan_page(
             .bind(c.prefix.clone())
             .bind(c.key.clone());
     }
-    let mut rows = q.fetch(conn);
+    let mut rows = q.bind(contains).fetch(conn);
     let mut seen = 0;
     while let Some(row) = rows.try_next().await.map_err(pg_error)? {
         seen += 1;

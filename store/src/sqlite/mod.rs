@@ -18,6 +18,7 @@ use chrono::{DateTime, Utc};
 use self::convert::{BACKEND, timestamp};
 use self::pool::{Mode, Pool};
 use self::queries::Scope;
+use crate::Object;
 use crate::backend::{Backend, ItemVectors, Row, Write};
 use crate::engine::{Engine, forward_store};
 use crate::{Error, ItemKey, Namespace, Result, StoreConfig};
@@ -166,6 +167,7 @@ impl Backend for SqliteBackend {
     async fn scan(
         &self,
         prefix: &Namespace,
+        _contains: Option<&Object>,
         now: DateTime<Utc>,
         visit: &mut (dyn FnMut(Row) -> bool + Send),
     ) -> Result<()> {
