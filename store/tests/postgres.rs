@@ -62,6 +62,18 @@ mod conformance {
     waypoint_store::store_conformance!(|config: StoreConfig| open(config));
 }
 
+/// Two indexed stores on one fresh schema (set up), as two processes would share it.
+async fn two_instances() -> Result<Option<(PostgresStore, PostgresStore)>> {
+    let Some(url) = env("WAYPOINT_TEST_POSTGRES_URL") else {
+        return Ok(None);
+    };
+    let schema = fresh_schema();
+    let first = PostgresStore::connect(settings(&url, &schema, indexed())).await?;
+    first.setup().await?;
+    let second = PostgresStore::connect(settings(&url, &schema, indexed())).await?;
+    Ok(Some((first, second)))
+}
+
 fn indexed() -> StoreConfig {
     StoreConfig::new().index(IndexConfig::hashing(32))
 }
@@ -91,13 +103,9 @@ async fn sql(store: &PostgresStore, statement: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_stores_see_each_others_semantic_puts_within_a_second() -> Result<()> {
-    let Some(url) = env("WAYPOINT_TEST_POSTGRES_URL") else {
+    let Some((a, b)) = two_instances().await? else {
         return Ok(());
     };
-    let schema = fresh_schema();
-    let a = PostgresStore::connect(settings(&url, &schema, indexed())).await?;
-    a.setup().await?;
-    let b = PostgresStore::connect(settings(&url, &schema, indexed())).await?;
     let ns = Namespace::from(["shared", "docs"]);
     // B has searched (its log cursor is current) before A writes.
     assert!(query_keys(&b, &ns, "gardening").await?.is_empty());
@@ -183,13 +191,9 @@ async fn reopening_rebuilds_the_index_from_stored_vectors() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reader_behind_a_trimmed_log_reloads_every_vector() -> Result<()> {
-    let Some(url) = env("WAYPOINT_TEST_POSTGRES_URL") else {
+    let Some((writer, reader)) = two_instances().await? else {
         return Ok(());
     };
-    let schema = fresh_schema();
-    let writer = PostgresStore::connect(settings(&url, &schema, indexed())).await?;
-    writer.setup().await?;
-    let reader = PostgresStore::connect(settings(&url, &schema, indexed())).await?;
     let ns = Namespace::from(["log"]);
     assert!(query_keys(&reader, &ns, "anything").await?.is_empty());
     writer
@@ -217,13 +221,9 @@ async fn a_reader_behind_a_trimmed_log_reloads_every_vector() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_writers_change_arrives_when_it_commits() -> Result<()> {
-    let Some(url) = env("WAYPOINT_TEST_POSTGRES_URL") else {
+    let Some((writer, reader)) = two_instances().await? else {
         return Ok(());
     };
-    let schema = fresh_schema();
-    let writer = PostgresStore::connect(settings(&url, &schema, indexed())).await?;
-    writer.setup().await?;
-    let reader = PostgresStore::connect(settings(&url, &schema, indexed())).await?;
     let ns = Namespace::from(["slow"]);
     assert!(query_keys(&reader, &ns, "anything").await?.is_empty());
 
