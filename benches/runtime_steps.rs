@@ -1,0 +1,222 @@
+//! Runtime super-steps per second on every checkpointer: the 10-node linear graph of
+//! `waypoint_benches::runtime`, 200 invocations on distinct threads and 200 on one thread
+//! (with the last-ten / first-ten slowdown printed), `get_state_history` of a 600-checkpoint
+//! thread, and an `update_state` fork from the middle of that thread.
+//!
+//! PostgreSQL runs when `WAYPOINT_BENCH_POSTGRES_URL` (or `WAYPOINT_TEST_POSTGRES_URL`) names
+//! a server; each run uses fresh schemas on it. Durability is per step (`Sync`) unless
+//! `WAYPOINT_BENCH_DURABILITY=async` or `exit`.
+#![allow(missing_docs)] // criterion's macros and this harness's main need no docs.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion, Throughput};
+use waypoint_benches::runtime::{
+    self, Chat, ChatUpdate, HISTORY_INVOCATIONS, INVOCATIONS, Msg, STEPS_PER_INVOCATION,
+};
+use waypoint_checkpoint::{CheckpointSaver, InMemorySaver, ListOptions};
+use waypoint_checkpoint_postgres::{PostgresConfig, PostgresSaver};
+use waypoint_checkpoint_sqlite::SqliteSaver;
+use waypoint_runtime::{CompiledGraph, Durability, RunConfig};
+
+fn postgres_url() -> Option<String> {
+    ["WAYPOINT_BENCH_POSTGRES_URL", "WAYPOINT_TEST_POSTGRES_URL"]
+        .iter()
+        .find_map(|var| std::env::var(var).ok().filter(|u| !u.is_empty()))
+}
+
+fn durability() -> Durability {
+    match std::env::var("WAYPOINT_BENCH_DURABILITY").as_deref() {
+        Ok("exit") => Durability::Exit,
+        Ok("async") => Durability::Async,
+        _ => Durability::Sync,
+    }
+}
+
+fn savers(
+    rt: &tokio::runtime::Runtime,
+    dir: &std::path::Path,
+) -> Vec<(&'static str, Arc<dyn CheckpointSaver>)> {
+    let mut out: Vec<(&'static str, Arc<dyn CheckpointSaver>)> =
+        vec![("memory", Arc::new(InMemorySaver::new()))];
+    let sqlite = rt
+        .block_on(SqliteSaver::from_path(dir.join("runtime.db")))
+        .expect("open SQLite");
+    out.push(("sqlite", Arc::new(sqlite)));
+    match postgres_url() {
+        Some(url) => {
+            let schema = format!("bench_rt_{}", uuid::Uuid::new_v4().simple());
+            let saver = rt
+                .block_on(PostgresSaver::connect(
+                    PostgresConfig::new(url).schema(schema).max_connections(4),
+                ))
+                .expect("connect to PostgreSQL");
+            rt.block_on(saver.setup()).expect("setup");
+            out.push(("postgres", Arc::new(saver)));
+        }
+        None => eprintln!("PostgreSQL skipped: set WAYPOINT_BENCH_POSTGRES_URL"),
+    }
+    out
+}
+
+fn config() -> RunConfig {
+    RunConfig::thread(uuid::Uuid::new_v4().to_string()).durability(durability())
+}
+
+/// Runs `n` invocations on `config`'s thread; returns each one's duration.
+async fn invoke_n(graph: &CompiledGraph<Chat>, config: &RunConfig, n: usize) -> Vec<Duration> {
+    let mut times = Vec::with_capacity(n);
+    for _ in 0..n {
+        let start = Instant::now();
+        graph
+            .invoke(Some(runtime::input()), config)
+            .await
+            .expect("invoke");
+        times.push(start.elapsed());
+    }
+    times
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let savers = savers(&rt, dir.path());
+    let graphs: Vec<(&str, CompiledGraph<Chat>)> = savers
+        .iter()
+        .map(|(name, saver)| (*name, runtime::graph(Arc::clone(saver)).expect("graph")))
+        .collect();
+    let mut c = Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(4))
+        .sample_size(10)
+        .configure_from_args();
+    let steps = (INVOCATIONS * STEPS_PER_INVOCATION) as u64;
+
+    let mut group = c.benchmark_group("runtime/distinct_threads");
+    group.throughput(Throughput::Elements(steps));
+    for (name, graph) in &graphs {
+        group.bench_function(BenchmarkId::from_parameter(name), |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    rt.block_on(async {
+                        for _ in 0..INVOCATIONS {
+                            let config = config();
+                            let start = Instant::now();
+                            graph
+                                .invoke(Some(runtime::input()), &config)
+                                .await
+                                .expect("invoke");
+                            total += start.elapsed();
+                        }
+                    });
+                }
+                total
+            })
+        });
+    }
+    group.finish();
+
+    let mut slowdowns = Vec::new();
+    let mut group = c.benchmark_group("runtime/one_thread");
+    group.throughput(Throughput::Elements(steps));
+    group.sample_size(10);
+    for (name, graph) in &graphs {
+        let mut last = None;
+        group.bench_function(BenchmarkId::from_parameter(name), |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let times = rt.block_on(invoke_n(graph, &config(), INVOCATIONS));
+                    total += times.iter().sum::<Duration>();
+                    last = Some(times);
+                }
+                total
+            })
+        });
+        if let Some(times) = last {
+            let first: Duration = times[..10].iter().sum();
+            let tail: Duration = times[times.len() - 10..].iter().sum();
+            slowdowns.push((*name, first, tail));
+        }
+    }
+    group.finish();
+
+    let mut group = c.benchmark_group("runtime/history_600");
+    for (name, graph) in &graphs {
+        let config = config();
+        rt.block_on(invoke_n(graph, &config, HISTORY_INVOCATIONS));
+        let count = rt
+            .block_on(graph.get_state_history(&config, &ListOptions::default()))
+            .expect("history")
+            .len();
+        assert_eq!(count, HISTORY_INVOCATIONS * (STEPS_PER_INVOCATION + 1));
+        group.bench_function(BenchmarkId::from_parameter(name), |b| {
+            b.iter(|| {
+                rt.block_on(graph.get_state_history(&config, &ListOptions::default()))
+                    .expect("history")
+            })
+        });
+
+        // The fork point: right after n4 of the middle invocation.
+        let history = rt
+            .block_on(graph.get_state_history(&config, &ListOptions::default()))
+            .expect("history");
+        let middle = history
+            .iter()
+            .filter(|s| s.next == ["n5"])
+            .nth(HISTORY_INVOCATIONS / 2)
+            .expect("a checkpoint before n5")
+            .config
+            .clone();
+        let update = ChatUpdate::default().messages(vec![Msg {
+            role: "user".into(),
+            content: "fork".into(),
+        }]);
+        c_fork(&rt, graph, name, &middle, &update);
+    }
+    group.finish();
+
+    println!("\none thread, {INVOCATIONS} invocations: last ten / first ten");
+    println!("| saver | first 10 | last 10 | ratio |");
+    println!("|---|---:|---:|---:|");
+    for (name, first, tail) in slowdowns {
+        println!(
+            "| {name} | {:.1} ms | {:.1} ms | {:.2} |",
+            first.as_secs_f64() * 1e3,
+            tail.as_secs_f64() * 1e3,
+            tail.as_secs_f64() / first.as_secs_f64()
+        );
+    }
+    c.final_summary();
+}
+
+/// Times `update_state` forks from `at` (median of 50), printed beside criterion's groups.
+fn c_fork(
+    rt: &tokio::runtime::Runtime,
+    graph: &CompiledGraph<Chat>,
+    name: &str,
+    at: &RunConfig,
+    update: &ChatUpdate,
+) {
+    let mut times: Vec<Duration> = (0..50)
+        .map(|_| {
+            let start = Instant::now();
+            rt.block_on(graph.update_state(at, Some(update.clone()), Some("n4")))
+                .expect("fork");
+            start.elapsed()
+        })
+        .collect();
+    times.sort();
+    println!(
+        "runtime/fork/{name}: median {:.3} ms, min {:.3} ms (50 forks from step {} of a 600-checkpoint thread)",
+        times[25].as_secs_f64() * 1e3,
+        times[0].as_secs_f64() * 1e3,
+        at.checkpoint_id.as_deref().unwrap_or("?")
+    );
+}

@@ -1,0 +1,125 @@
+//! The per-call configuration: which thread and checkpoint, limits, durability, user keys.
+
+use serde_json::{Map, Value};
+use waypoint_checkpoint::CheckpointConfig;
+
+/// Default cap on super-steps per run (LangGraph's `recursion_limit`).
+pub const DEFAULT_RECURSION_LIMIT: usize = 25;
+
+/// When checkpoints reach the checkpointer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// A checkpoint after every super-step, and each task's writes as it finishes; each
+    /// save completes before the run goes on (default).
+    #[default]
+    Sync,
+    /// The same saves, made in the background while the next step runs (LangGraph's default):
+    /// checkpoints stay in order, and the run waits for all of them before it returns.
+    Async,
+    /// Only when the run ends (finished, failed or interrupted): one checkpoint and its writes.
+    Exit,
+}
+
+/// The config of one call: LangGraph's `{"configurable": {...}}` plus run options.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunConfig {
+    /// The thread; required when the graph has a checkpointer.
+    pub thread_id: Option<String>,
+    /// The checkpoint namespace (`""` for the root graph).
+    pub checkpoint_ns: String,
+    /// A past checkpoint to read, replay or fork from; the latest when `None`.
+    pub checkpoint_id: Option<String>,
+    /// Maximum super-steps in one run.
+    pub recursion_limit: usize,
+    /// When checkpoints are written.
+    pub durability: Durability,
+    /// Stored in each checkpoint's metadata as `run_id`.
+    pub run_id: Option<String>,
+    /// User keys nodes can read (`user_id`, model names, ...).
+    pub configurable: Map<String, Value>,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            thread_id: None,
+            checkpoint_ns: String::new(),
+            checkpoint_id: None,
+            recursion_limit: DEFAULT_RECURSION_LIMIT,
+            durability: Durability::default(),
+            run_id: None,
+            configurable: Map::new(),
+        }
+    }
+}
+
+impl RunConfig {
+    /// A config for `thread_id`, at its latest checkpoint.
+    pub fn thread(thread_id: impl Into<String>) -> Self {
+        RunConfig {
+            thread_id: Some(thread_id.into()),
+            ..RunConfig::default()
+        }
+    }
+
+    /// The same config pointing at checkpoint `checkpoint_id`.
+    pub fn at(mut self, checkpoint_id: impl Into<String>) -> Self {
+        self.checkpoint_id = Some(checkpoint_id.into());
+        self
+    }
+
+    /// The same config with a user key.
+    pub fn with(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.configurable.insert(key.into(), value.into());
+        self
+    }
+
+    /// The same config with another recursion limit.
+    pub fn recursion_limit(mut self, limit: usize) -> Self {
+        self.recursion_limit = limit;
+        self
+    }
+
+    /// The same config with another durability.
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// The same config with a run id.
+    pub fn run_id(mut self, run_id: impl Into<String>) -> Self {
+        self.run_id = Some(run_id.into());
+        self
+    }
+
+    /// A user key.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.configurable.get(key)
+    }
+
+    /// The checkpointer's view: thread, namespace, id.
+    pub(crate) fn checkpoint_config(&self, thread_id: &str) -> CheckpointConfig {
+        CheckpointConfig {
+            thread_id: thread_id.to_owned(),
+            checkpoint_ns: Some(self.checkpoint_ns.clone()),
+            checkpoint_id: self.checkpoint_id.clone(),
+        }
+    }
+}
+
+impl From<&CheckpointConfig> for RunConfig {
+    fn from(config: &CheckpointConfig) -> Self {
+        RunConfig {
+            thread_id: Some(config.thread_id.clone()),
+            checkpoint_ns: config.checkpoint_ns.clone().unwrap_or_default(),
+            checkpoint_id: config.checkpoint_id.clone(),
+            ..RunConfig::default()
+        }
+    }
+}
+
+impl From<CheckpointConfig> for RunConfig {
+    fn from(config: CheckpointConfig) -> Self {
+        RunConfig::from(&config)
+    }
+}

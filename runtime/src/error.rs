@@ -1,0 +1,72 @@
+//! The one error type of the runtime crate.
+
+use waypoint_checkpoint::BoxError;
+
+/// Result alias used across the runtime crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything building or running a graph can report; callers match on the variant.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The graph is malformed: an unknown node, an unreachable node, a missing entry point.
+    #[error("invalid graph: {0}")]
+    InvalidGraph(String),
+
+    /// A config lacks what the call needs (e.g. `thread_id` with a checkpointer).
+    #[error("invalid config: {0}")]
+    InvalidConfig(String),
+
+    /// An update cannot be applied: two writes to a last-value channel in one step, an
+    /// unknown key, a reducer that refused it, an ambiguous `as_node`.
+    #[error("invalid update: {0}")]
+    InvalidUpdate(String),
+
+    /// A node failed; its error is the source. The step's other writes were saved.
+    #[error("node `{node}` failed: {source}")]
+    Node {
+        /// The node that failed.
+        node: String,
+        /// What the node returned.
+        #[source]
+        source: BoxError,
+    },
+
+    /// The run took more super-steps than `recursion_limit` allows.
+    #[error(
+        "recursion limit of {limit} reached without hitting a stop condition; \
+         raise `recursion_limit` in the run config if the graph is meant to run longer"
+    )]
+    Recursion {
+        /// The limit in force.
+        limit: usize,
+    },
+
+    /// A channel value could not be encoded or decoded.
+    #[error("channel `{channel}`: {source}")]
+    Serialization {
+        /// The channel whose value failed.
+        channel: String,
+        /// The codec's error.
+        #[source]
+        source: waypoint_checkpoint::Error,
+    },
+
+    /// The checkpointer failed.
+    #[error(transparent)]
+    Checkpoint(#[from] waypoint_checkpoint::Error),
+
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] waypoint_store::Error),
+}
+
+impl Error {
+    /// A node failure carrying any error.
+    pub fn node(node: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Error::Node {
+            node: node.into(),
+            source: source.into(),
+        }
+    }
+}

@@ -1,0 +1,434 @@
+//! Building a graph: nodes, edges, conditional edges, and `compile`.
+
+use std::collections::{BTreeSet, HashMap};
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use waypoint_checkpoint::{BoxError, CheckpointSaver, Serde};
+use waypoint_store::Store;
+
+use crate::command::{Command, Goto};
+use crate::context::Context;
+use crate::pregel::CompiledGraph;
+use crate::state::{JsonSchema, JsonState, State};
+use crate::{Error, Result};
+
+/// The virtual node a graph starts from.
+pub const START: &str = "__start__";
+/// The virtual node that ends a branch.
+pub const END: &str = "__end__";
+
+/// What a node returns: its command (or update) or any error.
+pub type NodeResult<O> = std::result::Result<O, BoxError>;
+
+pub(crate) type NodeFn<S> =
+    Arc<dyn Fn(S, Context) -> BoxFuture<'static, NodeResult<Command<S>>> + Send + Sync>;
+pub(crate) type RouterFn<S> = Arc<dyn Fn(&S) -> Vec<Goto<S>> + Send + Sync>;
+
+/// Where a router sends the graph: node names (or mapped keys) and `Send`s.
+#[derive(Clone, Debug)]
+pub struct Route<S: State>(pub Vec<Goto<S>>);
+
+impl<S: State> From<&str> for Route<S> {
+    fn from(node: &str) -> Self {
+        Route(vec![Goto::from(node)])
+    }
+}
+
+impl<S: State> From<String> for Route<S> {
+    fn from(node: String) -> Self {
+        Route(vec![Goto::Node(node)])
+    }
+}
+
+impl<S: State> From<bool> for Route<S> {
+    /// `"true"` or `"false"`, for mappings keyed by a condition.
+    fn from(value: bool) -> Self {
+        Route(vec![Goto::Node(value.to_string())])
+    }
+}
+
+impl<S: State, T: Into<Goto<S>>> From<Vec<T>> for Route<S> {
+    fn from(gotos: Vec<T>) -> Self {
+        Route(gotos.into_iter().map(Into::into).collect())
+    }
+}
+
+impl<S: State> From<crate::Send<S>> for Route<S> {
+    fn from(send: crate::Send<S>) -> Self {
+        Route(vec![Goto::Send(send)])
+    }
+}
+
+/// The possible destinations of a conditional edge: keys mapped to nodes, or none declared.
+#[derive(Clone, Debug, Default)]
+pub struct PathMap(Option<Vec<(String, String)>>);
+
+impl From<()> for PathMap {
+    /// No mapping: the router returns node names, and may reach any node.
+    fn from((): ()) -> Self {
+        PathMap(None)
+    }
+}
+
+impl<const N: usize> From<[(&str, &str); N]> for PathMap {
+    fn from(pairs: [(&str, &str); N]) -> Self {
+        PathMap(Some(
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        ))
+    }
+}
+
+impl<const N: usize> From<[&str; N]> for PathMap {
+    /// The router returns one of these node names.
+    fn from(nodes: [&str; N]) -> Self {
+        PathMap(Some(
+            nodes
+                .iter()
+                .map(|n| ((*n).to_owned(), (*n).to_owned()))
+                .collect(),
+        ))
+    }
+}
+
+impl From<Vec<(String, String)>> for PathMap {
+    fn from(pairs: Vec<(String, String)>) -> Self {
+        PathMap(Some(pairs))
+    }
+}
+
+/// A conditional edge as built.
+pub(crate) struct Branch<S: State> {
+    pub(crate) router: RouterFn<S>,
+    pub(crate) map: Option<HashMap<String, String>>,
+}
+
+/// A node as built.
+pub(crate) struct NodeSpec<S: State> {
+    pub(crate) name: String,
+    pub(crate) func: NodeFn<S>,
+    /// Nodes its `Command`s may go to (only used to check reachability).
+    pub(crate) destinations: Vec<String>,
+}
+
+/// Options of [`StateGraph::compile`].
+#[derive(Clone, Default)]
+pub struct CompileOptions {
+    /// Where checkpoints go; without one, runs keep no history and threads are not resumable.
+    pub checkpointer: Option<Arc<dyn CheckpointSaver>>,
+    /// The long-term store nodes reach through [`Context::store`].
+    pub store: Option<Arc<dyn Store>>,
+    /// How channel values are encoded (MessagePack by default; sealed when keyed).
+    pub serde: Serde,
+    /// Nodes to pause before (static breakpoints; see the human-in-the-loop issue).
+    pub interrupt_before: Vec<String>,
+    /// Nodes to pause after.
+    pub interrupt_after: Vec<String>,
+}
+
+impl std::fmt::Debug for CompileOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompileOptions")
+            .field("checkpointer", &self.checkpointer)
+            .field("store", &self.store.is_some())
+            .field("serde", &self.serde)
+            .finish()
+    }
+}
+
+impl CompileOptions {
+    /// Options with `checkpointer`.
+    pub fn with_checkpointer(checkpointer: impl CheckpointSaver + 'static) -> Self {
+        CompileOptions {
+            checkpointer: Some(Arc::new(checkpointer)),
+            ..CompileOptions::default()
+        }
+    }
+
+    /// The same options with `checkpointer`.
+    pub fn checkpointer(mut self, checkpointer: Arc<dyn CheckpointSaver>) -> Self {
+        self.checkpointer = Some(checkpointer);
+        self
+    }
+
+    /// The same options with `store`.
+    pub fn store(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// The same options with `serde`.
+    pub fn serde(mut self, serde: Serde) -> Self {
+        self.serde = serde;
+        self
+    }
+}
+
+/// A graph under construction over state `S`.
+pub struct StateGraph<S: State> {
+    template: S,
+    nodes: Vec<NodeSpec<S>>,
+    edges: Vec<(String, String)>,
+    branches: Vec<(String, Branch<S>)>,
+}
+
+impl<S: State + Default> Default for StateGraph<S> {
+    fn default() -> Self {
+        StateGraph::with_state(S::default())
+    }
+}
+
+impl<S: State + Default> StateGraph<S> {
+    /// An empty graph whose runs start from `S::default()`.
+    pub fn new() -> Self {
+        StateGraph::default()
+    }
+}
+
+impl StateGraph<JsonState> {
+    /// An empty graph over a dynamic JSON state with the keys of `schema`.
+    pub fn json(schema: JsonSchema) -> Self {
+        StateGraph::with_state(JsonState::new(schema))
+    }
+}
+
+impl<S: State> StateGraph<S> {
+    /// An empty graph whose runs start from `template`.
+    pub fn with_state(template: S) -> Self {
+        StateGraph {
+            template,
+            nodes: Vec::new(),
+            edges: Vec::new(),
+            branches: Vec::new(),
+        }
+    }
+
+    /// Adds a node: an async function of the state and the run's context.
+    ///
+    /// It returns an update (the derive's `…Update`, or a JSON object for [`JsonState`]) or
+    /// a [`Command`]. Names must be unique and must not be `START`/`END` or contain `:`.
+    pub fn add_node<F, Fut, O>(&mut self, name: impl Into<String>, func: F) -> &mut Self
+    where
+        F: Fn(S, Context) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = NodeResult<O>> + std::marker::Send + 'static,
+        O: Into<Command<S>>,
+    {
+        let func: NodeFn<S> = Arc::new(move |state, ctx| {
+            let fut = func(state, ctx);
+            Box::pin(async move { fut.await.map(Into::into) })
+        });
+        self.nodes.push(NodeSpec {
+            name: name.into(),
+            func,
+            destinations: Vec::new(),
+        });
+        self
+    }
+
+    /// Declares the nodes `node`'s `Command`s may go to, so `compile` counts them as reachable.
+    pub fn add_destinations<I, T>(&mut self, node: &str, destinations: I) -> &mut Self
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<String>,
+    {
+        if let Some(spec) = self.nodes.iter_mut().find(|n| n.name == node) {
+            spec.destinations
+                .extend(destinations.into_iter().map(Into::into));
+        }
+        self
+    }
+
+    /// Adds an edge: after `from` runs, `to` runs in the next step.
+    pub fn add_edge(&mut self, from: impl Into<String>, to: impl Into<String>) -> &mut Self {
+        self.edges.push((from.into(), to.into()));
+        self
+    }
+
+    /// Sets the first node (an edge from [`START`]).
+    pub fn set_entry_point(&mut self, node: impl Into<String>) -> &mut Self {
+        self.add_edge(START, node)
+    }
+
+    /// Adds a conditional edge: after `from`, `router` picks the next nodes from the state
+    /// with `from`'s update applied; `map` translates its keys into node names.
+    pub fn add_conditional_edges<F, R>(
+        &mut self,
+        from: impl Into<String>,
+        router: F,
+        map: impl Into<PathMap>,
+    ) -> &mut Self
+    where
+        F: Fn(&S) -> R + Send + Sync + 'static,
+        R: Into<Route<S>>,
+    {
+        let router: RouterFn<S> = Arc::new(move |state| router(state).into().0);
+        let map = map.into().0.map(|pairs| pairs.into_iter().collect());
+        self.branches.push((from.into(), Branch { router, map }));
+        self
+    }
+
+    /// Routes the start of the graph with `router` (a conditional edge from [`START`]).
+    pub fn set_conditional_entry_point<F, R>(
+        &mut self,
+        router: F,
+        map: impl Into<PathMap>,
+    ) -> &mut Self
+    where
+        F: Fn(&S) -> R + Send + Sync + 'static,
+        R: Into<Route<S>>,
+    {
+        self.add_conditional_edges(START, router, map)
+    }
+
+    /// Validates the graph and makes it runnable.
+    ///
+    /// Fails on duplicate or reserved node names, edges from or to unknown nodes, mapped
+    /// conditional edges naming unknown nodes, a missing entry point, and nodes that no path
+    /// from [`START`] reaches.
+    pub fn compile(self, options: CompileOptions) -> Result<CompiledGraph<S>> {
+        let mut index = HashMap::new();
+        for (i, node) in self.nodes.iter().enumerate() {
+            let name = node.name.as_str();
+            if name == START || name == END || name.is_empty() || name.contains(':') {
+                return Err(Error::InvalidGraph(format!(
+                    "`{name}` is not a valid node name (reserved, empty or containing `:`)"
+                )));
+            }
+            if index.insert(name.to_owned(), i).is_some() {
+                return Err(Error::InvalidGraph(format!("node `{name}` is added twice")));
+            }
+        }
+        let known = |name: &str, role: &str| -> Result<()> {
+            if index.contains_key(name) || name == END || (role == "source" && name == START) {
+                Ok(())
+            } else {
+                Err(Error::InvalidGraph(format!(
+                    "{role} `{name}` is not a node of this graph"
+                )))
+            }
+        };
+        for (from, to) in &self.edges {
+            known(from, "source")?;
+            if to == START {
+                return Err(Error::InvalidGraph(format!(
+                    "edge `{from}` -> START is not allowed"
+                )));
+            }
+            known(to, "target")?;
+            if from == END {
+                return Err(Error::InvalidGraph(format!(
+                    "edge from END to `{to}` is not allowed"
+                )));
+            }
+        }
+        for (from, branch) in &self.branches {
+            known(from, "source")?;
+            for target in branch.map.iter().flat_map(|m| m.values()) {
+                known(target, "target")?;
+            }
+        }
+        for node in &self.nodes {
+            for target in &node.destinations {
+                known(target, "target")?;
+            }
+        }
+        for name in options
+            .interrupt_before
+            .iter()
+            .chain(&options.interrupt_after)
+        {
+            known(name, "interrupt node")?;
+        }
+        if !self.edges.iter().any(|(from, _)| from == START)
+            && !self.branches.iter().any(|(from, _)| from == START)
+        {
+            return Err(Error::InvalidGraph(
+                "the graph has no entry point: add an edge from START".into(),
+            ));
+        }
+        self.check_reachable()?;
+
+        let mut nodes: Vec<crate::pregel::Node<S>> = self
+            .nodes
+            .into_iter()
+            .map(|spec| crate::pregel::Node::new(spec.name, Some(spec.func)))
+            .collect();
+        let mut start = crate::pregel::Node::new(START.to_owned(), None);
+        for (from, to) in self.edges {
+            if to == END {
+                continue;
+            }
+            let target = index[&to];
+            let node = if from == START {
+                &mut start
+            } else {
+                &mut nodes[index[&from]]
+            };
+            if !node.edges.contains(&target) {
+                node.edges.push(target);
+            }
+        }
+        for (from, branch) in self.branches {
+            let node = if from == START {
+                &mut start
+            } else {
+                &mut nodes[index[&from]]
+            };
+            node.branches.push(branch);
+        }
+        Ok(CompiledGraph::new(
+            self.template,
+            start,
+            nodes,
+            index,
+            options,
+        ))
+    }
+
+    /// Every node must be reachable from START through edges, mapped branches, unmapped
+    /// branches (which may reach any node) or declared `Command` destinations.
+    fn check_reachable(&self) -> Result<()> {
+        let mut reached: BTreeSet<&str> = BTreeSet::new();
+        let mut frontier = vec![START];
+        while let Some(from) = frontier.pop() {
+            let mut next: Vec<&str> = self
+                .edges
+                .iter()
+                .filter(|(f, _)| f == from)
+                .map(|(_, t)| t.as_str())
+                .collect();
+            for (f, branch) in &self.branches {
+                if f != from {
+                    continue;
+                }
+                match &branch.map {
+                    Some(map) => next.extend(map.values().map(String::as_str)),
+                    None => next.extend(self.nodes.iter().map(|n| n.name.as_str())),
+                }
+            }
+            if let Some(node) = self.nodes.iter().find(|n| n.name == from) {
+                next.extend(node.destinations.iter().map(String::as_str));
+            }
+            for to in next {
+                if reached.insert(to) {
+                    frontier.push(to);
+                }
+            }
+        }
+        match self
+            .nodes
+            .iter()
+            .find(|n| !reached.contains(n.name.as_str()))
+        {
+            Some(node) => Err(Error::InvalidGraph(format!(
+                "node `{}` is not reachable from START",
+                node.name
+            ))),
+            None => Ok(()),
+        }
+    }
+}

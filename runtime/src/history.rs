@@ -1,0 +1,263 @@
+//! Threads and time travel: reading state, listing history, updating and forking.
+
+use std::collections::BTreeSet;
+
+use waypoint_checkpoint::{
+    CheckpointConfig, CheckpointMetadata, CheckpointSaver, CheckpointSource, CheckpointTuple,
+    ListOptions, channels,
+};
+
+use crate::graph::{END, START};
+use crate::pregel::{CompiledGraph, Frame, INPUT};
+use crate::{Error, Result, RunConfig, State};
+
+/// A task a checkpoint will run next, and its error if it already failed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TaskInfo {
+    /// The task id (stable for a checkpoint: a resumed run uses the same one).
+    pub id: String,
+    /// The node.
+    pub name: String,
+    /// The error the task saved, if it failed.
+    pub error: Option<String>,
+}
+
+/// The state of a thread at one checkpoint (LangGraph's `StateSnapshot`).
+#[derive(Clone, Debug)]
+pub struct StateSnapshot<S: State> {
+    /// The state's values.
+    pub values: S,
+    /// The nodes that run next (empty when the run is done).
+    pub next: Vec<String>,
+    /// This checkpoint's config: thread, namespace and id.
+    pub config: RunConfig,
+    /// Its metadata (`source`, `step`, `parents`, ...).
+    pub metadata: CheckpointMetadata,
+    /// When it was written (RFC 3339).
+    pub created_at: String,
+    /// The parent checkpoint's config, `None` for the first.
+    pub parent_config: Option<RunConfig>,
+    /// The tasks of `next`, with errors of failed ones.
+    pub tasks: Vec<TaskInfo>,
+}
+
+impl<S: State> CompiledGraph<S> {
+    fn require_saver(&self) -> Result<&std::sync::Arc<dyn CheckpointSaver>> {
+        self.inner.checkpointer.as_ref().ok_or_else(|| {
+            Error::InvalidConfig("this graph has no checkpointer: compile it with one".into())
+        })
+    }
+
+    fn snapshot(&self, tuple: CheckpointTuple) -> Result<StateSnapshot<S>> {
+        let config = RunConfig::from(&tuple.config);
+        let parent_config = tuple.parent_config.as_ref().map(RunConfig::from);
+        let metadata = tuple.metadata.clone();
+        let created_at = tuple.checkpoint.ts.clone();
+        let frame = self.load_frame(tuple)?;
+        let tasks: Vec<TaskInfo> = self
+            .prepare(&frame, &config.checkpoint_ns)
+            .into_iter()
+            .map(|task| {
+                let error = frame
+                    .pending
+                    .iter()
+                    .find(|w| w.task_id == task.id && w.channel == channels::ERROR)
+                    .map(|w| {
+                        self.inner
+                            .serde
+                            .loads::<String>(&w.value)
+                            .unwrap_or_else(|e| format!("(unreadable error: {e})"))
+                    });
+                TaskInfo {
+                    id: task.id,
+                    name: task.name,
+                    error,
+                }
+            })
+            .collect();
+        Ok(StateSnapshot {
+            values: frame.state,
+            next: tasks.iter().map(|t| t.name.clone()).collect(),
+            config,
+            metadata,
+            created_at,
+            parent_config,
+            tasks,
+        })
+    }
+
+    /// The thread's latest state, or the checkpoint `config.checkpoint_id` names.
+    ///
+    /// A thread without checkpoints gives the initial state with nothing next.
+    pub async fn get_state(&self, config: &RunConfig) -> Result<StateSnapshot<S>> {
+        let saver = self.require_saver()?;
+        let thread = self.thread_of(config)?.unwrap_or_default();
+        match saver.get_tuple(&config.checkpoint_config(thread)).await? {
+            Some(tuple) => self.snapshot(tuple),
+            None => Ok(StateSnapshot {
+                values: self.inner.template.clone(),
+                next: Vec::new(),
+                config: config.clone(),
+                metadata: CheckpointMetadata::default(),
+                created_at: String::new(),
+                parent_config: None,
+                tasks: Vec::new(),
+            }),
+        }
+    }
+
+    /// The thread's checkpoints as snapshots, newest first, filtered by metadata, before a
+    /// checkpoint id, and limited as `options` says.
+    pub async fn get_state_history(
+        &self,
+        config: &RunConfig,
+        options: &ListOptions,
+    ) -> Result<Vec<StateSnapshot<S>>> {
+        let saver = self.require_saver()?;
+        let thread = self.thread_of(config)?.unwrap_or_default();
+        let list_config = CheckpointConfig {
+            thread_id: thread.to_owned(),
+            checkpoint_ns: Some(config.checkpoint_ns.clone()),
+            checkpoint_id: None,
+        };
+        let mut options = options.clone();
+        if options.before.is_none() {
+            options.before = config.checkpoint_id.clone();
+        }
+        saver
+            .list(Some(&list_config), &options)
+            .await?
+            .into_iter()
+            .map(|tuple| self.snapshot(tuple))
+            .collect()
+    }
+
+    /// Applies `values` to the thread as if node `as_node` had returned them, and saves the
+    /// result as a new checkpoint (`source: update`) whose parent is the latest checkpoint,
+    /// or `config.checkpoint_id`'s, which forks the thread there. Returns the new config.
+    ///
+    /// Reducers apply as for any node. What runs next is what follows `as_node`; without
+    /// `as_node`, the node that last updated the state (an error if several did at once).
+    pub async fn update_state(
+        &self,
+        config: &RunConfig,
+        values: Option<S::Update>,
+        as_node: Option<&str>,
+    ) -> Result<RunConfig> {
+        let saver = self.require_saver()?;
+        let thread = self.thread_of(config)?.unwrap_or_default().to_owned();
+        let mut frame = match saver.get_tuple(&config.checkpoint_config(&thread)).await? {
+            Some(tuple) => self.load_frame(tuple)?,
+            None if config.checkpoint_id.is_some() => {
+                return Err(Error::InvalidConfig(format!(
+                    "checkpoint `{}` of thread `{thread}` does not exist",
+                    config.checkpoint_id.as_deref().unwrap_or("")
+                )));
+            }
+            None => self.fresh_frame(),
+        };
+        let as_node = match as_node {
+            Some(name) => name.to_owned(),
+            None => self.last_writer(&frame)?,
+        };
+        let node = if as_node == START {
+            &self.inner.start
+        } else if as_node == END {
+            return Err(Error::InvalidUpdate(
+                "update_state as END is not supported; name the node the update comes from".into(),
+            ));
+        } else {
+            let index = *self.inner.index.get(&as_node).ok_or_else(|| {
+                Error::InvalidUpdate(format!("as_node `{as_node}` is not a node of this graph"))
+            })?;
+            &self.inner.nodes[index]
+        };
+
+        // The update is a task of `as_node`: what was pending is replaced by its routing.
+        let version = self.next_version(&frame)?;
+        let output = self.route_update(node, &frame.state, values)?;
+        let mut changed = BTreeSet::new();
+        if frame.input.take().is_some() {
+            changed.insert(INPUT.to_owned());
+        }
+        for i in std::mem::take(&mut frame.triggered) {
+            changed.insert(self.inner.nodes[i].trigger.clone());
+        }
+        if !frame.sends.is_empty() {
+            frame.sends.clear();
+            changed.insert(channels::TASKS.to_owned());
+        }
+        changed.extend(self.apply(&mut frame, &[], vec![output], &version)?);
+        frame
+            .seen
+            .entry(as_node.clone())
+            .or_default()
+            .insert(node.trigger.clone(), version.clone());
+        for name in &changed {
+            frame.versions.insert(name.clone(), version.clone());
+        }
+
+        let step = frame.step + 1;
+        let mut checkpoint = waypoint_checkpoint::Checkpoint::new(step);
+        checkpoint.channel_values =
+            self.checkpoint_values(&frame, &changed, &thread, &config.checkpoint_ns)?;
+        checkpoint.channel_versions = frame.versions.clone();
+        checkpoint.versions_seen = frame.seen.clone();
+        checkpoint.updated_channels = Some(changed.iter().cloned().collect());
+        let new_versions = changed
+            .iter()
+            .filter_map(|c| frame.versions.get(c).map(|v| (c.clone(), v.clone())))
+            .collect();
+        let mut metadata = CheckpointMetadata::new(CheckpointSource::Update, step);
+        if let Some(run_id) = &config.run_id {
+            metadata = metadata.with_run_id(run_id.clone());
+        }
+        let parent = CheckpointConfig {
+            thread_id: thread,
+            checkpoint_ns: Some(config.checkpoint_ns.clone()),
+            checkpoint_id: frame.checkpoint_id.clone(),
+        };
+        let stored = saver
+            .put(&parent, checkpoint, metadata, new_versions)
+            .await?;
+        Ok(RunConfig {
+            configurable: config.configurable.clone(),
+            ..RunConfig::from(&stored)
+        })
+    }
+
+    /// The node whose writes the state saw last, for `update_state` without `as_node`.
+    fn last_writer(&self, frame: &Frame<S>) -> Result<String> {
+        let mut best: Option<(&waypoint_checkpoint::ChannelVersion, Vec<&str>)> = None;
+        for (node, seen) in &frame.seen {
+            if node != START && !self.inner.index.contains_key(node) {
+                continue;
+            }
+            let Some(version) = seen.values().max() else {
+                continue;
+            };
+            match &mut best {
+                Some((v, names)) if version.counter() == v.counter() => names.push(node),
+                Some((v, _)) if version.counter() < v.counter() => {}
+                _ => best = Some((version, vec![node])),
+            }
+        }
+        match best {
+            None => Ok(START.to_owned()),
+            Some((_, names)) if names.len() == 1 => Ok(names[0].to_owned()),
+            Some((_, names)) => Err(Error::InvalidUpdate(format!(
+                "ambiguous update: nodes {names:?} ran last; pass as_node"
+            ))),
+        }
+    }
+
+    /// Checks an update's keys and routes it as `node`'s output.
+    fn route_update(
+        &self,
+        node: &crate::pregel::Node<S>,
+        state: &S,
+        values: Option<S::Update>,
+    ) -> Result<crate::pregel::TaskOutput<S>> {
+        self.route(node, state, values.as_ref(), Vec::new())
+    }
+}

@@ -1,0 +1,75 @@
+//! A Pregel-style graph runtime on Waypoint's checkpointers and store.
+//!
+//! A graph is a set of nodes over a typed state. Each super-step runs the scheduled nodes
+//! concurrently, folds their updates into the state through each channel's reducer in a
+//! fixed order, and saves one checkpoint through any
+//! [`CheckpointSaver`](waypoint_checkpoint::CheckpointSaver). Threads can be read
+//! ([`CompiledGraph::get_state`], [`CompiledGraph::get_state_history`]), edited and forked
+//! ([`CompiledGraph::update_state`]), replayed from any checkpoint, and resumed after a
+//! failure without re-running the nodes that finished.
+//!
+//! ```
+//! use serde::{Deserialize, Serialize};
+//! use waypoint_checkpoint::InMemorySaver;
+//! use waypoint_runtime::{CompileOptions, Context, NodeResult, RunConfig, START, END, State, StateGraph};
+//!
+//! #[derive(State, Clone, Debug, Default, Serialize, Deserialize)]
+//! struct Demo {
+//!     foo: String,
+//!     #[reducer(append)]
+//!     bar: Vec<String>,
+//! }
+//!
+//! async fn node_a(_: Demo, _: Context) -> NodeResult<DemoUpdate> {
+//!     Ok(DemoUpdate::default().foo("a").bar(vec!["a".into()]))
+//! }
+//! async fn node_b(_: Demo, _: Context) -> NodeResult<DemoUpdate> {
+//!     Ok(DemoUpdate::default().foo("b").bar(vec!["b".into()]))
+//! }
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let mut graph = StateGraph::<Demo>::new();
+//! graph.add_node("node_a", node_a).add_node("node_b", node_b);
+//! graph.add_edge(START, "node_a").add_edge("node_a", "node_b").add_edge("node_b", END);
+//! let graph = graph.compile(CompileOptions::with_checkpointer(InMemorySaver::new()))?;
+//!
+//! let config = RunConfig::thread("1");
+//! let state = graph.invoke(Some(DemoUpdate::default().foo("")), &config).await?;
+//! assert_eq!((state.foo.as_str(), state.bar), ("b", vec!["a".to_string(), "b".to_string()]));
+//! assert_eq!(graph.get_state_history(&config, &Default::default()).await?.len(), 4);
+//! # Ok::<(), waypoint_runtime::Error>(())
+//! # }).unwrap();
+//! ```
+
+// The derive's generated code names `::waypoint_runtime`, also inside this crate's tests.
+extern crate self as waypoint_runtime;
+
+mod command;
+mod config;
+mod context;
+mod error;
+mod graph;
+mod history;
+mod pregel;
+pub mod state;
+mod stream;
+
+pub use command::{Command, Goto, Send};
+pub use config::{DEFAULT_RECURSION_LIMIT, Durability, RunConfig};
+pub use context::Context;
+pub use error::{Error, Result};
+pub use graph::{CompileOptions, END, NodeResult, PathMap, Route, START, StateGraph};
+pub use history::{StateSnapshot, TaskInfo};
+pub use pregel::CompiledGraph;
+pub use state::{ChannelSpec, JsonSchema, JsonState, State, reducers};
+pub use stream::{StreamMode, StreamPart};
+pub use waypoint_checkpoint::{BoxError, ListOptions, Serde, SerializedValue};
+
+/// What `#[derive(State)]` expands to refers to, so users need no extra dependencies.
+#[doc(hidden)]
+pub mod __private {
+    pub use serde;
+    pub use waypoint_checkpoint::{Serde, SerializedValue};
+}
+/// Derives [`State`] for a struct: one channel per field, `#[reducer(...)]` per field.
+pub use waypoint_runtime_derive::State;

@@ -1,0 +1,1154 @@
+//! The Pregel loop: tasks of a super-step run concurrently, their writes meet at a barrier,
+//! reducers fold them in a fixed order, and each step ends in one checkpoint.
+//!
+//! Channels, as LangGraph names them in checkpoints: one per state field; `__start__`, which
+//! holds a run's input until the start task consumes it; `branch:to:{node}`, set when an
+//! edge or a router picks `node` for the next step; and `__pregel_tasks`, the pending
+//! `Send`s. The next step's tasks are exactly the set triggers and pending sends, so a
+//! checkpoint alone says what runs next. All channels a step changes get one new version
+//! (the saver's `next_version` of the greatest), and only those are written.
+//!
+//! Task ids are derived from the checkpoint they start from, the step, the node and the
+//! trigger, so a resumed run finds the writes its finished tasks saved with `put_writes` and
+//! does not run them again.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use futures::future::join_all;
+use waypoint_checkpoint::{
+    ChannelVersion, Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSaver,
+    CheckpointSource, CheckpointTuple, PendingWrite, Serde, SerializedValue, Slot, channels,
+    serde::TAG_NULL,
+};
+use waypoint_store::Store;
+
+use crate::command::{Command, Goto};
+use crate::config::{Durability, RunConfig};
+use crate::context::{Context, CustomSink};
+use crate::graph::{Branch, CompileOptions, END, NodeFn, START};
+use crate::state::State;
+use crate::stream::{Emitter, StreamMode};
+use crate::{Error, Result};
+
+/// The channel holding a run's input.
+pub(crate) const INPUT: &str = START;
+/// The prefix of trigger channels.
+pub(crate) const BRANCH_PREFIX: &str = "branch:to:";
+
+/// A node as the loop runs it.
+pub(crate) struct Node<S: State> {
+    pub(crate) name: String,
+    pub(crate) func: Option<NodeFn<S>>,
+    /// Static successors (node indices).
+    pub(crate) edges: Vec<usize>,
+    pub(crate) branches: Vec<Branch<S>>,
+    /// The channel that triggers it: `branch:to:{name}` (or `__start__` for START).
+    pub(crate) trigger: String,
+}
+
+impl<S: State> Node<S> {
+    pub(crate) fn new(name: String, func: Option<NodeFn<S>>) -> Self {
+        let trigger = if func.is_none() {
+            INPUT.to_owned()
+        } else {
+            format!("{BRANCH_PREFIX}{name}")
+        };
+        Node {
+            name,
+            func,
+            edges: Vec::new(),
+            branches: Vec::new(),
+            trigger,
+        }
+    }
+}
+
+pub(crate) struct Inner<S: State> {
+    pub(crate) template: S,
+    pub(crate) start: Node<S>,
+    pub(crate) nodes: Vec<Node<S>>,
+    pub(crate) index: HashMap<String, usize>,
+    pub(crate) checkpointer: Option<Arc<dyn CheckpointSaver>>,
+    pub(crate) store: Option<Arc<dyn Store>>,
+    pub(crate) serde: Serde,
+    /// State channel names, by channel index.
+    pub(crate) channel_names: Vec<String>,
+}
+
+/// A runnable graph; cheap to clone and share across tasks.
+pub struct CompiledGraph<S: State> {
+    pub(crate) inner: Arc<Inner<S>>,
+}
+
+impl<S: State> Clone for CompiledGraph<S> {
+    fn clone(&self) -> Self {
+        CompiledGraph {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<S: State> std::fmt::Debug for CompiledGraph<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompiledGraph")
+            .field(
+                "nodes",
+                &self.inner.nodes.iter().map(|n| &n.name).collect::<Vec<_>>(),
+            )
+            .field("checkpointer", &self.inner.checkpointer)
+            .finish()
+    }
+}
+
+/// Which kind of task, and its position (part of the task id).
+#[derive(Clone, Debug)]
+pub(crate) enum TaskKind {
+    /// Triggered by a channel (an edge, a router, or the input).
+    Pull,
+    /// The `i`-th pending `Send`.
+    Push(usize),
+}
+
+/// One task of a step.
+pub(crate) struct Task<S: State> {
+    pub(crate) id: String,
+    /// Node index, or `None` for the start task.
+    pub(crate) node: Option<usize>,
+    pub(crate) name: String,
+    pub(crate) kind: TaskKind,
+    /// The state the node receives (`None` for the start task, which reads the input).
+    pub(crate) input: Option<S>,
+}
+
+/// What a task produced, ready for the barrier.
+pub(crate) struct TaskOutput<S: State> {
+    pub(crate) update: Option<S::Update>,
+    /// Node indices to trigger.
+    pub(crate) triggers: Vec<usize>,
+    pub(crate) sends: Vec<(String, S)>,
+}
+
+impl<S: State> Default for TaskOutput<S> {
+    fn default() -> Self {
+        TaskOutput {
+            update: None,
+            triggers: Vec::new(),
+            sends: Vec::new(),
+        }
+    }
+}
+
+/// The channels of a thread at one checkpoint, decoded.
+pub(crate) struct Frame<S: State> {
+    pub(crate) state: S,
+    pub(crate) versions: BTreeMap<String, ChannelVersion>,
+    pub(crate) seen: BTreeMap<String, BTreeMap<String, ChannelVersion>>,
+    pub(crate) input: Option<S::Update>,
+    /// Node indices whose trigger channel is set.
+    pub(crate) triggered: BTreeSet<usize>,
+    pub(crate) sends: Vec<(String, S)>,
+    pub(crate) step: i64,
+    /// The checkpoint this frame is (`None` before the first).
+    pub(crate) checkpoint_id: Option<String>,
+    /// Writes saved against that checkpoint.
+    pub(crate) pending: Vec<PendingWrite>,
+    /// Channels changed since the last checkpoint that reached the saver.
+    pub(crate) dirty: BTreeSet<String>,
+    /// The last checkpoint that reached the saver (the parent of the next put).
+    pub(crate) persisted_id: Option<String>,
+}
+
+impl<S: State> CompiledGraph<S> {
+    pub(crate) fn new(
+        template: S,
+        start: Node<S>,
+        nodes: Vec<Node<S>>,
+        index: HashMap<String, usize>,
+        options: CompileOptions,
+    ) -> Self {
+        let channel_names = template
+            .channels()
+            .iter()
+            .map(|c| c.name.to_string())
+            .collect();
+        CompiledGraph {
+            inner: Arc::new(Inner {
+                template,
+                start,
+                nodes,
+                index,
+                checkpointer: options.checkpointer,
+                store: options.store,
+                serde: options.serde,
+                channel_names,
+            }),
+        }
+    }
+
+    /// The checkpointer the graph was compiled with.
+    pub fn checkpointer(&self) -> Option<&Arc<dyn CheckpointSaver>> {
+        self.inner.checkpointer.as_ref()
+    }
+
+    /// The store the graph was compiled with.
+    pub fn store(&self) -> Option<&Arc<dyn Store>> {
+        self.inner.store.as_ref()
+    }
+
+    /// Runs the graph to the end and returns the final state.
+    ///
+    /// `input` starts a new run on the thread (unfinished tasks of the last checkpoint are
+    /// dropped); `None` resumes the thread from its latest checkpoint, or replays from
+    /// `config.checkpoint_id`, re-running only what comes after that checkpoint.
+    pub async fn invoke(&self, input: Option<S::Update>, config: &RunConfig) -> Result<S> {
+        self.run(input, config, &Emitter::none()).await
+    }
+
+    pub(crate) async fn run(
+        &self,
+        input: Option<S::Update>,
+        config: &RunConfig,
+        emitter: &Emitter<S>,
+    ) -> Result<S> {
+        let mut run = Run::new(self, config, emitter)?;
+        let result = run.execute(input).await;
+        match result {
+            Ok(()) => {
+                run.finish().await?;
+                Ok(run.frame.state)
+            }
+            Err(err) => {
+                // Exit durability still leaves the thread where the run stopped.
+                run.finish().await?;
+                Err(err)
+            }
+        }
+    }
+
+    /// The thread id a config must carry when the graph has a checkpointer.
+    pub(crate) fn thread_of<'c>(&self, config: &'c RunConfig) -> Result<Option<&'c str>> {
+        match (&self.inner.checkpointer, &config.thread_id) {
+            (Some(_), Some(thread)) => Ok(Some(thread)),
+            (Some(_), None) => Err(Error::InvalidConfig(
+                "this graph has a checkpointer: the config needs a thread_id".into(),
+            )),
+            (None, _) => Ok(None),
+        }
+    }
+
+    /// A frame with no checkpoint: the template state.
+    pub(crate) fn fresh_frame(&self) -> Frame<S> {
+        Frame {
+            state: self.inner.template.clone(),
+            versions: BTreeMap::new(),
+            seen: BTreeMap::new(),
+            input: None,
+            triggered: BTreeSet::new(),
+            sends: Vec::new(),
+            step: -2,
+            checkpoint_id: None,
+            pending: Vec::new(),
+            dirty: BTreeSet::new(),
+            persisted_id: None,
+        }
+    }
+
+    /// Decodes a stored checkpoint into a frame.
+    pub(crate) fn load_frame(&self, tuple: CheckpointTuple) -> Result<Frame<S>> {
+        let inner = &self.inner;
+        let CheckpointTuple {
+            config,
+            checkpoint,
+            metadata,
+            pending_writes,
+            ..
+        } = tuple;
+        let mut frame = self.fresh_frame();
+        let thread = config.thread_id.as_str();
+        let ns = config.checkpoint_ns.as_deref().unwrap_or("");
+        for (name, stored) in &checkpoint.channel_values {
+            let version = checkpoint
+                .channel_versions
+                .get(name)
+                .map(ChannelVersion::as_str)
+                .unwrap_or("");
+            let slot = Slot::Channel {
+                thread_id: thread,
+                checkpoint_ns: ns,
+                channel: name,
+                version,
+            };
+            if let Some(i) = frame.state.channel_index(name) {
+                let value = open(&inner.serde, stored, &slot, name)?;
+                frame.state.load_channel(i, &value, &inner.serde)?;
+            } else if name == INPUT {
+                let value = open(&inner.serde, stored, &slot, name)?;
+                frame.input = Some(decode(&inner.serde, &value, name)?);
+            } else if let Some(node) = name.strip_prefix(BRANCH_PREFIX) {
+                if let Some(&i) = inner.index.get(node) {
+                    frame.triggered.insert(i);
+                }
+            } else if name == channels::TASKS {
+                let value = open(&inner.serde, stored, &slot, name)?;
+                frame.sends = decode(&inner.serde, &value, name)?;
+            }
+        }
+        frame.versions = checkpoint.channel_versions;
+        frame.seen = checkpoint.versions_seen;
+        frame.step = metadata.step.unwrap_or(-1);
+        frame.checkpoint_id = Some(checkpoint.id.clone());
+        frame.persisted_id = Some(checkpoint.id);
+        frame.pending = pending_writes;
+        Ok(frame)
+    }
+
+    /// The tasks the frame's triggers and sends call for, in a fixed order: sends first (in
+    /// the order written), then triggered nodes in the order they were added.
+    pub(crate) fn prepare(&self, frame: &Frame<S>, ns: &str) -> Vec<Task<S>> {
+        let inner = &self.inner;
+        let checkpoint_id = frame.checkpoint_id.as_deref().unwrap_or("");
+        let step = frame.step + 1;
+        let mut tasks = Vec::new();
+        if frame.input.is_some() {
+            tasks.push(Task {
+                id: task_id(checkpoint_id, ns, step, START, &TaskKind::Pull),
+                node: None,
+                name: START.to_owned(),
+                kind: TaskKind::Pull,
+                input: None,
+            });
+        }
+        for (i, (node, arg)) in frame.sends.iter().enumerate() {
+            let Some(&index) = inner.index.get(node) else {
+                continue;
+            };
+            let kind = TaskKind::Push(i);
+            tasks.push(Task {
+                id: task_id(checkpoint_id, ns, step, node, &kind),
+                node: Some(index),
+                name: node.clone(),
+                kind,
+                input: Some(arg.clone()),
+            });
+        }
+        for &index in &frame.triggered {
+            let name = &inner.nodes[index].name;
+            tasks.push(Task {
+                id: task_id(checkpoint_id, ns, step, name, &TaskKind::Pull),
+                node: Some(index),
+                name: name.clone(),
+                kind: TaskKind::Pull,
+                input: Some(frame.state.clone()),
+            });
+        }
+        tasks
+    }
+
+    /// Where a node's output sends the graph: static edges, routers (on the state with the
+    /// update applied) and the command's own `goto`s.
+    pub(crate) fn route(
+        &self,
+        node: &Node<S>,
+        state: &S,
+        update: Option<&S::Update>,
+        gotos: Vec<Goto<S>>,
+    ) -> Result<TaskOutput<S>> {
+        let mut out = TaskOutput {
+            update: update.cloned(),
+            triggers: node.edges.clone(),
+            sends: Vec::new(),
+        };
+        let mut all = gotos;
+        if !node.branches.is_empty() {
+            let routed_state;
+            let view = match update {
+                Some(update) => {
+                    let mut next = state.clone();
+                    next.apply(update.clone())?;
+                    routed_state = next;
+                    &routed_state
+                }
+                None => state,
+            };
+            for branch in &node.branches {
+                for goto in (branch.router)(view) {
+                    all.push(match (goto, &branch.map) {
+                        (Goto::Node(key), Some(map)) => match map.get(&key) {
+                            Some(target) => Goto::Node(target.clone()),
+                            None => {
+                                return Err(Error::InvalidUpdate(format!(
+                                    "router of `{}` returned `{key}`, which its path map does not name",
+                                    node.name
+                                )));
+                            }
+                        },
+                        (goto, _) => goto,
+                    });
+                }
+            }
+        }
+        for goto in all {
+            match goto {
+                Goto::Node(name) if name == END => {}
+                Goto::Node(name) => match self.inner.index.get(&name) {
+                    Some(&i) => {
+                        if !out.triggers.contains(&i) {
+                            out.triggers.push(i);
+                        }
+                    }
+                    None => {
+                        return Err(Error::InvalidUpdate(format!(
+                            "`{}` routed to `{name}`, which is not a node of this graph",
+                            node.name
+                        )));
+                    }
+                },
+                Goto::Send(send) => {
+                    if !self.inner.index.contains_key(&send.node) {
+                        return Err(Error::InvalidUpdate(format!(
+                            "`{}` sent to `{}`, which is not a node of this graph",
+                            node.name, send.node
+                        )));
+                    }
+                    out.sends.push((send.node, send.arg));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The writes a task output stands for, as stored by `put_writes`.
+    fn encode_writes(
+        &self,
+        state: &S,
+        output: &TaskOutput<S>,
+    ) -> Result<Vec<(String, SerializedValue)>> {
+        let inner = &self.inner;
+        let mut writes = Vec::new();
+        if let Some(update) = &output.update {
+            for (i, value) in state.dump_update(update, &inner.serde)? {
+                writes.push((inner.channel_names[i].clone(), value));
+            }
+        }
+        for &i in &output.triggers {
+            writes.push((inner.nodes[i].trigger.clone(), null_value()));
+        }
+        for send in &output.sends {
+            writes.push((
+                channels::TASKS.to_owned(),
+                inner
+                    .serde
+                    .dumps(send)
+                    .map_err(|e| crate::state::channel_error(channels::TASKS, e))?,
+            ));
+        }
+        Ok(writes)
+    }
+
+    /// Rebuilds a task's output from its saved writes; `None` if it saved an error instead.
+    fn decode_writes(
+        &self,
+        state: &S,
+        writes: &[&PendingWrite],
+        open_slot: impl Fn(&PendingWrite, usize) -> Result<SerializedValue>,
+    ) -> Result<Option<TaskOutput<S>>> {
+        let inner = &self.inner;
+        let mut out = TaskOutput::default();
+        let mut update = S::Update::default();
+        let mut has_update = false;
+        for (position, write) in writes.iter().enumerate() {
+            let channel = write.channel.as_str();
+            if channel == channels::ERROR {
+                return Ok(None);
+            }
+            if let Some(i) = state.channel_index(channel) {
+                let value = open_slot(write, position)?;
+                state.load_write(&mut update, i, &value, &inner.serde)?;
+                has_update = true;
+            } else if let Some(node) = channel.strip_prefix(BRANCH_PREFIX) {
+                if let Some(&i) = inner.index.get(node) {
+                    out.triggers.push(i);
+                }
+            } else if channel == channels::TASKS {
+                let value = open_slot(write, position)?;
+                out.sends.push(decode(&inner.serde, &value, channel)?);
+            }
+        }
+        out.update = has_update.then_some(update);
+        Ok(Some(out))
+    }
+
+    /// Folds the step's outputs into the frame, in task order, and returns the channels whose
+    /// version changed.
+    pub(crate) fn apply(
+        &self,
+        frame: &mut Frame<S>,
+        tasks: &[Task<S>],
+        outputs: Vec<TaskOutput<S>>,
+        version: &ChannelVersion,
+    ) -> Result<BTreeSet<String>> {
+        let inner = &self.inner;
+        if outputs.len() > 1 {
+            // A last-value channel takes one value per step: two writers is a graph bug.
+            let specs = frame.state.channels();
+            let mut writers = vec![0usize; specs.len()];
+            for update in outputs.iter().filter_map(|o| o.update.as_ref()) {
+                for i in frame.state.written(update) {
+                    writers[i] += 1;
+                }
+            }
+            if let Some((i, n)) = writers
+                .iter()
+                .enumerate()
+                .find(|(i, n)| **n > 1 && !specs[*i].reduced)
+            {
+                return Err(Error::InvalidUpdate(format!(
+                    "channel `{}` received {n} values in one step; it keeps the last value \
+                     only, so give it a reducer to combine concurrent writes",
+                    specs[i].name
+                )));
+            }
+        }
+
+        let mut changed = BTreeSet::new();
+        // Consume what the tasks read: the input, their triggers, the sends.
+        for task in tasks {
+            let trigger = match (task.node, &task.kind) {
+                (None, _) => INPUT,
+                (Some(i), TaskKind::Pull) => inner.nodes[i].trigger.as_str(),
+                (Some(_), TaskKind::Push(_)) => channels::TASKS,
+            };
+            if let Some(seen_version) = frame.versions.get(trigger) {
+                frame
+                    .seen
+                    .entry(task.name.clone())
+                    .or_default()
+                    .insert(trigger.to_owned(), seen_version.clone());
+            }
+        }
+        if frame.input.take().is_some() {
+            changed.insert(INPUT.to_owned());
+        }
+        for i in std::mem::take(&mut frame.triggered) {
+            changed.insert(inner.nodes[i].trigger.clone());
+        }
+        if !frame.sends.is_empty() {
+            frame.sends.clear();
+            changed.insert(channels::TASKS.to_owned());
+        }
+        // Then the writes, in task order.
+        for output in outputs {
+            if let Some(update) = output.update {
+                for i in frame.state.written(&update) {
+                    changed.insert(inner.channel_names[i].clone());
+                }
+                frame.state.apply(update)?;
+            }
+            for i in output.triggers {
+                frame.triggered.insert(i);
+                changed.insert(inner.nodes[i].trigger.clone());
+            }
+            if !output.sends.is_empty() {
+                frame.sends.extend(output.sends);
+                changed.insert(channels::TASKS.to_owned());
+            }
+        }
+        for name in &changed {
+            frame.versions.insert(name.clone(), version.clone());
+        }
+        frame.dirty.extend(changed.iter().cloned());
+        Ok(changed)
+    }
+
+    /// The next version for a step's changes: one past the greatest version in the frame.
+    pub(crate) fn next_version(&self, frame: &Frame<S>) -> Result<ChannelVersion> {
+        let max = frame.versions.values().max();
+        Ok(match &self.inner.checkpointer {
+            Some(saver) => saver.next_version(max)?,
+            None => ChannelVersion::next(max)?,
+        })
+    }
+
+    /// Encodes the frame's `channels` (those with a value) for a checkpoint.
+    pub(crate) fn checkpoint_values(
+        &self,
+        frame: &Frame<S>,
+        channels_to_write: &BTreeSet<String>,
+        thread: &str,
+        ns: &str,
+    ) -> Result<BTreeMap<String, SerializedValue>> {
+        let inner = &self.inner;
+        let mut values = BTreeMap::new();
+        for name in channels_to_write {
+            let value = if let Some(i) = frame.state.channel_index(name) {
+                frame.state.dump_channel(i, &inner.serde)?
+            } else if name == INPUT {
+                match &frame.input {
+                    Some(input) => Some(
+                        inner
+                            .serde
+                            .dumps(input)
+                            .map_err(|e| crate::state::channel_error(name, e))?,
+                    ),
+                    None => None,
+                }
+            } else if let Some(node) = name.strip_prefix(BRANCH_PREFIX) {
+                inner
+                    .index
+                    .get(node)
+                    .filter(|i| frame.triggered.contains(i))
+                    .map(|_| null_value())
+            } else if name == channels::TASKS && !frame.sends.is_empty() {
+                Some(
+                    inner
+                        .serde
+                        .dumps(&frame.sends)
+                        .map_err(|e| crate::state::channel_error(name, e))?,
+                )
+            } else {
+                None
+            };
+            if let Some(value) = value {
+                let version = frame
+                    .versions
+                    .get(name)
+                    .map(ChannelVersion::as_str)
+                    .unwrap_or("");
+                let slot = Slot::Channel {
+                    thread_id: thread,
+                    checkpoint_ns: ns,
+                    channel: name,
+                    version,
+                };
+                let value = inner
+                    .serde
+                    .seal(&value, &slot)
+                    .map_err(|e| crate::state::channel_error(name, e))?;
+                values.insert(name.clone(), value);
+            }
+        }
+        Ok(values)
+    }
+}
+
+/// One run of the loop on one thread.
+struct Run<'g, S: State> {
+    graph: &'g CompiledGraph<S>,
+    config: Arc<RunConfig>,
+    emitter: &'g Emitter<S>,
+    thread: Option<String>,
+    ns: String,
+    frame: Frame<S>,
+    /// Writes of finished tasks in exit durability, kept until the final put.
+    exit_writes: Vec<(String, Vec<(String, SerializedValue)>)>,
+    custom: Option<CustomSink>,
+    /// Why the frame's checkpoint was made.
+    last_source: CheckpointSource,
+    /// Async durability: the latest checkpoint put (each put waits for the one before it).
+    last_put: Option<Background>,
+    /// Async durability: task writes in flight.
+    writes_in_flight: Vec<Background>,
+}
+
+/// A saver call running in the background.
+type Background = tokio::task::JoinHandle<Result<()>>;
+
+/// Waits for a background saver call, turning a crashed task into an error.
+async fn join(handle: Background) -> Result<()> {
+    handle
+        .await
+        .map_err(|e| Error::Checkpoint(waypoint_checkpoint::Error::backend("runtime", e)))?
+}
+
+impl<'g, S: State> Run<'g, S> {
+    fn new(
+        graph: &'g CompiledGraph<S>,
+        config: &RunConfig,
+        emitter: &'g Emitter<S>,
+    ) -> Result<Self> {
+        let thread = graph.thread_of(config)?.map(str::to_owned);
+        let custom = emitter.custom_sink();
+        Ok(Run {
+            graph,
+            config: Arc::new(config.clone()),
+            emitter,
+            thread,
+            ns: config.checkpoint_ns.clone(),
+            frame: graph.fresh_frame(),
+            exit_writes: Vec::new(),
+            custom,
+            last_source: CheckpointSource::Loop,
+            last_put: None,
+            writes_in_flight: Vec::new(),
+        })
+    }
+
+    fn saver(&self) -> Option<(&Arc<dyn CheckpointSaver>, &str)> {
+        match (&self.graph.inner.checkpointer, &self.thread) {
+            (Some(saver), Some(thread)) => Some((saver, thread.as_str())),
+            _ => None,
+        }
+    }
+
+    fn sync(&self) -> bool {
+        self.config.durability == Durability::Sync
+    }
+
+    async fn execute(&mut self, input: Option<S::Update>) -> Result<()> {
+        let replaying = self.config.checkpoint_id.is_some();
+        if let Some((saver, thread)) = self.saver() {
+            let config = self.config.checkpoint_config(thread);
+            match saver.get_tuple(&config).await? {
+                Some(tuple) => self.frame = self.graph.load_frame(tuple)?,
+                None if replaying => {
+                    return Err(Error::InvalidConfig(format!(
+                        "checkpoint `{}` of thread `{thread}` does not exist",
+                        self.config.checkpoint_id.as_deref().unwrap_or("")
+                    )));
+                }
+                None => {}
+            }
+        }
+        if let Some(input) = input {
+            // A new input drops the tasks an earlier run left unfinished.
+            let version = self.graph.next_version(&self.frame)?;
+            let mut changed = BTreeSet::new();
+            if !self.frame.triggered.is_empty() || !self.frame.sends.is_empty() {
+                let stale = self.graph.prepare(&self.frame, &self.ns);
+                let outputs = stale.iter().map(|_| TaskOutput::default()).collect();
+                changed = self
+                    .graph
+                    .apply(&mut self.frame, &stale, outputs, &version)?;
+            }
+            self.frame.input = Some(input);
+            changed.insert(INPUT.to_owned());
+            self.frame.versions.insert(INPUT.to_owned(), version);
+            self.frame.dirty.insert(INPUT.to_owned());
+            self.frame.pending.clear();
+            let step = self.frame.step + 1;
+            self.checkpoint(CheckpointSource::Input, step, &changed)
+                .await?;
+        } else if self.frame.checkpoint_id.is_none() {
+            // Nothing to resume and no input: the run is empty.
+            return Ok(());
+        }
+
+        let mut skip_done = !replaying;
+        let mut steps = 0usize;
+        loop {
+            let tasks = self.graph.prepare(&self.frame, &self.ns);
+            if tasks.is_empty() {
+                return Ok(());
+            }
+            if steps >= self.config.recursion_limit {
+                return Err(Error::Recursion {
+                    limit: self.config.recursion_limit,
+                });
+            }
+            steps += 1;
+            let step = self.frame.step + 1;
+            for task in &tasks {
+                self.emitter.debug(|| {
+                    serde_json::json!({"type": "task", "step": step,
+                        "payload": {"id": task.id, "name": task.name}})
+                });
+            }
+            let (outputs, unsaved) = self.run_tasks(&tasks, skip_done).await;
+            self.keep_writes(unsaved);
+            let outputs = outputs?;
+            for (task, output) in tasks.iter().zip(&outputs) {
+                self.emitter.debug(|| {
+                    serde_json::json!({"type": "task_result", "step": step,
+                        "payload": {"id": task.id, "name": task.name,
+                            "result": serde_json::to_value(&output.update).unwrap_or_default()}})
+                });
+            }
+            skip_done = true;
+            self.emit_updates(&tasks, &outputs);
+            let version = self.graph.next_version(&self.frame)?;
+            let changed = self
+                .graph
+                .apply(&mut self.frame, &tasks, outputs, &version)?;
+            self.checkpoint(CheckpointSource::Loop, step, &changed)
+                .await?;
+            self.emitter.values(&self.frame.state);
+        }
+    }
+
+    /// Runs a step's tasks concurrently; each task's writes are saved as it finishes
+    /// (in sync durability) or returned for the end of the run. Tasks whose writes a
+    /// checkpoint already holds are not run again (unless replaying).
+    async fn run_tasks(
+        &self,
+        tasks: &[Task<S>],
+        skip_done: bool,
+    ) -> (Result<Vec<TaskOutput<S>>>, Vec<UnsavedWrites>) {
+        let graph = self.graph;
+        let mut done: HashMap<&str, Vec<&PendingWrite>> = HashMap::new();
+        if skip_done {
+            for write in &self.frame.pending {
+                done.entry(write.task_id.as_str()).or_default().push(write);
+            }
+        }
+        let checkpoint_id = self.frame.checkpoint_id.as_deref().unwrap_or("");
+        let futures = tasks.iter().map(|task| {
+            let saved = done.get(task.id.as_str());
+            async move {
+                if let Some(saved) = saved {
+                    let open_slot = |w: &PendingWrite, position: usize| {
+                        self.open_write(w, checkpoint_id, position)
+                    };
+                    if let Some(output) =
+                        graph.decode_writes(&self.frame.state, saved, open_slot)?
+                    {
+                        return Ok((Ok(output), None));
+                    }
+                }
+                let result = self.run_task(task).await;
+                let writes = match &result {
+                    Ok(output) => graph.encode_writes(&self.frame.state, output)?,
+                    Err(err) => vec![(
+                        channels::ERROR.to_owned(),
+                        graph
+                            .inner
+                            .serde
+                            .dumps(&err.to_string())
+                            .map_err(|e| crate::state::channel_error(channels::ERROR, e))?,
+                    )],
+                };
+                let writes = self.seal_writes(writes, checkpoint_id, &task.id)?;
+                match self.saver() {
+                    Some((saver, thread)) if self.sync() => {
+                        let config = CheckpointConfig::of(thread, &self.ns, checkpoint_id);
+                        saver
+                            .put_writes(&config, writes, &task.id, &task.name)
+                            .await?;
+                        Ok::<_, Error>((result, None))
+                    }
+                    _ => Ok((result, Some((task.id.clone(), writes)))),
+                }
+            }
+        });
+        let results = join_all(futures).await;
+        let mut outputs = Vec::with_capacity(tasks.len());
+        let mut unsaved = Vec::new();
+        let mut failure = None;
+        for result in results {
+            match result {
+                Ok((output, writes)) => {
+                    unsaved.extend(writes);
+                    match output {
+                        Ok(output) => outputs.push(output),
+                        Err(err) => {
+                            failure.get_or_insert(err);
+                        }
+                    }
+                }
+                Err(err) => {
+                    failure.get_or_insert(err);
+                }
+            }
+        }
+        match failure {
+            Some(err) => (Err(err), unsaved),
+            None => (Ok(outputs), unsaved),
+        }
+    }
+
+    /// Calls one task's node and routes its result.
+    async fn run_task(&self, task: &Task<S>) -> Result<TaskOutput<S>> {
+        let inner = &self.graph.inner;
+        let Some(index) = task.node else {
+            // The start task writes the input and follows START's edges.
+            return self.graph.route(
+                &inner.start,
+                &self.frame.state,
+                self.frame.input.as_ref(),
+                Vec::new(),
+            );
+        };
+        let node = &inner.nodes[index];
+        let Some(func) = &node.func else {
+            return Ok(TaskOutput::default());
+        };
+        let ctx = Context {
+            config: Arc::clone(&self.config),
+            store: inner.store.clone(),
+            custom: self.custom.clone(),
+            node: Arc::from(node.name.as_str()),
+            step: self.frame.step + 1,
+        };
+        let input = task
+            .input
+            .clone()
+            .unwrap_or_else(|| self.frame.state.clone());
+        let Command { update, goto } = func(input, ctx).await.map_err(|source| Error::Node {
+            node: node.name.clone(),
+            source,
+        })?;
+        self.graph
+            .route(node, &self.frame.state, update.as_ref(), goto)
+    }
+
+    fn open_write(
+        &self,
+        write: &PendingWrite,
+        checkpoint_id: &str,
+        position: usize,
+    ) -> Result<SerializedValue> {
+        let Some(thread) = &self.thread else {
+            return Ok(write.value.clone());
+        };
+        let slot = Slot::Write {
+            thread_id: thread,
+            checkpoint_ns: &self.ns,
+            checkpoint_id,
+            task_id: &write.task_id,
+            channel: &write.channel,
+            idx: channels::write_index(&write.channel, position),
+        };
+        open(&self.graph.inner.serde, &write.value, &slot, &write.channel)
+    }
+
+    fn seal_writes(
+        &self,
+        writes: Vec<(String, SerializedValue)>,
+        checkpoint_id: &str,
+        task_id: &str,
+    ) -> Result<Vec<(String, SerializedValue)>> {
+        let serde = &self.graph.inner.serde;
+        let Some(thread) = self.thread.as_deref().filter(|_| serde.is_encrypted()) else {
+            return Ok(writes);
+        };
+        writes
+            .into_iter()
+            .enumerate()
+            .map(|(position, (channel, value))| {
+                let slot = Slot::Write {
+                    thread_id: thread,
+                    checkpoint_ns: &self.ns,
+                    checkpoint_id,
+                    task_id,
+                    channel: &channel,
+                    idx: channels::write_index(&channel, position),
+                };
+                let sealed = serde
+                    .seal(&value, &slot)
+                    .map_err(|e| crate::state::channel_error(&channel, e))?;
+                Ok((channel, sealed))
+            })
+            .collect()
+    }
+
+    fn emit_updates(&self, tasks: &[Task<S>], outputs: &[TaskOutput<S>]) {
+        if !self.emitter.wants(StreamMode::Updates) {
+            return;
+        }
+        for (task, output) in tasks.iter().zip(outputs) {
+            if task.node.is_some() {
+                self.emitter.update(&task.name, output.update.clone());
+            }
+        }
+    }
+
+    /// Makes the frame a new checkpoint, and writes it unless durability is exit-only.
+    async fn checkpoint(
+        &mut self,
+        source: CheckpointSource,
+        step: i64,
+        changed: &BTreeSet<String>,
+    ) -> Result<()> {
+        self.frame.step = step;
+        self.frame.checkpoint_id = Some(waypoint_checkpoint::checkpoint_id(step));
+        self.frame.pending.clear();
+        self.exit_writes.clear();
+        self.last_source = source;
+        if self.config.durability != Durability::Exit {
+            self.persist(changed.clone()).await?;
+        }
+        self.emitter.debug(|| self.checkpoint_event());
+        Ok(())
+    }
+
+    /// Writes that `run_tasks` did not save: in the background (async durability) or at
+    /// the end of the run (exit durability).
+    fn keep_writes(&mut self, unsaved: Vec<UnsavedWrites>) {
+        if self.config.durability != Durability::Async {
+            self.exit_writes.extend(unsaved);
+            return;
+        }
+        let Some((saver, thread)) = self.saver() else {
+            return;
+        };
+        let saver = Arc::clone(saver);
+        let config = CheckpointConfig::of(
+            thread,
+            &self.ns,
+            self.frame.checkpoint_id.as_deref().unwrap_or(""),
+        );
+        for (task_id, writes) in unsaved {
+            let saver = Arc::clone(&saver);
+            let config = config.clone();
+            self.writes_in_flight.push(tokio::spawn(async move {
+                Ok(saver.put_writes(&config, writes, &task_id, "").await?)
+            }));
+        }
+    }
+
+    /// The debug event of the frame's checkpoint.
+    fn checkpoint_event(&self) -> serde_json::Value {
+        let next: Vec<String> = self
+            .graph
+            .prepare(&self.frame, &self.ns)
+            .into_iter()
+            .map(|t| t.name)
+            .collect();
+        serde_json::json!({
+            "type": "checkpoint",
+            "step": self.frame.step,
+            "payload": {
+                "config": {
+                    "thread_id": self.thread,
+                    "checkpoint_ns": self.ns,
+                    "checkpoint_id": self.frame.checkpoint_id,
+                },
+                "values": serde_json::to_value(&self.frame.state).unwrap_or_default(),
+                "metadata": {"source": self.last_source, "step": self.frame.step},
+                "next": next,
+            },
+        })
+    }
+
+    /// Writes the frame's checkpoint with `channels` changed since the last one stored.
+    async fn persist(&mut self, changed: BTreeSet<String>) -> Result<()> {
+        let Some((saver, thread)) = self.saver() else {
+            self.frame.dirty.clear();
+            return Ok(());
+        };
+        let saver = Arc::clone(saver);
+        let thread = thread.to_owned();
+        let frame = &self.frame;
+        let id = frame.checkpoint_id.clone().unwrap_or_default();
+        let mut checkpoint = Checkpoint::new(frame.step);
+        checkpoint.id = id;
+        checkpoint.channel_values = self
+            .graph
+            .checkpoint_values(frame, &changed, &thread, &self.ns)?;
+        checkpoint.channel_versions = frame.versions.clone();
+        checkpoint.versions_seen = frame.seen.clone();
+        checkpoint.updated_channels = Some(changed.iter().cloned().collect());
+        let new_versions = changed
+            .iter()
+            .filter_map(|c| frame.versions.get(c).map(|v| (c.clone(), v.clone())))
+            .collect();
+        let mut metadata = CheckpointMetadata::new(self.last_source, frame.step);
+        if let Some(run_id) = &self.config.run_id {
+            metadata = metadata.with_run_id(run_id.clone());
+        }
+        let parent = CheckpointConfig {
+            thread_id: thread,
+            checkpoint_ns: Some(self.ns.clone()),
+            checkpoint_id: frame.persisted_id.clone(),
+        };
+        if self.config.durability == Durability::Async {
+            // Puts stay in order: each waits for the previous one before it starts.
+            let previous = self.last_put.take();
+            self.last_put = Some(tokio::spawn(async move {
+                if let Some(previous) = previous {
+                    join(previous).await?;
+                }
+                saver
+                    .put(&parent, checkpoint, metadata, new_versions)
+                    .await?;
+                Ok(())
+            }));
+        } else {
+            saver
+                .put(&parent, checkpoint, metadata, new_versions)
+                .await?;
+        }
+        self.frame.persisted_id = self.frame.checkpoint_id.clone();
+        self.frame.dirty.clear();
+        Ok(())
+    }
+
+    /// At the end of a run: waits for background saves (async durability), or writes the
+    /// last checkpoint and its writes (exit durability).
+    async fn finish(&mut self) -> Result<()> {
+        let mut result = Ok(());
+        for handle in std::mem::take(&mut self.writes_in_flight) {
+            let joined = join(handle).await;
+            result = result.and(joined);
+        }
+        if let Some(handle) = self.last_put.take() {
+            result = result.and(join(handle).await);
+        }
+        result?;
+        if self.config.durability != Durability::Exit
+            || self.frame.dirty.is_empty() && self.exit_writes.is_empty()
+        {
+            return Ok(());
+        }
+        if !self.frame.dirty.is_empty() {
+            let dirty = std::mem::take(&mut self.frame.dirty);
+            self.persist(dirty).await?;
+        }
+        let unsaved = std::mem::take(&mut self.exit_writes);
+        if let Some((saver, thread)) = self.saver() {
+            let config = CheckpointConfig::of(
+                thread,
+                &self.ns,
+                self.frame.checkpoint_id.as_deref().unwrap_or(""),
+            );
+            for (task_id, writes) in unsaved {
+                saver.put_writes(&config, writes, &task_id, "").await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A task's writes not yet saved (exit durability): task id and writes.
+type UnsavedWrites = (String, Vec<(String, SerializedValue)>);
+
+/// A task's id: a uuid5 of where and what it is, so reruns of one step agree.
+pub(crate) fn task_id(
+    checkpoint_id: &str,
+    ns: &str,
+    step: i64,
+    name: &str,
+    kind: &TaskKind,
+) -> String {
+    let kind = match kind {
+        TaskKind::Pull => "pull".to_owned(),
+        TaskKind::Push(i) => format!("push:{i}"),
+    };
+    let key = format!("{checkpoint_id}\u{0}{ns}\u{0}{step}\u{0}{name}\u{0}{kind}");
+    uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, key.as_bytes()).to_string()
+}
+
+fn null_value() -> SerializedValue {
+    SerializedValue::new(TAG_NULL, Vec::new())
+}
+
+fn open(
+    serde: &Serde,
+    value: &SerializedValue,
+    slot: &Slot<'_>,
+    channel: &str,
+) -> Result<SerializedValue> {
+    serde
+        .open(value, slot)
+        .map_err(|e| crate::state::channel_error(channel, e))
+}
+
+fn decode<T: serde::de::DeserializeOwned>(
+    serde: &Serde,
+    value: &SerializedValue,
+    channel: &str,
+) -> Result<T> {
+    serde
+        .loads(value)
+        .map_err(|e| crate::state::channel_error(channel, e))
+}

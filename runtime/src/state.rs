@@ -1,0 +1,402 @@
+//! Graph state: a set of channels, each with a reducer that folds updates into it.
+//!
+//! A state type is usually a struct deriving [`State`](macro@crate::State): each field is a
+//! channel, `#[reducer(...)]` names how updates combine with it, and fields without one keep
+//! the last value written. The derive also makes the partial update type (one `Option` per
+//! field). [`JsonState`] is the dynamic form: a JSON object whose keys and reducers are
+//! declared at run time in a [`JsonSchema`].
+//!
+//! The runtime never looks inside values: it moves channels to and from the checkpointer
+//! through the methods below, by channel index.
+
+use std::borrow::Cow;
+use std::fmt::{self, Debug};
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+use waypoint_checkpoint::{Serde, SerializedValue};
+
+use crate::{Error, Result};
+
+/// One channel of a state: its name and whether a reducer combines its writes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChannelSpec {
+    /// The channel (field or key) name.
+    pub name: Cow<'static, str>,
+    /// Whether writes are folded by a reducer; last-value channels take one write per step.
+    pub reduced: bool,
+}
+
+impl ChannelSpec {
+    /// A channel spec usable in `const` tables (what the derive generates).
+    pub const fn new(name: &'static str, reduced: bool) -> Self {
+        ChannelSpec {
+            name: Cow::Borrowed(name),
+            reduced,
+        }
+    }
+}
+
+/// A graph's state: channels the runtime reads, updates through reducers and checkpoints.
+///
+/// Implemented by `#[derive(State)]` and by [`JsonState`]. Channel indices are positions in
+/// [`State::channels`]. Every method that decodes returns an error on bad bytes, never panics.
+pub trait State: Clone + Debug + Send + Sync + Serialize + DeserializeOwned + 'static {
+    /// A partial update: a value for some channels, folded in by their reducers.
+    type Update: Clone + Debug + Default + Send + Sync + Serialize + DeserializeOwned + 'static;
+
+    /// The channels, in declaration order.
+    fn channels(&self) -> &[ChannelSpec];
+
+    /// Encodes one channel's current value; `None` when the channel holds nothing yet.
+    fn dump_channel(&self, channel: usize, serde: &Serde) -> Result<Option<SerializedValue>>;
+
+    /// Replaces one channel's value with a stored one.
+    fn load_channel(
+        &mut self,
+        channel: usize,
+        value: &SerializedValue,
+        serde: &Serde,
+    ) -> Result<()>;
+
+    /// Encodes the channels an update writes, as `(channel, value)` pairs in channel order.
+    fn dump_update(
+        &self,
+        update: &Self::Update,
+        serde: &Serde,
+    ) -> Result<Vec<(usize, SerializedValue)>>;
+
+    /// Sets one channel of `update` from a stored write (the inverse of [`State::dump_update`]).
+    fn load_write(
+        &self,
+        update: &mut Self::Update,
+        channel: usize,
+        value: &SerializedValue,
+        serde: &Serde,
+    ) -> Result<()>;
+
+    /// The channels `update` writes, in channel order.
+    fn written(&self, update: &Self::Update) -> Vec<usize>;
+
+    /// Folds `update` into the state through each channel's reducer.
+    fn apply(&mut self, update: Self::Update) -> Result<()>;
+
+    /// The index of the channel called `name`.
+    fn channel_index(&self, name: &str) -> Option<usize> {
+        self.channels().iter().position(|c| c.name == name)
+    }
+}
+
+/// What a reducer function may return: nothing, or a `Result` to refuse an update.
+pub trait ReducerOutput {
+    /// The reducer's outcome as a runtime result.
+    fn into_result(self) -> Result<()>;
+}
+
+impl ReducerOutput for () {
+    fn into_result(self) -> Result<()> {
+        Ok(())
+    }
+}
+
+impl<E: Into<Error>> ReducerOutput for std::result::Result<(), E> {
+    fn into_result(self) -> Result<()> {
+        self.map_err(Into::into)
+    }
+}
+
+/// Applies `reducer` to a channel: the call the derive generates for `#[reducer(f)]`.
+pub fn reduce<T, R: ReducerOutput>(
+    reducer: impl FnOnce(&mut T, T) -> R,
+    current: &mut T,
+    update: T,
+) -> Result<()> {
+    reducer(current, update).into_result()
+}
+
+/// Built-in reducers, named in `#[reducer(...)]`.
+pub mod reducers {
+    /// Appends the update's items (LangGraph's `operator.add` on lists).
+    pub fn append<T>(current: &mut Vec<T>, update: Vec<T>) {
+        current.extend(update);
+    }
+}
+
+/// Maps a codec error of channel `name` to the runtime's error.
+pub fn channel_error(name: &str, error: waypoint_checkpoint::Error) -> Error {
+    Error::Serialization {
+        channel: name.to_owned(),
+        source: error,
+    }
+}
+
+/// A reducer of a [`JsonState`] key.
+pub type JsonReducer = Arc<dyn Fn(&mut Value, Value) -> Result<()> + Send + Sync>;
+
+/// The declared keys of a [`JsonState`] and their reducers.
+#[derive(Clone, Default)]
+pub struct JsonSchema {
+    channels: Vec<ChannelSpec>,
+    // Per channel: the reducer and the value a reduced channel starts with.
+    reducers: Vec<Option<(JsonReducer, Value)>>,
+}
+
+impl Debug for JsonSchema {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(&self.channels).finish()
+    }
+}
+
+impl JsonSchema {
+    /// An empty schema.
+    pub fn new() -> Self {
+        JsonSchema::default()
+    }
+
+    /// Declares a last-value key.
+    pub fn last_value(mut self, name: impl Into<String>) -> Self {
+        self.push(name.into(), None);
+        self
+    }
+
+    /// Declares a list key whose updates are appended (LangGraph's `Annotated[list, add]`).
+    pub fn append(self, name: impl Into<String>) -> Self {
+        self.reducer(name, Value::Array(Vec::new()), |current, update| {
+            match (current, update) {
+                (Value::Array(items), Value::Array(more)) => items.extend(more),
+                (Value::Array(items), one) => items.push(one),
+                (current, _) => {
+                    return Err(Error::InvalidUpdate(format!(
+                        "cannot append to a non-list value {current}"
+                    )));
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Declares a key folded by `reducer`, starting from `initial`.
+    pub fn reducer(
+        mut self,
+        name: impl Into<String>,
+        initial: Value,
+        reducer: impl Fn(&mut Value, Value) -> Result<()> + Send + Sync + 'static,
+    ) -> Self {
+        self.push(
+            name.into(),
+            Some((Arc::new(reducer) as JsonReducer, initial)),
+        );
+        self
+    }
+
+    fn push(&mut self, name: String, reducer: Option<(JsonReducer, Value)>) {
+        // Re-declaring a key replaces it, so a schema never holds two channels of one name.
+        if let Some(i) = self.channels.iter().position(|c| c.name == name) {
+            self.channels.remove(i);
+            self.reducers.remove(i);
+        }
+        self.channels.push(ChannelSpec {
+            name: Cow::Owned(name),
+            reduced: reducer.is_some(),
+        });
+        self.reducers.push(reducer);
+    }
+}
+
+/// A dynamic state: a JSON object whose keys and reducers a [`JsonSchema`] declares.
+///
+/// Reduced keys start at their initial value; last-value keys are absent until written,
+/// as in LangGraph (the input checkpoint of `{foo, bar: append}` holds only `{"bar": []}`).
+#[derive(Clone)]
+pub struct JsonState {
+    schema: Arc<JsonSchema>,
+    values: Map<String, Value>,
+}
+
+impl Debug for JsonState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        Debug::fmt(&self.values, f)
+    }
+}
+
+impl PartialEq for JsonState {
+    fn eq(&self, other: &Self) -> bool {
+        self.values == other.values
+    }
+}
+
+impl Default for JsonState {
+    fn default() -> Self {
+        JsonState::new(JsonSchema::new())
+    }
+}
+
+impl JsonState {
+    /// The empty state of `schema`: reduced keys at their initial values.
+    pub fn new(schema: JsonSchema) -> Self {
+        let schema = Arc::new(schema);
+        let values = schema
+            .channels
+            .iter()
+            .zip(&schema.reducers)
+            .filter_map(|(c, r)| {
+                r.as_ref()
+                    .map(|(_, init)| (c.name.to_string(), init.clone()))
+            })
+            .collect();
+        JsonState { schema, values }
+    }
+
+    /// The current values.
+    pub fn values(&self) -> &Map<String, Value> {
+        &self.values
+    }
+
+    /// One value, if present.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.values.get(key)
+    }
+
+    /// The values as one JSON object.
+    pub fn to_value(&self) -> Value {
+        Value::Object(self.values.clone())
+    }
+
+    /// The same schema with `values` (unknown keys are an error).
+    pub fn with_values(&self, values: Map<String, Value>) -> Result<Self> {
+        let mut state = JsonState::new((*self.schema).clone());
+        state.schema = Arc::clone(&self.schema);
+        for key in values.keys() {
+            self.index_of(key)?;
+        }
+        state.values.extend(values);
+        Ok(state)
+    }
+
+    fn index_of(&self, key: &str) -> Result<usize> {
+        self.channel_index(key).ok_or_else(|| {
+            Error::InvalidUpdate(format!("`{key}` is not a key of this graph's state"))
+        })
+    }
+
+    fn name(&self, channel: usize) -> Result<&str> {
+        self.schema
+            .channels
+            .get(channel)
+            .map(|c| c.name.as_ref())
+            .ok_or_else(|| Error::InvalidUpdate(format!("no channel {channel}")))
+    }
+}
+
+impl Serialize for JsonState {
+    fn serialize<Ser: serde::Serializer>(
+        &self,
+        s: Ser,
+    ) -> std::result::Result<Ser::Ok, Ser::Error> {
+        self.values.serialize(s)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for JsonState {
+    /// Values without a schema (every key last-value); used for `Send` arguments.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let values = Map::deserialize(d)?;
+        let mut schema = JsonSchema::new();
+        for key in values.keys() {
+            schema = schema.last_value(key.clone());
+        }
+        Ok(JsonState {
+            schema: Arc::new(schema),
+            values,
+        })
+    }
+}
+
+impl State for JsonState {
+    type Update = Map<String, Value>;
+
+    fn channels(&self) -> &[ChannelSpec] {
+        &self.schema.channels
+    }
+
+    fn dump_channel(&self, channel: usize, serde: &Serde) -> Result<Option<SerializedValue>> {
+        let name = self.name(channel)?;
+        match self.values.get(name) {
+            Some(value) => Ok(Some(
+                serde.dumps(value).map_err(|e| channel_error(name, e))?,
+            )),
+            None => Ok(None),
+        }
+    }
+
+    fn load_channel(
+        &mut self,
+        channel: usize,
+        value: &SerializedValue,
+        serde: &Serde,
+    ) -> Result<()> {
+        let name = self.name(channel)?.to_owned();
+        let value: Value = serde.loads(value).map_err(|e| channel_error(&name, e))?;
+        self.values.insert(name, value);
+        Ok(())
+    }
+
+    fn dump_update(
+        &self,
+        update: &Self::Update,
+        serde: &Serde,
+    ) -> Result<Vec<(usize, SerializedValue)>> {
+        let mut out = Vec::with_capacity(update.len());
+        for (key, value) in update {
+            let value = serde.dumps(value).map_err(|e| channel_error(key, e))?;
+            out.push((self.index_of(key)?, value));
+        }
+        out.sort_by_key(|(i, _)| *i);
+        Ok(out)
+    }
+
+    fn load_write(
+        &self,
+        update: &mut Self::Update,
+        channel: usize,
+        value: &SerializedValue,
+        serde: &Serde,
+    ) -> Result<()> {
+        let name = self.name(channel)?;
+        let value: Value = serde.loads(value).map_err(|e| channel_error(name, e))?;
+        update.insert(name.to_owned(), value);
+        Ok(())
+    }
+
+    fn written(&self, update: &Self::Update) -> Vec<usize> {
+        let mut out: Vec<usize> = update
+            .keys()
+            .filter_map(|k| self.channel_index(k))
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
+    fn apply(&mut self, update: Self::Update) -> Result<()> {
+        // Check every key first, so a bad update changes nothing.
+        for key in update.keys() {
+            self.index_of(key)?;
+        }
+        let schema = Arc::clone(&self.schema);
+        for (key, value) in update {
+            let i = self.index_of(&key)?;
+            match &schema.reducers[i] {
+                Some((reducer, initial)) => {
+                    let current = self.values.entry(key).or_insert_with(|| initial.clone());
+                    reducer(current, value)?;
+                }
+                None => {
+                    self.values.insert(key, value);
+                }
+            }
+        }
+        Ok(())
+    }
+}

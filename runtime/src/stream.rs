@@ -1,0 +1,152 @@
+//! Streaming a run: state values, per-node updates, custom data and debug events.
+
+use std::sync::Arc;
+
+use futures::Stream;
+use futures::channel::mpsc::{UnboundedSender, unbounded};
+use serde_json::Value;
+
+use crate::context::CustomSink;
+use crate::pregel::CompiledGraph;
+use crate::{Result, RunConfig, State};
+
+/// What a stream carries (LangGraph's `stream_mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StreamMode {
+    /// The whole state after every super-step.
+    Values,
+    /// Each node's update, as the node returned it.
+    Updates,
+    /// Values nodes send with [`crate::Context::write_custom`].
+    Custom,
+    /// Checkpoint and task events as JSON.
+    Debug,
+}
+
+impl StreamMode {
+    fn bit(self) -> u8 {
+        match self {
+            StreamMode::Values => 1,
+            StreamMode::Updates => 2,
+            StreamMode::Custom => 4,
+            StreamMode::Debug => 8,
+        }
+    }
+}
+
+/// One item of a stream; [`StreamPart::mode`] says which mode produced it.
+#[derive(Clone, Debug)]
+pub enum StreamPart<S: State> {
+    /// The state after a super-step.
+    Values(S),
+    /// A node's update (`None` when it returned no update).
+    Updates {
+        /// The node.
+        node: String,
+        /// Its update.
+        update: Option<S::Update>,
+    },
+    /// A value a node wrote to the custom stream.
+    Custom {
+        /// The node that wrote it.
+        node: String,
+        /// The value.
+        value: Value,
+    },
+    /// A debug event: `{"type": "checkpoint" | "task" | "task_result", "step", "payload"}`.
+    Debug(Value),
+}
+
+impl<S: State> StreamPart<S> {
+    /// The mode that produced this item.
+    pub fn mode(&self) -> StreamMode {
+        match self {
+            StreamPart::Values(_) => StreamMode::Values,
+            StreamPart::Updates { .. } => StreamMode::Updates,
+            StreamPart::Custom { .. } => StreamMode::Custom,
+            StreamPart::Debug(_) => StreamMode::Debug,
+        }
+    }
+}
+
+/// Where a run sends stream items; a no-op for `invoke`.
+pub(crate) struct Emitter<S: State> {
+    modes: u8,
+    tx: Option<UnboundedSender<Result<StreamPart<S>>>>,
+}
+
+impl<S: State> Emitter<S> {
+    pub(crate) fn none() -> Self {
+        Emitter { modes: 0, tx: None }
+    }
+
+    pub(crate) fn wants(&self, mode: StreamMode) -> bool {
+        self.modes & mode.bit() != 0
+    }
+
+    fn send(&self, part: StreamPart<S>) {
+        if let Some(tx) = &self.tx {
+            // A dropped stream only means the consumer stopped reading; the run goes on.
+            let _ = tx.unbounded_send(Ok(part));
+        }
+    }
+
+    pub(crate) fn values(&self, state: &S) {
+        if self.wants(StreamMode::Values) {
+            self.send(StreamPart::Values(state.clone()));
+        }
+    }
+
+    pub(crate) fn update(&self, node: &str, update: Option<S::Update>) {
+        self.send(StreamPart::Updates {
+            node: node.to_owned(),
+            update,
+        });
+    }
+
+    pub(crate) fn debug(&self, event: impl FnOnce() -> Value) {
+        if self.wants(StreamMode::Debug) {
+            self.send(StreamPart::Debug(event()));
+        }
+    }
+
+    pub(crate) fn custom_sink(&self) -> Option<CustomSink> {
+        if !self.wants(StreamMode::Custom) {
+            return None;
+        }
+        let tx = self.tx.clone()?;
+        Some(Arc::new(move |node: &str, value: Value| {
+            let _ = tx.unbounded_send(Ok(StreamPart::Custom {
+                node: node.to_owned(),
+                value,
+            }));
+        }))
+    }
+}
+
+impl<S: State> CompiledGraph<S> {
+    /// Runs the graph like [`CompiledGraph::invoke`], yielding items of the requested modes
+    /// as they happen; a failed run ends the stream with its error.
+    ///
+    /// The run is spawned on the current tokio runtime and goes on if the stream is dropped.
+    pub fn stream(
+        &self,
+        input: Option<S::Update>,
+        config: &RunConfig,
+        modes: &[StreamMode],
+    ) -> impl Stream<Item = Result<StreamPart<S>>> + std::marker::Send + 'static {
+        let (tx, rx) = unbounded();
+        let emitter = Emitter {
+            modes: modes.iter().fold(0, |bits, m| bits | m.bit()),
+            tx: Some(tx.clone()),
+        };
+        let graph = self.clone();
+        let config = config.clone();
+        tokio::spawn(async move {
+            if let Err(err) = graph.run(input, &config, &emitter).await {
+                let _ = tx.unbounded_send(Err(err));
+            }
+        });
+        rx
+    }
+}

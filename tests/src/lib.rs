@@ -1,0 +1,78 @@
+//! End-to-end behaviour of the runtime, written once and run on every checkpointer.
+//!
+//! [`cases`] holds one async fn per behaviour, taking the saver to run on;
+//! [`runtime_suite!`] expands the whole list into one `#[tokio::test]` per case for a saver
+//! factory, so a new case reaches every backend the day it is written. The factories in
+//! [`savers`] open the real backends (PostgreSQL from `WAYPOINT_TEST_POSTGRES_URL`).
+
+pub mod cases;
+pub mod graphs;
+pub mod savers;
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+use waypoint_checkpoint::CheckpointSaver;
+
+/// What a case returns.
+pub type TestResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
+
+/// A saver for one case, or `None` when its backend is not available here.
+pub type MaybeSaver = waypoint_checkpoint::Result<Option<Arc<dyn CheckpointSaver>>>;
+
+/// The object inside a `json!({...})` literal (an empty object for anything else).
+pub fn obj(value: Value) -> Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
+}
+
+/// A fresh thread id, so cases never share state on one database.
+pub fn thread() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// Expands every case of [`cases`] into a `#[tokio::test]` running on the savers `factory`
+/// (an expression giving a future of [`MaybeSaver`]) opens.
+#[macro_export]
+macro_rules! runtime_suite {
+    ($factory:expr) => {
+        $crate::runtime_suite!(@cases $factory;
+            documented_example_json,
+            documented_example_typed,
+            history_filter_before_limit,
+            update_state_applies_reducers,
+            update_state_as_node_decides_next,
+            update_state_infers_last_writer,
+            fork_from_past_checkpoint,
+            replay_reruns_only_later_steps,
+            failed_node_resumes_alone,
+            recursion_limit_stops_run,
+            stream_modes,
+            durability_exit_writes_once,
+            durability_async_saves_every_step,
+            durability_exit_failure_is_resumable,
+            send_map_reduce,
+            command_update_and_goto,
+            conditional_edges_with_map,
+            conditional_entry_point,
+            concurrent_last_value_writes_fail,
+            nodes_share_store_across_threads,
+            new_input_starts_next_run,
+            corrupt_channel_value_is_an_error,
+            thread_id_required,
+        );
+    };
+    (@cases $factory:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() -> $crate::TestResult {
+                let Some(saver) = ($factory).await? else {
+                    return Ok(());
+                };
+                $crate::cases::$case(saver).await
+            }
+        )*
+    };
+}

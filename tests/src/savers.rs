@@ -1,0 +1,51 @@
+//! Opening each checkpointer for one case.
+
+use std::sync::Arc;
+
+use waypoint_checkpoint::{CheckpointSaver, InMemorySaver};
+use waypoint_checkpoint_postgres::{PostgresConfig, PostgresSaver};
+use waypoint_checkpoint_sqlite::SqliteSaver;
+
+use crate::MaybeSaver;
+
+/// A fresh in-memory saver.
+pub async fn memory() -> MaybeSaver {
+    Ok(Some(Arc::new(InMemorySaver::new())))
+}
+
+/// A SQLite saver on a new file in a temp dir that lives as long as the process.
+pub async fn sqlite() -> MaybeSaver {
+    let dir = tempfile::tempdir().map_err(|e| waypoint_checkpoint::Error::backend("sqlite", e))?;
+    let path = dir.keep().join("checkpoints.db");
+    let saver = SqliteSaver::from_path(&path).await?;
+    Ok(Some(Arc::new(saver) as Arc<dyn CheckpointSaver>))
+}
+
+/// A PostgreSQL saver on a fresh schema of the server in `WAYPOINT_TEST_POSTGRES_URL`;
+/// `None` without one, unless `WAYPOINT_REQUIRE_BACKENDS=1` makes that a failure.
+pub async fn postgres() -> MaybeSaver {
+    let Some(url) = postgres_url() else {
+        return Ok(None);
+    };
+    let schema = format!("wp_rt_{}", uuid::Uuid::new_v4().simple());
+    let saver =
+        PostgresSaver::connect(PostgresConfig::new(url).schema(schema).max_connections(4)).await?;
+    saver.setup().await?;
+    Ok(Some(Arc::new(saver)))
+}
+
+/// The test server's URL, if there is one.
+pub fn postgres_url() -> Option<String> {
+    match std::env::var("WAYPOINT_TEST_POSTGRES_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if std::env::var("WAYPOINT_REQUIRE_BACKENDS").as_deref() == Ok("1") => {
+            panic!("WAYPOINT_TEST_POSTGRES_URL is not set but WAYPOINT_REQUIRE_BACKENDS=1")
+        }
+        _ => {
+            eprintln!(
+                "skipped: WAYPOINT_TEST_POSTGRES_URL is not set (scripts/test.sh starts a server)"
+            );
+            None
+        }
+    }
+}

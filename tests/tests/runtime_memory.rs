@@ -1,0 +1,3 @@
+//! The runtime suite on the memory checkpointer.
+
+waypoint_tests::runtime_suite!(waypoint_tests::savers::memory());
