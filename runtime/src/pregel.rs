@@ -563,7 +563,12 @@ impl<S: State> CompiledGraph<S> {
 
     /// The next version for a step's changes: one past the greatest version in the frame.
     pub(crate) fn next_version(&self, frame: &Frame<S>) -> Result<ChannelVersion> {
-        let max = frame.versions.values().max();
+        // Every change of a step takes one version, so the newest is the one with the
+        // greatest counter; comparing counters alone avoids re-parsing on each comparison.
+        let max = frame
+            .versions
+            .values()
+            .max_by_key(|v| v.counter().unwrap_or(0));
         Ok(match &self.inner.checkpointer {
             Some(saver) => saver.next_version(max)?,
             None => ChannelVersion::next(max)?,
@@ -792,6 +797,10 @@ impl<'g, S: State> Run<'g, S> {
             }
         }
         let checkpoint_id = self.frame.checkpoint_id.as_deref().unwrap_or("");
+        // A step's only task needs no separate save of its writes: the step's checkpoint is
+        // the very next write and holds them, so a crash loses no more than it would between
+        // the task's end and its `put_writes`. A failure is always saved, for `get_state`.
+        let sole = tasks.len() == 1;
         let futures = tasks.iter().map(|task| {
             let saved = done.get(task.id.as_str());
             async move {
@@ -806,6 +815,9 @@ impl<'g, S: State> Run<'g, S> {
                     }
                 }
                 let result = self.run_task(task).await;
+                if self.saver().is_none() || sole && result.is_ok() {
+                    return Ok((result, None));
+                }
                 let writes = match &result {
                     Ok(output) => graph.encode_writes(&self.frame.state, output)?,
                     Err(err) => vec![(
