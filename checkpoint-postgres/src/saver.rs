@@ -11,8 +11,8 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{PgConnection, Postgres};
 use waypoint_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
-    CheckpointSaver, CheckpointTuple, Error, ListOptions, PreparedPut, PreparedWrites,
-    PruneStrategy, Result, Serde, SerializedValue,
+    CheckpointSaver, CheckpointTuple, Error, ListOptions, PreparedPut, PreparedSave,
+    PreparedWrites, PruneStrategy, Result, Save, Serde, SerializedValue,
 };
 
 use crate::config::PostgresConfig;
@@ -332,6 +332,37 @@ impl CheckpointSaver for PostgresSaver {
             queries::put_writes(conn, &w, persistent)
                 .await
                 .map_err(pg_error)
+        })
+    }
+
+    async fn save_batch(&self, saves: Vec<Save>) -> Result<()> {
+        // Prepared (validated, sealed) first, then written in one transaction: one commit.
+        let prepared = PreparedSave::batch(&self.serde, saves)?;
+        if prepared.is_empty() {
+            return Ok(());
+        }
+        let mut texts = Vec::with_capacity(prepared.len());
+        for save in &prepared {
+            texts.push(match save {
+                PreparedSave::Put(put) => (json_text(&put.checkpoint)?, json_text(&put.metadata)?),
+                PreparedSave::Writes(_) => (String::new(), String::new()),
+            });
+        }
+        let persistent = self.config.prepared_statements;
+        // Every statement is idempotent, so a batch cut off by a broken connection (rolled
+        // back as a whole) is safe to retry.
+        on_conn!(self, retry = true, |conn| async {
+            let mut tx = sqlx::Connection::begin(conn).await.map_err(pg_error)?;
+            for (save, (checkpoint, metadata)) in prepared.iter().zip(&texts) {
+                match save {
+                    PreparedSave::Put(put) => {
+                        queries::put(&mut tx, put, checkpoint, metadata, persistent).await
+                    }
+                    PreparedSave::Writes(w) => queries::put_writes(&mut tx, w, persistent).await,
+                }
+                .map_err(pg_error)?;
+            }
+            tx.commit().await.map_err(pg_error)
         })
     }
 

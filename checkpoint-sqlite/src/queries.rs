@@ -38,6 +38,17 @@ pub(crate) fn put(
     metadata: &str,
 ) -> Result<()> {
     let tx = conn.transaction().map_err(sqlite_error)?;
+    put_in(&tx, put, checkpoint, metadata)?;
+    tx.commit().map_err(sqlite_error)
+}
+
+/// The statements of [`put`], inside the caller's transaction.
+pub(crate) fn put_in(
+    tx: &Connection,
+    put: &PreparedPut,
+    checkpoint: &str,
+    metadata: &str,
+) -> Result<()> {
     {
         let mut blob = tx
             .prepare_cached(
@@ -78,11 +89,18 @@ pub(crate) fn put(
         ])
         .map_err(sqlite_error)?;
     }
-    tx.commit().map_err(sqlite_error)
+    Ok(())
 }
 
 /// Stores one task's prepared writes: replace when all are reserved, else insert-or-ignore.
 pub(crate) fn put_writes(conn: &mut Connection, w: &PreparedWrites) -> Result<()> {
+    let tx = conn.transaction().map_err(sqlite_error)?;
+    put_writes_in(&tx, w)?;
+    tx.commit().map_err(sqlite_error)
+}
+
+/// The statements of [`put_writes`], inside the caller's transaction.
+pub(crate) fn put_writes_in(tx: &Connection, w: &PreparedWrites) -> Result<()> {
     let sql = if w.replace {
         "INSERT OR REPLACE INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
@@ -90,7 +108,6 @@ pub(crate) fn put_writes(conn: &mut Connection, w: &PreparedWrites) -> Result<()
         "INSERT OR IGNORE INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
     };
-    let tx = conn.transaction().map_err(sqlite_error)?;
     {
         let mut stmt = tx.prepare_cached(sql).map_err(sqlite_error)?;
         for row in &w.rows {
@@ -108,7 +125,7 @@ pub(crate) fn put_writes(conn: &mut Connection, w: &PreparedWrites) -> Result<()
             .map_err(sqlite_error)?;
         }
     }
-    tx.commit().map_err(sqlite_error)
+    Ok(())
 }
 
 /// The columns of `SELECT_CHECKPOINT`, undecoded.

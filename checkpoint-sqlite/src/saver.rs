@@ -8,12 +8,13 @@ use async_trait::async_trait;
 use waypoint_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
     CheckpointSaver, CheckpointTuple, DeltaChannelHistory, Error, ListOptions, PendingWrite,
-    PreparedPut, PreparedWrites, PruneStrategy, Result, Serde, SerializedValue, Slot,
+    PreparedPut, PreparedSave, PreparedWrites, PruneStrategy, Result, Save, Serde, SerializedValue,
+    Slot,
 };
 
 use crate::cache::BlobCache;
 use crate::config::{SqliteConfig, Target};
-use crate::convert::{RawBlob, RawWrite, tag};
+use crate::convert::{RawBlob, RawWrite, sqlite_error, tag};
 use crate::pool::Pool;
 use crate::queries::{self, CopiedValue, ListQuery};
 use crate::schema;
@@ -140,6 +141,26 @@ fn json_text(value: &impl serde::Serialize) -> Result<String> {
     serde_json::to_string(value).map_err(|e| Error::serialization("json", e))
 }
 
+/// Writes a committed put's values through to the blob cache; never before the commit, so
+/// the cache never holds uncommitted data.
+fn cache_blobs(cache: &BlobCache, put: PreparedPut) {
+    for v in put.values {
+        let key = (
+            put.thread_id.clone(),
+            put.checkpoint_ns.clone(),
+            v.channel.clone(),
+            v.version.to_string(),
+        );
+        let blob = v.value.map(|value| RawBlob {
+            channel: v.channel,
+            version: v.version.to_string(),
+            type_tag: tag(&value),
+            blob: value.bytes,
+        });
+        cache.insert(key, blob);
+    }
+}
+
 #[async_trait]
 impl CheckpointSaver for SqliteSaver {
     fn backend(&self) -> &'static str {
@@ -207,26 +228,41 @@ impl CheckpointSaver for SqliteSaver {
         self.writer
             .run(move |conn| {
                 queries::put(conn, &put, &checkpoint, &metadata)?;
-                // Write-through only after the commit: the cache never holds uncommitted data.
-                for v in put.values {
-                    let key = (
-                        put.thread_id.clone(),
-                        put.checkpoint_ns.clone(),
-                        v.channel.clone(),
-                        v.version.to_string(),
-                    );
-                    let blob = v.value.map(|value| RawBlob {
-                        channel: v.channel,
-                        version: v.version.to_string(),
-                        type_tag: tag(&value),
-                        blob: value.bytes,
-                    });
-                    cache.insert(key, blob);
-                }
+                cache_blobs(&cache, put);
                 Ok(())
             })
             .await?;
         Ok(returned)
+    }
+
+    async fn save_batch(&self, saves: Vec<Save>) -> Result<()> {
+        // Prepared (validated, sealed) here, then written in one transaction: one commit.
+        let prepared = PreparedSave::batch(&self.serde, saves)?;
+        if prepared.is_empty() {
+            return Ok(());
+        }
+        let cache = self.cache.clone();
+        self.writer
+            .run(move |conn| {
+                let tx = conn.transaction().map_err(sqlite_error)?;
+                for save in &prepared {
+                    match save {
+                        PreparedSave::Put(put) => {
+                            let checkpoint = json_text(&put.checkpoint)?;
+                            queries::put_in(&tx, put, &checkpoint, &json_text(&put.metadata)?)?
+                        }
+                        PreparedSave::Writes(w) => queries::put_writes_in(&tx, w)?,
+                    }
+                }
+                tx.commit().map_err(sqlite_error)?;
+                for save in prepared {
+                    if let PreparedSave::Put(put) = save {
+                        cache_blobs(&cache, *put);
+                    }
+                }
+                Ok(())
+            })
+            .await
     }
 
     async fn put_writes(

@@ -60,10 +60,10 @@ pub use error::{BoxError, Error, Result};
 pub use filter::json_contains;
 pub use id::{checkpoint_id, uuid6};
 pub use memory::{DELTA_COUNTERS_KEY, InMemorySaver};
-pub use prepare::{NewValue, PreparedPut, PreparedWrites, WriteRow};
+pub use prepare::{NewValue, PreparedPut, PreparedSave, PreparedWrites, WriteRow};
 pub use saver::{
     Capabilities, CheckpointSaver, CheckpointSaverExt, DeltaChannelHistory, ListOptions,
-    PruneStrategy, walk_delta_history,
+    PruneStrategy, Save, walk_delta_history,
 };
 pub use serde::{Format, Keyring, Serde, Slot};
 pub use types::{

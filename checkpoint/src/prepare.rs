@@ -167,3 +167,48 @@ impl PreparedWrites {
         }))
     }
 }
+
+/// One save of a [`crate::CheckpointSaver::save_batch`], validated and sealed.
+#[derive(Debug)]
+pub enum PreparedSave {
+    /// A prepared `put`.
+    Put(Box<PreparedPut>),
+    /// A prepared `put_writes`.
+    Writes(PreparedWrites),
+}
+
+impl PreparedSave {
+    /// Prepares every save of a batch, in order; write calls with nothing to write drop out.
+    pub fn batch(serde: &Serde, saves: Vec<crate::Save>) -> Result<Vec<PreparedSave>> {
+        let mut out = Vec::with_capacity(saves.len());
+        for save in saves {
+            match save {
+                crate::Save::Put {
+                    config,
+                    checkpoint,
+                    metadata,
+                    new_versions,
+                } => out.push(PreparedSave::Put(Box::new(PreparedPut::new(
+                    serde,
+                    &config,
+                    checkpoint,
+                    metadata,
+                    new_versions,
+                )?))),
+                crate::Save::Writes {
+                    config,
+                    writes,
+                    task_id,
+                    task_path,
+                } => {
+                    if let Some(w) =
+                        PreparedWrites::new(serde, &config, writes, &task_id, &task_path)?
+                    {
+                        out.push(PreparedSave::Writes(w));
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+}

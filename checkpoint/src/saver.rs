@@ -88,6 +88,35 @@ pub struct DeltaChannelHistory {
     pub seed: Option<SerializedValue>,
 }
 
+/// One `put` or `put_writes` call, for [`CheckpointSaver::save_batch`].
+#[derive(Clone, Debug)]
+// Puts are the common case (one per super-step): boxing them would add an allocation each.
+#[allow(clippy::large_enum_variant)]
+pub enum Save {
+    /// The arguments of [`CheckpointSaver::put`].
+    Put {
+        /// The parent's config.
+        config: CheckpointConfig,
+        /// The checkpoint.
+        checkpoint: Checkpoint,
+        /// Its metadata.
+        metadata: CheckpointMetadata,
+        /// The channels it changed.
+        new_versions: ChannelVersions,
+    },
+    /// The arguments of [`CheckpointSaver::put_writes`].
+    Writes {
+        /// The checkpoint the writes belong to.
+        config: CheckpointConfig,
+        /// Channel and value, in task order.
+        writes: Vec<(String, SerializedValue)>,
+        /// The task.
+        task_id: String,
+        /// The task's path.
+        task_path: String,
+    },
+}
+
 /// Durable storage of checkpoints and pending writes, one implementation per backend.
 ///
 /// Semantics every implementation follows (the conformance suite pins each one):
@@ -149,6 +178,37 @@ pub trait CheckpointSaver: Send + Sync + Debug {
     /// Deletes every checkpoint, value and write of a thread in all namespaces; unknown
     /// threads are a no-op.
     async fn delete_thread(&self, thread_id: &str) -> Result<()>;
+
+    /// Applies `saves` in order, as the same `put` / `put_writes` calls would.
+    ///
+    /// Backends with transactions apply the whole batch in one (all or nothing, one commit):
+    /// a runtime saving in the background hands over everything queued since its last
+    /// batch, so a slow commit amortises over several steps. The default calls one by one.
+    async fn save_batch(&self, saves: Vec<Save>) -> Result<()> {
+        for save in saves {
+            match save {
+                Save::Put {
+                    config,
+                    checkpoint,
+                    metadata,
+                    new_versions,
+                } => {
+                    self.put(&config, checkpoint, metadata, new_versions)
+                        .await?;
+                }
+                Save::Writes {
+                    config,
+                    writes,
+                    task_id,
+                    task_path,
+                } => {
+                    self.put_writes(&config, writes, &task_id, &task_path)
+                        .await?
+                }
+            }
+        }
+        Ok(())
+    }
 
     /// The version that follows `current` for a channel (LangGraph's string form).
     fn next_version(&self, current: Option<&ChannelVersion>) -> Result<ChannelVersion> {
@@ -314,6 +374,9 @@ macro_rules! forward_saver {
             }
             async fn delete_thread(&self, thread_id: &str) -> Result<()> {
                 (**self).delete_thread(thread_id).await
+            }
+            async fn save_batch(&self, saves: Vec<Save>) -> Result<()> {
+                (**self).save_batch(saves).await
             }
             fn next_version(&self, current: Option<&ChannelVersion>) -> Result<ChannelVersion> {
                 (**self).next_version(current)

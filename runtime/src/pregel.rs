@@ -18,7 +18,7 @@ use std::sync::Arc;
 use futures::future::join_all;
 use waypoint_checkpoint::{
     ChannelVersion, Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSaver,
-    CheckpointSource, CheckpointTuple, PendingWrite, Serde, SerializedValue, Slot, channels,
+    CheckpointSource, CheckpointTuple, PendingWrite, Save, Serde, SerializedValue, Slot, channels,
     serde::TAG_NULL,
 };
 use waypoint_store::Store;
@@ -650,20 +650,54 @@ struct Run<'g, S: State> {
     custom: Option<CustomSink>,
     /// Why the frame's checkpoint was made.
     last_source: CheckpointSource,
-    /// Async durability: the latest checkpoint put (each put waits for the one before it).
-    last_put: Option<Background>,
-    /// Async durability: task writes in flight.
-    writes_in_flight: Vec<Background>,
+    /// Async durability: the background writer, started with the first save.
+    writer: Option<Writer>,
 }
 
-/// A saver call running in the background.
-type Background = tokio::task::JoinHandle<Result<()>>;
+/// Saves at most this many calls in one batch (one transaction).
+const MAX_BATCH: usize = 256;
 
-/// Waits for a background saver call, turning a crashed task into an error.
-async fn join(handle: Background) -> Result<()> {
-    handle
-        .await
-        .map_err(|e| Error::Checkpoint(waypoint_checkpoint::Error::backend("runtime", e)))?
+/// The background writer of async durability: saves leave in order, and whatever queued
+/// up while the previous batch was being written goes out together in one `save_batch`
+/// (one commit), so a slow commit is shared by several steps.
+struct Writer {
+    queue: tokio::sync::mpsc::UnboundedSender<Save>,
+    task: tokio::task::JoinHandle<Result<()>>,
+}
+
+impl Writer {
+    fn spawn(saver: Arc<dyn CheckpointSaver>) -> Self {
+        let (queue, mut rx) = tokio::sync::mpsc::unbounded_channel::<Save>();
+        let task = tokio::spawn(async move {
+            while let Some(save) = rx.recv().await {
+                let mut batch = vec![save];
+                while batch.len() < MAX_BATCH {
+                    match rx.try_recv() {
+                        Ok(save) => batch.push(save),
+                        Err(_) => break,
+                    }
+                }
+                // After a failure nothing more is written: a later checkpoint without the
+                // one before it would break the thread's chain.
+                saver.save_batch(batch).await?;
+            }
+            Ok(())
+        });
+        Writer { queue, task }
+    }
+
+    /// Queues a save; a writer that already failed reports it when the run finishes.
+    fn send(&self, save: Save) {
+        let _ = self.queue.send(save);
+    }
+
+    /// Waits until everything queued is saved.
+    async fn close(self) -> Result<()> {
+        drop(self.queue);
+        self.task
+            .await
+            .map_err(|e| Error::Checkpoint(waypoint_checkpoint::Error::backend("runtime", e)))?
+    }
 }
 
 impl<'g, S: State> Run<'g, S> {
@@ -684,8 +718,7 @@ impl<'g, S: State> Run<'g, S> {
             exit_writes: Vec::new(),
             custom,
             last_source: CheckpointSource::Loop,
-            last_put: None,
-            writes_in_flight: Vec::new(),
+            writer: None,
         })
     }
 
@@ -990,21 +1023,34 @@ impl<'g, S: State> Run<'g, S> {
             self.exit_writes.extend(unsaved);
             return;
         }
-        let Some((saver, thread)) = self.saver() else {
+        let Some((_, thread)) = self.saver() else {
             return;
         };
-        let saver = Arc::clone(saver);
         let config = CheckpointConfig::of(
             thread,
             &self.ns,
             self.frame.checkpoint_id.as_deref().unwrap_or(""),
         );
         for (task_id, writes) in unsaved {
-            let saver = Arc::clone(&saver);
-            let config = config.clone();
-            self.writes_in_flight.push(tokio::spawn(async move {
-                Ok(saver.put_writes(&config, writes, &task_id, "").await?)
-            }));
+            self.background(Save::Writes {
+                config: config.clone(),
+                writes,
+                task_id,
+                task_path: String::new(),
+            });
+        }
+    }
+
+    /// Hands a save to the background writer, starting it if needed.
+    fn background(&mut self, save: Save) {
+        if self.writer.is_none() {
+            let Some((saver, _)) = self.saver() else {
+                return;
+            };
+            self.writer = Some(Writer::spawn(Arc::clone(saver)));
+        }
+        if let Some(writer) = &self.writer {
+            writer.send(save);
         }
     }
 
@@ -1064,17 +1110,12 @@ impl<'g, S: State> Run<'g, S> {
             checkpoint_id: frame.persisted_id.clone(),
         };
         if self.config.durability == Durability::Async {
-            // Puts stay in order: each waits for the previous one before it starts.
-            let previous = self.last_put.take();
-            self.last_put = Some(tokio::spawn(async move {
-                if let Some(previous) = previous {
-                    join(previous).await?;
-                }
-                saver
-                    .put(&parent, checkpoint, metadata, new_versions)
-                    .await?;
-                Ok(())
-            }));
+            self.background(Save::Put {
+                config: parent,
+                checkpoint,
+                metadata,
+                new_versions,
+            });
         } else {
             saver
                 .put(&parent, checkpoint, metadata, new_versions)
@@ -1088,15 +1129,9 @@ impl<'g, S: State> Run<'g, S> {
     /// At the end of a run: waits for background saves (async durability), or writes the
     /// last checkpoint and its writes (exit durability).
     async fn finish(&mut self) -> Result<()> {
-        let mut result = Ok(());
-        for handle in std::mem::take(&mut self.writes_in_flight) {
-            let joined = join(handle).await;
-            result = result.and(joined);
+        if let Some(writer) = self.writer.take() {
+            writer.close().await?;
         }
-        if let Some(handle) = self.last_put.take() {
-            result = result.and(join(handle).await);
-        }
-        result?;
         if self.config.durability != Durability::Exit
             || self.frame.dirty.is_empty() && self.exit_writes.is_empty()
         {

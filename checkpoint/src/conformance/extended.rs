@@ -415,3 +415,52 @@ pub async fn optional_operations_match_capabilities(saver: &dyn CheckpointSaver)
     }
     Ok(())
 }
+
+/// `save_batch` applies puts and writes in order, exactly as the single calls would: a
+/// chain of checkpoints with parents, values joined by version, and pending writes on the
+/// checkpoint they name.
+pub async fn save_batch_applies_in_order(saver: &dyn CheckpointSaver) -> Result<()> {
+    use crate::Save;
+    let t = thread();
+    let first = checkpoint(0, &[("a", json!(1))], &[("a", 1)]);
+    let second = checkpoint(1, &[("b", json!(2))], &[("a", 1), ("b", 2)]);
+    let (first_id, second_id) = (first.id.clone(), second.id.clone());
+    let first_config = CheckpointConfig::of(&t, "", &first_id);
+    saver
+        .save_batch(vec![
+            Save::Put {
+                config: cfg(&t, ""),
+                checkpoint: first,
+                metadata: meta(CheckpointSource::Loop, 0),
+                new_versions: versions(&[("a", 1)]),
+            },
+            Save::Writes {
+                config: first_config.clone(),
+                writes: vec![("b".into(), val(json!("pending")))],
+                task_id: "task".into(),
+                task_path: String::new(),
+            },
+            Save::Put {
+                config: first_config.clone(),
+                checkpoint: second,
+                metadata: meta(CheckpointSource::Loop, 1),
+                new_versions: versions(&[("b", 2)]),
+            },
+        ])
+        .await?;
+    let latest = saver.get_tuple(&cfg(&t, "")).await?.expect("stored");
+    assert_eq!(latest.checkpoint.id, second_id);
+    assert_eq!(latest.parent_config, Some(first_config.clone()));
+    assert_eq!(
+        values_of(&latest),
+        [("a".into(), json!(1)), ("b".into(), json!(2))].into()
+    );
+    let first = saver.get_tuple(&first_config).await?.expect("stored");
+    assert_eq!(
+        writes_of(&first),
+        [("task".into(), "b".into(), json!("pending"))]
+    );
+    // An empty batch is a no-op.
+    saver.save_batch(Vec::new()).await?;
+    Ok(())
+}

@@ -131,7 +131,7 @@ macro_rules! __checkpoint_cases {
             reput_keeps_parent metadata_nul_stripped empty_version_hides_older_value
             namespaces_never_mix
             write_after_delete_does_not_revive_thread concurrent_puts_lose_nothing
-            values_keep_tag_and_bytes large_value_roundtrip
+            values_keep_tag_and_bytes large_value_roundtrip save_batch_applies_in_order
         }
     };
 }
