@@ -1,6 +1,9 @@
 //! What a node returns: a state update and where to go next.
 
+use serde_json::Value;
+
 use crate::State;
+use crate::interrupt::Resume;
 
 /// A task for `node` with its own input state (LangGraph's `Send`, for map-reduce).
 #[derive(Clone, Debug)]
@@ -48,16 +51,20 @@ impl<S: State> From<Send<S>> for Goto<S> {
     }
 }
 
-/// A node's result: an optional update and optional destinations (LangGraph's `Command`).
+/// An update, destinations and resume values (LangGraph's `Command`): what a node returns,
+/// or the input that resumes an interrupted thread.
 ///
-/// A node returning a plain update converts into `Command { update: Some(..), goto: [] }`,
-/// so the graph's edges decide what runs next; a non-empty `goto` adds destinations.
+/// A node returning a plain update converts into `Command { update: Some(..), .. }`, so the
+/// graph's edges decide what runs next; a non-empty `goto` adds destinations. As an input,
+/// `resume` answers pending interrupts and `update` is applied before the run goes on.
 #[derive(Clone, Debug)]
 pub struct Command<S: State> {
     /// The update folded into the state through the reducers.
     pub update: Option<S::Update>,
     /// Where to go next, in addition to the node's static edges.
     pub goto: Vec<Goto<S>>,
+    /// Answers to pending interrupts (input only).
+    pub resume: Option<Resume>,
 }
 
 impl<S: State> Default for Command<S> {
@@ -65,6 +72,7 @@ impl<S: State> Default for Command<S> {
         Command {
             update: None,
             goto: Vec::new(),
+            resume: None,
         }
     }
 }
@@ -74,15 +82,38 @@ impl<S: State> Command<S> {
     pub fn update(update: S::Update) -> Self {
         Command {
             update: Some(update),
-            goto: Vec::new(),
+            ..Command::default()
         }
     }
 
     /// A command that only routes.
     pub fn goto(goto: impl Into<Goto<S>>) -> Self {
         Command {
-            update: None,
             goto: vec![goto.into()],
+            ..Command::default()
+        }
+    }
+
+    /// An input answering the one pending interrupt with `value`.
+    pub fn resume(value: impl Into<Value>) -> Self {
+        Command {
+            resume: Some(Resume::One(value.into())),
+            ..Command::default()
+        }
+    }
+
+    /// An input answering several pending interrupts, by interrupt id.
+    pub fn resume_by_id<K: Into<String>, V: Into<Value>>(
+        answers: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
+        Command {
+            resume: Some(Resume::ById(
+                answers
+                    .into_iter()
+                    .map(|(k, v)| (k.into(), v.into()))
+                    .collect(),
+            )),
+            ..Command::default()
         }
     }
 

@@ -37,6 +37,10 @@ pub struct RunConfig {
     pub run_id: Option<String>,
     /// User keys nodes can read (`user_id`, model names, ...).
     pub configurable: Map<String, Value>,
+    /// Static breakpoints before these nodes for this run (instead of the compiled ones).
+    pub interrupt_before: Option<Vec<String>>,
+    /// Static breakpoints after these nodes for this run (instead of the compiled ones).
+    pub interrupt_after: Option<Vec<String>>,
 }
 
 impl Default for RunConfig {
@@ -49,6 +53,8 @@ impl Default for RunConfig {
             durability: Durability::default(),
             run_id: None,
             configurable: Map::new(),
+            interrupt_before: None,
+            interrupt_after: None,
         }
     }
 }
@@ -89,6 +95,21 @@ impl RunConfig {
     /// The same config with a run id.
     pub fn run_id(mut self, run_id: impl Into<String>) -> Self {
         self.run_id = Some(run_id.into());
+        self
+    }
+
+    /// The same config pausing before `nodes` in this run.
+    pub fn interrupt_before<I: IntoIterator<Item = T>, T: Into<String>>(
+        mut self,
+        nodes: I,
+    ) -> Self {
+        self.interrupt_before = Some(nodes.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// The same config pausing after `nodes` in this run.
+    pub fn interrupt_after<I: IntoIterator<Item = T>, T: Into<String>>(mut self, nodes: I) -> Self {
+        self.interrupt_after = Some(nodes.into_iter().map(Into::into).collect());
         self
     }
 

@@ -7,6 +7,7 @@ use serde_json::Value;
 use waypoint_store::Store;
 
 use crate::RunConfig;
+use crate::interrupt::{Interrupt, SharedScratch};
 
 /// Where `write_custom` values go: the node name and the value.
 pub(crate) type CustomSink = Arc<dyn Fn(&str, Value) + Send + Sync>;
@@ -19,6 +20,7 @@ pub struct Context {
     pub(crate) custom: Option<CustomSink>,
     pub(crate) node: Arc<str>,
     pub(crate) step: i64,
+    pub(crate) scratch: Option<SharedScratch>,
 }
 
 impl std::fmt::Debug for Context {
@@ -65,6 +67,24 @@ impl Context {
     /// The super-step being run.
     pub fn step(&self) -> i64 {
         self.step
+    }
+
+    /// Pauses the run for a human: the first time, returns `Err(Interrupt)` (propagate it
+    /// with `?`) and the run ends with the interrupt pending; once resumed, the node runs
+    /// again from its start and this call returns the resume value. The k-th call of a
+    /// node returns the k-th resume value.
+    pub fn interrupt(&self, value: impl Serialize) -> Result<Value, Interrupt> {
+        let value = serde_json::to_value(value).unwrap_or_else(|e| Value::String(e.to_string()));
+        match &self.scratch {
+            Some(scratch) => scratch
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .next(value),
+            None => Err(Interrupt {
+                value,
+                id: String::new(),
+            }),
+        }
     }
 
     /// Sends `value` to the `custom` stream (dropped when nobody streams that mode).

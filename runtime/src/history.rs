@@ -8,6 +8,7 @@ use waypoint_checkpoint::{
 };
 
 use crate::graph::{END, START};
+use crate::interrupt::Interrupt;
 use crate::pregel::{CompiledGraph, Frame, INPUT};
 use crate::{Error, Result, RunConfig, State};
 
@@ -20,6 +21,8 @@ pub struct TaskInfo {
     pub name: String,
     /// The error the task saved, if it failed.
     pub error: Option<String>,
+    /// The interrupts it is paused on.
+    pub interrupts: Vec<Interrupt>,
 }
 
 /// The state of a thread at one checkpoint (LangGraph's `StateSnapshot`).
@@ -37,8 +40,10 @@ pub struct StateSnapshot<S: State> {
     pub created_at: String,
     /// The parent checkpoint's config, `None` for the first.
     pub parent_config: Option<RunConfig>,
-    /// The tasks of `next`, with errors of failed ones.
+    /// The tasks of `next`, with errors of failed ones and interrupts of paused ones.
     pub tasks: Vec<TaskInfo>,
+    /// Every pending interrupt, in task order.
+    pub interrupts: Vec<Interrupt>,
 }
 
 impl<S: State> CompiledGraph<S> {
@@ -54,6 +59,7 @@ impl<S: State> CompiledGraph<S> {
         let metadata = tuple.metadata.clone();
         let created_at = tuple.checkpoint.ts.clone();
         let frame = self.load_frame(tuple)?;
+        let mut interrupts = self.pending_interrupts(&frame);
         let tasks: Vec<TaskInfo> = self
             .prepare(&frame, &config.checkpoint_ns)
             .into_iter()
@@ -69,6 +75,7 @@ impl<S: State> CompiledGraph<S> {
                             .unwrap_or_else(|e| format!("(unreadable error: {e})"))
                     });
                 TaskInfo {
+                    interrupts: interrupts.remove(&task.id).unwrap_or_default(),
                     id: task.id,
                     name: task.name,
                     error,
@@ -77,6 +84,7 @@ impl<S: State> CompiledGraph<S> {
             .collect();
         Ok(StateSnapshot {
             values: frame.state,
+            interrupts: tasks.iter().flat_map(|t| t.interrupts.clone()).collect(),
             next: tasks.iter().map(|t| t.name.clone()).collect(),
             config,
             metadata,
@@ -102,6 +110,7 @@ impl<S: State> CompiledGraph<S> {
                 created_at: String::new(),
                 parent_config: None,
                 tasks: Vec::new(),
+                interrupts: Vec::new(),
             }),
         }
     }

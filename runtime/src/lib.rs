@@ -34,7 +34,7 @@
 //! let graph = graph.compile(CompileOptions::with_checkpointer(InMemorySaver::new()))?;
 //!
 //! let config = RunConfig::thread("1");
-//! let state = graph.invoke(Some(DemoUpdate::default().foo("")), &config).await?;
+//! let state = graph.invoke(Some(DemoUpdate::default().foo("")), &config).await?.values;
 //! assert_eq!((state.foo.as_str(), state.bar), ("b", vec!["a".to_string(), "b".to_string()]));
 //! assert_eq!(graph.get_state_history(&config, &Default::default()).await?.len(), 4);
 //! # Ok::<(), waypoint_runtime::Error>(())
@@ -50,6 +50,7 @@ mod context;
 mod error;
 mod graph;
 mod history;
+mod interrupt;
 mod pregel;
 pub mod state;
 mod stream;
@@ -60,6 +61,7 @@ pub use context::Context;
 pub use error::{Error, Result};
 pub use graph::{CompileOptions, END, NodeResult, PathMap, Route, START, StateGraph};
 pub use history::{StateSnapshot, TaskInfo};
+pub use interrupt::{Input, Interrupt, Outcome, Resume};
 pub use pregel::CompiledGraph;
 pub use state::{ChannelSpec, JsonSchema, JsonState, State, reducers};
 pub use stream::{StreamMode, StreamPart};

@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use futures::future::join_all;
+use serde_json::Value;
 use waypoint_checkpoint::{
     ChannelVersion, Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSaver,
     CheckpointSource, CheckpointTuple, PendingWrite, Save, Serde, SerializedValue, Slot, channels,
@@ -27,6 +28,7 @@ use crate::command::{Command, Goto};
 use crate::config::{Durability, RunConfig};
 use crate::context::{Context, CustomSink};
 use crate::graph::{Branch, CompileOptions, END, NodeFn, START};
+use crate::interrupt::{Input, Interrupt, Outcome, Resume, Scratch, SharedScratch};
 use crate::state::State;
 use crate::stream::{Emitter, StreamMode};
 use crate::{Error, Result};
@@ -35,6 +37,34 @@ use crate::{Error, Result};
 pub(crate) const INPUT: &str = START;
 /// The prefix of trigger channels.
 pub(crate) const BRANCH_PREFIX: &str = "branch:to:";
+/// The write of a task that finished without writing anything.
+const NO_WRITES: &str = "__no_writes__";
+/// The `versions_seen` entry recording the channel versions at the last resume, so a
+/// static breakpoint does not fire again for a step it already paused.
+pub(crate) const INTERRUPT_SEEN: &str = channels::INTERRUPT;
+
+/// What a step's saved writes say about one of its tasks.
+pub(crate) enum SavedTask<S: State> {
+    /// It finished: its output.
+    Done(TaskOutput<S>),
+    /// It failed or paused: run it again, with the resume values it already consumed.
+    Unfinished { answered: Vec<Value> },
+}
+
+/// How a step ended.
+enum StepEnd<S: State> {
+    /// Every task finished: their outputs, in task order.
+    Done(Vec<TaskOutput<S>>),
+    /// Some tasks paused; the step does not end in a checkpoint.
+    Interrupted(Vec<Interrupt>),
+}
+
+/// How one task of a step ended.
+enum TaskEnd<S: State> {
+    Done(TaskOutput<S>),
+    Interrupted(Interrupt),
+    Failed(Error),
+}
 
 /// A node as the loop runs it.
 pub(crate) struct Node<S: State> {
@@ -74,6 +104,9 @@ pub(crate) struct Inner<S: State> {
     pub(crate) serde: Serde,
     /// State channel names, by channel index.
     pub(crate) channel_names: Vec<String>,
+    /// Static breakpoints given at compile time.
+    pub(crate) interrupt_before: Vec<String>,
+    pub(crate) interrupt_after: Vec<String>,
 }
 
 /// A runnable graph; cheap to clone and share across tasks.
@@ -157,6 +190,9 @@ pub(crate) struct Frame<S: State> {
     pub(crate) dirty: BTreeSet<String>,
     /// The last checkpoint that reached the saver (the parent of the next put).
     pub(crate) persisted_id: Option<String>,
+    /// The thread and namespace of that checkpoint (to open sealed writes).
+    pub(crate) thread: Option<String>,
+    pub(crate) ns: String,
 }
 
 impl<S: State> CompiledGraph<S> {
@@ -182,8 +218,44 @@ impl<S: State> CompiledGraph<S> {
                 store: options.store,
                 serde: options.serde,
                 channel_names,
+                interrupt_before: options.interrupt_before,
+                interrupt_after: options.interrupt_after,
             }),
         }
+    }
+
+    /// The interrupts pending on a frame's checkpoint, by task id.
+    pub(crate) fn pending_interrupts(&self, frame: &Frame<S>) -> BTreeMap<String, Vec<Interrupt>> {
+        let mut out: BTreeMap<String, Vec<Interrupt>> = BTreeMap::new();
+        for write in frame
+            .pending
+            .iter()
+            .filter(|w| w.channel == channels::INTERRUPT)
+        {
+            // Interrupt values are sealed like any write; an unreadable one is skipped
+            // rather than hiding the others.
+            let value = match (&frame.thread, &frame.checkpoint_id) {
+                (Some(thread), Some(checkpoint_id)) => self.inner.serde.open(
+                    &write.value,
+                    &Slot::Write {
+                        thread_id: thread,
+                        checkpoint_ns: &frame.ns,
+                        checkpoint_id,
+                        task_id: &write.task_id,
+                        channel: &write.channel,
+                        idx: channels::write_index(&write.channel, 0),
+                    },
+                ),
+                _ => Ok(write.value.clone()),
+            };
+            if let Ok(interrupts) = value.and_then(|v| self.inner.serde.loads::<Vec<Interrupt>>(&v))
+            {
+                out.entry(write.task_id.clone())
+                    .or_default()
+                    .extend(interrupts);
+            }
+        }
+        out
     }
 
     /// The checkpointer the graph was compiled with.
@@ -196,27 +268,36 @@ impl<S: State> CompiledGraph<S> {
         self.inner.store.as_ref()
     }
 
-    /// Runs the graph to the end and returns the final state.
+    /// Runs the graph until it finishes or pauses, and returns the state and how it ended.
     ///
-    /// `input` starts a new run on the thread (unfinished tasks of the last checkpoint are
-    /// dropped); `None` resumes the thread from its latest checkpoint, or replays from
-    /// `config.checkpoint_id`, re-running only what comes after that checkpoint.
-    pub async fn invoke(&self, input: Option<S::Update>, config: &RunConfig) -> Result<S> {
-        self.run(input, config, &Emitter::none()).await
+    /// `Some(update)` starts a new run on the thread (unfinished tasks of the last checkpoint
+    /// are dropped); `None` continues the thread from its latest checkpoint (after a failure
+    /// or a static breakpoint), or replays from `config.checkpoint_id`, re-running only what
+    /// comes after that checkpoint; a [`Command`] resumes pending interrupts.
+    pub async fn invoke(
+        &self,
+        input: impl Into<Input<S>>,
+        config: &RunConfig,
+    ) -> Result<Outcome<S>> {
+        self.run(input.into(), config, &Emitter::none()).await
     }
 
     pub(crate) async fn run(
         &self,
-        input: Option<S::Update>,
+        input: Input<S>,
         config: &RunConfig,
         emitter: &Emitter<S>,
-    ) -> Result<S> {
+    ) -> Result<Outcome<S>> {
         let mut run = Run::new(self, config, emitter)?;
         let result = run.execute(input).await;
         match result {
-            Ok(()) => {
+            Ok(interrupts) => {
                 run.finish().await?;
-                Ok(run.frame.state)
+                Ok(Outcome {
+                    values: run.frame.state,
+                    interrupted: interrupts.is_some(),
+                    interrupts: interrupts.unwrap_or_default(),
+                })
             }
             Err(err) => {
                 // Exit durability still leaves the thread where the run stopped.
@@ -251,6 +332,8 @@ impl<S: State> CompiledGraph<S> {
             pending: Vec::new(),
             dirty: BTreeSet::new(),
             persisted_id: None,
+            thread: None,
+            ns: String::new(),
         }
     }
 
@@ -300,6 +383,8 @@ impl<S: State> CompiledGraph<S> {
         frame.checkpoint_id = Some(checkpoint.id.clone());
         frame.persisted_id = Some(checkpoint.id);
         frame.pending = pending_writes;
+        frame.thread = Some(thread.to_owned());
+        frame.ns = ns.to_owned();
         Ok(frame)
     }
 
@@ -443,25 +528,35 @@ impl<S: State> CompiledGraph<S> {
                     .map_err(|e| crate::state::channel_error(channels::TASKS, e))?,
             ));
         }
+        if writes.is_empty() {
+            // A finished task that wrote nothing still records that it finished.
+            writes.push((NO_WRITES.to_owned(), null_value()));
+        }
         Ok(writes)
     }
 
-    /// Rebuilds a task's output from its saved writes; `None` if it saved an error instead.
+    /// What a task's saved writes say: finished (with its output), or to be run again
+    /// (it failed or was interrupted) with the resume values it already consumed.
     fn decode_writes(
         &self,
         state: &S,
         writes: &[&PendingWrite],
         open_slot: impl Fn(&PendingWrite, usize) -> Result<SerializedValue>,
-    ) -> Result<Option<TaskOutput<S>>> {
+    ) -> Result<SavedTask<S>> {
         let inner = &self.inner;
         let mut out = TaskOutput::default();
         let mut update = S::Update::default();
-        let mut has_update = false;
+        let (mut has_update, mut finished, mut answered) = (false, false, Vec::new());
         for (position, write) in writes.iter().enumerate() {
             let channel = write.channel.as_str();
-            if channel == channels::ERROR {
-                return Ok(None);
+            if channel == channels::RESUME {
+                answered = decode(&inner.serde, &open_slot(write, position)?, channel)?;
+                continue;
             }
+            if channels::special_index(channel).is_some() {
+                continue;
+            }
+            finished = true;
             if let Some(i) = state.channel_index(channel) {
                 let value = open_slot(write, position)?;
                 state.load_write(&mut update, i, &value, &inner.serde)?;
@@ -475,8 +570,11 @@ impl<S: State> CompiledGraph<S> {
                 out.sends.push(decode(&inner.serde, &value, channel)?);
             }
         }
+        if !finished {
+            return Ok(SavedTask::Unfinished { answered });
+        }
         out.update = has_update.then_some(update);
-        Ok(Some(out))
+        Ok(SavedTask::Done(out))
     }
 
     /// Folds the step's outputs into the frame, in task order, and returns the channels whose
@@ -526,16 +624,19 @@ impl<S: State> CompiledGraph<S> {
                     .or_default()
                     .insert(trigger.to_owned(), seen_version.clone());
             }
-        }
-        if frame.input.take().is_some() {
-            changed.insert(INPUT.to_owned());
-        }
-        for i in std::mem::take(&mut frame.triggered) {
-            changed.insert(inner.nodes[i].trigger.clone());
-        }
-        if !frame.sends.is_empty() {
-            frame.sends.clear();
-            changed.insert(channels::TASKS.to_owned());
+            let consumed = match (task.node, &task.kind) {
+                (None, _) => frame.input.take().is_some(),
+                (Some(i), TaskKind::Pull) => frame.triggered.remove(&i),
+                // Every pending send is a task of the step.
+                (Some(_), TaskKind::Push(_)) => {
+                    let had = !frame.sends.is_empty();
+                    frame.sends.clear();
+                    had
+                }
+            };
+            if consumed {
+                changed.insert(trigger.to_owned());
+            }
         }
         // Then the writes, in task order.
         for output in outputs {
@@ -652,6 +753,8 @@ struct Run<'g, S: State> {
     last_source: CheckpointSource,
     /// Async durability: the background writer, started with the first save.
     writer: Option<Writer>,
+    /// The resume command's answers, for the interrupted tasks.
+    resume: Option<Resume>,
 }
 
 /// Saves at most this many calls in one batch (one transaction).
@@ -719,6 +822,7 @@ impl<'g, S: State> Run<'g, S> {
             custom,
             last_source: CheckpointSource::Loop,
             writer: None,
+            resume: None,
         })
     }
 
@@ -733,7 +837,8 @@ impl<'g, S: State> Run<'g, S> {
         self.config.durability == Durability::Sync
     }
 
-    async fn execute(&mut self, input: Option<S::Update>) -> Result<()> {
+    /// Runs the loop; `Some(interrupts)` when the run paused instead of finishing.
+    async fn execute(&mut self, input: Input<S>) -> Result<Option<Vec<Interrupt>>> {
         let replaying = self.config.checkpoint_id.is_some();
         if let Some((saver, thread)) = self.saver() {
             let config = self.config.checkpoint_config(thread);
@@ -748,36 +853,52 @@ impl<'g, S: State> Run<'g, S> {
                 None => {}
             }
         }
-        if let Some(input) = input {
-            // A new input drops the tasks an earlier run left unfinished.
-            let version = self.graph.next_version(&self.frame)?;
-            let mut changed = BTreeSet::new();
-            if !self.frame.triggered.is_empty() || !self.frame.sends.is_empty() {
-                let stale = self.graph.prepare(&self.frame, &self.ns);
-                let outputs = stale.iter().map(|_| TaskOutput::default()).collect();
-                changed = self
-                    .graph
-                    .apply(&mut self.frame, &stale, outputs, &version)?;
+        let fresh_thread = self.frame.checkpoint_id.is_none();
+        let input = match input {
+            // A command without resume on an empty thread is plain input.
+            Input::Command(Command {
+                update: Some(update),
+                resume: None,
+                ..
+            }) if fresh_thread => Input::Update(update),
+            other => other,
+        };
+        let mut skip_done = !replaying;
+        match input {
+            Input::Update(update) => self.start(update).await?,
+            Input::Continue if fresh_thread => return Ok(None),
+            Input::Continue => {
+                self.mark_resumed();
+                if !replaying {
+                    self.apply_null_writes()?;
+                }
             }
-            self.frame.input = Some(input);
-            changed.insert(INPUT.to_owned());
-            self.frame.versions.insert(INPUT.to_owned(), version);
-            self.frame.dirty.insert(INPUT.to_owned());
-            self.frame.pending.clear();
-            let step = self.frame.step + 1;
-            self.checkpoint(CheckpointSource::Input, step, &changed)
-                .await?;
-        } else if self.frame.checkpoint_id.is_none() {
-            // Nothing to resume and no input: the run is empty.
-            return Ok(());
+            Input::Command(command) => {
+                if fresh_thread {
+                    return Err(Error::InvalidUpdate(
+                        "nothing to resume: the thread has no checkpoint".into(),
+                    ));
+                }
+                self.mark_resumed();
+                self.save_command(command).await?;
+                self.apply_null_writes()?;
+                skip_done = true;
+            }
         }
 
-        let mut skip_done = !replaying;
         let mut steps = 0usize;
         loop {
             let tasks = self.graph.prepare(&self.frame, &self.ns);
             if tasks.is_empty() {
-                return Ok(());
+                return Ok(None);
+            }
+            if self.breakpoint(
+                &tasks,
+                &self.config.interrupt_before,
+                &self.graph.inner.interrupt_before,
+            ) {
+                self.emitter.interrupts(&[]);
+                return Ok(Some(Vec::new()));
             }
             if steps >= self.config.recursion_limit {
                 return Err(Error::Recursion {
@@ -794,7 +915,13 @@ impl<'g, S: State> Run<'g, S> {
             }
             let (outputs, unsaved) = self.run_tasks(&tasks, skip_done).await;
             self.keep_writes(unsaved);
-            let outputs = outputs?;
+            let outputs = match outputs? {
+                StepEnd::Done(outputs) => outputs,
+                StepEnd::Interrupted(interrupts) => {
+                    self.emitter.interrupts(&interrupts);
+                    return Ok(Some(interrupts));
+                }
+            };
             for (task, output) in tasks.iter().zip(&outputs) {
                 self.emitter.debug(|| {
                     serde_json::json!({"type": "task_result", "step": step,
@@ -805,62 +932,251 @@ impl<'g, S: State> Run<'g, S> {
             skip_done = true;
             self.emit_updates(&tasks, &outputs);
             let version = self.graph.next_version(&self.frame)?;
-            let changed = self
-                .graph
+            self.graph
                 .apply(&mut self.frame, &tasks, outputs, &version)?;
-            self.checkpoint(CheckpointSource::Loop, step, &changed)
-                .await?;
+            self.checkpoint(CheckpointSource::Loop, step).await?;
             self.emitter.values(&self.frame.state);
+            if self.breakpoint(
+                &tasks,
+                &self.config.interrupt_after,
+                &self.graph.inner.interrupt_after,
+            ) {
+                self.emitter.interrupts(&[]);
+                return Ok(Some(Vec::new()));
+            }
         }
     }
 
+    /// Starts a new run with `update` as input: the input checkpoint.
+    async fn start(&mut self, update: S::Update) -> Result<()> {
+        // A new input drops the tasks an earlier run left unfinished.
+        let version = self.graph.next_version(&self.frame)?;
+        if !self.frame.triggered.is_empty() || !self.frame.sends.is_empty() {
+            let stale = self.graph.prepare(&self.frame, &self.ns);
+            let outputs = stale.iter().map(|_| TaskOutput::default()).collect();
+            self.graph
+                .apply(&mut self.frame, &stale, outputs, &version)?;
+        }
+        self.frame.input = Some(update);
+        self.frame.versions.insert(INPUT.to_owned(), version);
+        self.frame.dirty.insert(INPUT.to_owned());
+        let step = self.frame.step + 1;
+        self.checkpoint(CheckpointSource::Input, step).await
+    }
+
+    /// Records that the thread was resumed at its current versions, so a static breakpoint
+    /// that paused this step does not pause it again.
+    fn mark_resumed(&mut self) {
+        let versions = self.frame.versions.clone();
+        self.frame.seen.insert(INTERRUPT_SEEN.to_owned(), versions);
+    }
+
+    /// Whether a static breakpoint in `run_list` (or, without one, `compiled`) stops before
+    /// (or after) `tasks`: one of them is listed and a channel changed since the last resume.
+    fn breakpoint(
+        &self,
+        tasks: &[Task<S>],
+        run_list: &Option<Vec<String>>,
+        compiled: &[String],
+    ) -> bool {
+        let nodes = run_list.as_deref().unwrap_or(compiled);
+        if nodes.is_empty()
+            || !tasks
+                .iter()
+                .any(|t| t.node.is_some() && nodes.contains(&t.name))
+        {
+            return false;
+        }
+        let seen = self.frame.seen.get(INTERRUPT_SEEN);
+        self.frame.versions.iter().any(|(channel, version)| {
+            seen.and_then(|s| s.get(channel))
+                .is_none_or(|old| version.counter() > old.counter())
+        })
+    }
+
+    /// Saves a resume command as writes of no task (so a crash before the step ends keeps
+    /// them) and queues them for this run.
+    async fn save_command(&mut self, command: Command<S>) -> Result<()> {
+        let inner = &self.graph.inner;
+        let mut writes = Vec::new();
+        if let Some(resume) = &command.resume {
+            let pending = self.pending_interrupts();
+            if matches!(resume, Resume::One(_)) && pending.len() > 1 {
+                return Err(Error::InvalidUpdate(format!(
+                    "{} interrupts are pending; resume them by id with Command::resume_by_id",
+                    pending.len()
+                )));
+            }
+            writes.push((
+                channels::RESUME.to_owned(),
+                inner
+                    .serde
+                    .dumps(resume)
+                    .map_err(|e| crate::state::channel_error(channels::RESUME, e))?,
+            ));
+        }
+        let routed = self
+            .graph
+            .route(&inner.start, &self.frame.state, None, command.goto)?;
+        let output = TaskOutput {
+            update: command.update,
+            triggers: routed
+                .triggers
+                .into_iter()
+                .filter(|i| !inner.start.edges.contains(i))
+                .collect(),
+            sends: routed.sends,
+        };
+        if output.update.is_some() || !output.triggers.is_empty() || !output.sends.is_empty() {
+            writes.extend(self.graph.encode_writes(&self.frame.state, &output)?);
+        }
+        // Update writes of an earlier resume of this checkpoint were applied then: a new
+        // command replaces them.
+        self.frame
+            .pending
+            .retain(|w| w.task_id != channels::NULL_TASK_ID);
+        if writes.is_empty() {
+            return Ok(());
+        }
+        let checkpoint_id = self.frame.checkpoint_id.clone().unwrap_or_default();
+        let sealed = self.seal_writes(writes.clone(), &checkpoint_id, channels::NULL_TASK_ID)?;
+        if let Some((saver, thread)) = self.saver() {
+            let config = CheckpointConfig::of(thread, &self.ns, &checkpoint_id);
+            saver
+                .put_writes(&config, sealed.clone(), channels::NULL_TASK_ID, "")
+                .await?;
+        }
+        self.frame
+            .pending
+            .extend(sealed.into_iter().map(|(channel, value)| PendingWrite {
+                task_id: channels::NULL_TASK_ID.to_owned(),
+                channel,
+                value,
+            }));
+        Ok(())
+    }
+
+    /// Pending interrupts of the frame's checkpoint, by task id.
+    fn pending_interrupts(&self) -> BTreeMap<String, Vec<Interrupt>> {
+        self.graph.pending_interrupts(&self.frame)
+    }
+
+    /// Applies the writes of no task (a resume command's update and routing) before the next
+    /// step, and takes its resume value for the interrupted task.
+    fn apply_null_writes(&mut self) -> Result<()> {
+        let checkpoint_id = self.frame.checkpoint_id.clone().unwrap_or_default();
+        let null: Vec<&PendingWrite> = self
+            .frame
+            .pending
+            .iter()
+            .filter(|w| w.task_id == channels::NULL_TASK_ID)
+            .collect();
+        if null.is_empty() {
+            return Ok(());
+        }
+        let mut resume = None;
+        for (position, write) in null.iter().enumerate() {
+            if write.channel == channels::RESUME {
+                let value = self.open_write(write, &checkpoint_id, position)?;
+                resume = Some(decode::<Resume>(
+                    &self.graph.inner.serde,
+                    &value,
+                    channels::RESUME,
+                )?);
+            }
+        }
+        // The rest are an update and routing, decoded like a task's writes. Positions stay
+        // those of the stored writes, which the sealing slots name.
+        let open_slot = |w: &PendingWrite, _: usize| {
+            let position = null.iter().position(|n| std::ptr::eq(*n, w)).unwrap_or(0);
+            self.open_write(w, &checkpoint_id, position)
+        };
+        let rest: Vec<&PendingWrite> = null
+            .iter()
+            .copied()
+            .filter(|w| w.channel != channels::RESUME)
+            .collect();
+        let saved = self
+            .graph
+            .decode_writes(&self.frame.state, &rest, open_slot)?;
+        self.resume = resume;
+        if let SavedTask::Done(output) = saved {
+            let version = self.graph.next_version(&self.frame)?;
+            self.graph
+                .apply(&mut self.frame, &[], vec![output], &version)?;
+        }
+        Ok(())
+    }
+
     /// Runs a step's tasks concurrently; each task's writes are saved as it finishes
-    /// (in sync durability) or returned for the end of the run. Tasks whose writes a
-    /// checkpoint already holds are not run again (unless replaying).
+    /// (in sync durability) or returned for later. Tasks whose writes the checkpoint already
+    /// holds are not run again (unless replaying). A failure wins over interrupts.
     async fn run_tasks(
         &self,
         tasks: &[Task<S>],
         skip_done: bool,
-    ) -> (Result<Vec<TaskOutput<S>>>, Vec<UnsavedWrites>) {
+    ) -> (Result<StepEnd<S>>, Vec<UnsavedWrites>) {
         let graph = self.graph;
-        let mut done: HashMap<&str, Vec<&PendingWrite>> = HashMap::new();
+        let mut saved: HashMap<&str, Vec<&PendingWrite>> = HashMap::new();
         if skip_done {
             for write in &self.frame.pending {
-                done.entry(write.task_id.as_str()).or_default().push(write);
+                saved.entry(write.task_id.as_str()).or_default().push(write);
             }
         }
         let checkpoint_id = self.frame.checkpoint_id.as_deref().unwrap_or("");
+        let interrupted = if self.resume.is_some() {
+            self.pending_interrupts()
+        } else {
+            BTreeMap::new()
+        };
         // A step's only task needs no separate save of its writes: the step's checkpoint is
         // the very next write and holds them, so a crash loses no more than it would between
-        // the task's end and its `put_writes`. A failure is always saved, for `get_state`.
+        // the task's end and its `put_writes`. Failures and interrupts are always saved.
         let sole = tasks.len() == 1;
         let futures = tasks.iter().map(|task| {
-            let saved = done.get(task.id.as_str());
+            let saved = saved.get(task.id.as_str());
+            let interrupted = &interrupted;
             async move {
+                let mut answered = Vec::new();
                 if let Some(saved) = saved {
                     let open_slot = |w: &PendingWrite, position: usize| {
                         self.open_write(w, checkpoint_id, position)
                     };
-                    if let Some(output) =
-                        graph.decode_writes(&self.frame.state, saved, open_slot)?
-                    {
-                        return Ok((Ok(output), None));
+                    match graph.decode_writes(&self.frame.state, saved, open_slot)? {
+                        SavedTask::Done(output) => return Ok((TaskEnd::Done(output), None)),
+                        SavedTask::Unfinished { answered: earlier } => answered = earlier,
                     }
                 }
-                let result = self.run_task(task).await;
-                if self.saver().is_none() || sole && result.is_ok() {
-                    return Ok((result, None));
+                let fresh = match &self.resume {
+                    Some(Resume::One(value))
+                        if interrupted.contains_key(&task.id) || interrupted.is_empty() && sole =>
+                    {
+                        Some(Resume::One(value.clone()))
+                    }
+                    Some(Resume::ById(answers)) => Some(Resume::ById(answers.clone())),
+                    _ => None,
+                };
+                let scratch = Scratch::new(&task.id, answered, fresh);
+                let end = self.run_task(task, Arc::clone(&scratch)).await;
+                if self.saver().is_none() || sole && matches!(end, TaskEnd::Done(_)) {
+                    return Ok((end, None));
                 }
-                let writes = match &result {
-                    Ok(output) => graph.encode_writes(&self.frame.state, output)?,
-                    Err(err) => vec![(
-                        channels::ERROR.to_owned(),
-                        graph
-                            .inner
-                            .serde
-                            .dumps(&err.to_string())
-                            .map_err(|e| crate::state::channel_error(channels::ERROR, e))?,
-                    )],
+                let serde = &graph.inner.serde;
+                let writes = match &end {
+                    TaskEnd::Done(output) => graph.encode_writes(&self.frame.state, output)?,
+                    TaskEnd::Failed(err) => vec![dump(serde, channels::ERROR, &err.to_string())?],
+                    TaskEnd::Interrupted(interrupt) => {
+                        let answered = scratch
+                            .lock()
+                            .map(|s| s.answered.clone())
+                            .unwrap_or_default();
+                        let mut writes = Vec::new();
+                        if !answered.is_empty() {
+                            writes.push(dump(serde, channels::RESUME, &answered)?);
+                        }
+                        writes.push(dump(serde, channels::INTERRUPT, &vec![interrupt.clone()])?);
+                        writes
+                    }
                 };
                 let writes = self.seal_writes(writes, checkpoint_id, &task.id)?;
                 match self.saver() {
@@ -869,23 +1185,25 @@ impl<'g, S: State> Run<'g, S> {
                         saver
                             .put_writes(&config, writes, &task.id, &task.name)
                             .await?;
-                        Ok::<_, Error>((result, None))
+                        Ok::<_, Error>((end, None))
                     }
-                    _ => Ok((result, Some((task.id.clone(), writes)))),
+                    _ => Ok((end, Some((task.id.clone(), writes)))),
                 }
             }
         });
         let results = join_all(futures).await;
         let mut outputs = Vec::with_capacity(tasks.len());
         let mut unsaved = Vec::new();
+        let mut interrupts = Vec::new();
         let mut failure = None;
         for result in results {
             match result {
-                Ok((output, writes)) => {
+                Ok((end, writes)) => {
                     unsaved.extend(writes);
-                    match output {
-                        Ok(output) => outputs.push(output),
-                        Err(err) => {
+                    match end {
+                        TaskEnd::Done(output) => outputs.push(output),
+                        TaskEnd::Interrupted(interrupt) => interrupts.push(interrupt),
+                        TaskEnd::Failed(err) => {
                             failure.get_or_insert(err);
                         }
                     }
@@ -895,27 +1213,32 @@ impl<'g, S: State> Run<'g, S> {
                 }
             }
         }
-        match failure {
-            Some(err) => (Err(err), unsaved),
-            None => (Ok(outputs), unsaved),
-        }
+        let end = match failure {
+            Some(err) => Err(err),
+            None if !interrupts.is_empty() => Ok(StepEnd::Interrupted(interrupts)),
+            None => Ok(StepEnd::Done(outputs)),
+        };
+        (end, unsaved)
     }
 
     /// Calls one task's node and routes its result.
-    async fn run_task(&self, task: &Task<S>) -> Result<TaskOutput<S>> {
+    async fn run_task(&self, task: &Task<S>, scratch: SharedScratch) -> TaskEnd<S> {
         let inner = &self.graph.inner;
         let Some(index) = task.node else {
             // The start task writes the input and follows START's edges.
-            return self.graph.route(
+            return match self.graph.route(
                 &inner.start,
                 &self.frame.state,
                 self.frame.input.as_ref(),
                 Vec::new(),
-            );
+            ) {
+                Ok(output) => TaskEnd::Done(output),
+                Err(err) => TaskEnd::Failed(err),
+            };
         };
         let node = &inner.nodes[index];
         let Some(func) = &node.func else {
-            return Ok(TaskOutput::default());
+            return TaskEnd::Done(TaskOutput::default());
         };
         let ctx = Context {
             config: Arc::clone(&self.config),
@@ -923,17 +1246,33 @@ impl<'g, S: State> Run<'g, S> {
             custom: self.custom.clone(),
             node: Arc::from(node.name.as_str()),
             step: self.frame.step + 1,
+            scratch: Some(scratch),
         };
         let input = task
             .input
             .clone()
             .unwrap_or_else(|| self.frame.state.clone());
-        let Command { update, goto } = func(input, ctx).await.map_err(|source| Error::Node {
-            node: node.name.clone(),
-            source,
-        })?;
-        self.graph
-            .route(node, &self.frame.state, update.as_ref(), goto)
+        let command = match func(input, ctx).await {
+            Ok(command) => command,
+            Err(source) => {
+                return match source.downcast::<Interrupt>() {
+                    Ok(interrupt) => TaskEnd::Interrupted(*interrupt),
+                    Err(source) => TaskEnd::Failed(Error::Node {
+                        node: node.name.clone(),
+                        source,
+                    }),
+                };
+            }
+        };
+        match self.graph.route(
+            node,
+            &self.frame.state,
+            command.update.as_ref(),
+            command.goto,
+        ) {
+            Ok(output) => TaskEnd::Done(output),
+            Err(err) => TaskEnd::Failed(err),
+        }
     }
 
     fn open_write(
@@ -998,19 +1337,16 @@ impl<'g, S: State> Run<'g, S> {
     }
 
     /// Makes the frame a new checkpoint, and writes it unless durability is exit-only.
-    async fn checkpoint(
-        &mut self,
-        source: CheckpointSource,
-        step: i64,
-        changed: &BTreeSet<String>,
-    ) -> Result<()> {
+    async fn checkpoint(&mut self, source: CheckpointSource, step: i64) -> Result<()> {
         self.frame.step = step;
         self.frame.checkpoint_id = Some(waypoint_checkpoint::checkpoint_id(step));
         self.frame.pending.clear();
         self.exit_writes.clear();
+        self.resume = None;
         self.last_source = source;
         if self.config.durability != Durability::Exit {
-            self.persist(changed.clone()).await?;
+            let changed = std::mem::take(&mut self.frame.dirty);
+            self.persist(changed).await?;
         }
         self.emitter.debug(|| self.checkpoint_event());
         Ok(())
@@ -1081,7 +1417,6 @@ impl<'g, S: State> Run<'g, S> {
     /// Writes the frame's checkpoint with `channels` changed since the last one stored.
     async fn persist(&mut self, changed: BTreeSet<String>) -> Result<()> {
         let Some((saver, thread)) = self.saver() else {
-            self.frame.dirty.clear();
             return Ok(());
         };
         let saver = Arc::clone(saver);
@@ -1122,7 +1457,6 @@ impl<'g, S: State> Run<'g, S> {
                 .await?;
         }
         self.frame.persisted_id = self.frame.checkpoint_id.clone();
-        self.frame.dirty.clear();
         Ok(())
     }
 
@@ -1173,6 +1507,18 @@ pub(crate) fn task_id(
     };
     let key = format!("{checkpoint_id}\u{0}{ns}\u{0}{step}\u{0}{name}\u{0}{kind}");
     uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, key.as_bytes()).to_string()
+}
+
+/// Encodes one write.
+fn dump<T: serde::Serialize + ?Sized>(
+    serde: &Serde,
+    channel: &str,
+    value: &T,
+) -> Result<(String, SerializedValue)> {
+    serde
+        .dumps(value)
+        .map(|v| (channel.to_owned(), v))
+        .map_err(|e| crate::state::channel_error(channel, e))
 }
 
 fn null_value() -> SerializedValue {

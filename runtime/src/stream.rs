@@ -7,6 +7,7 @@ use futures::channel::mpsc::{UnboundedSender, unbounded};
 use serde_json::Value;
 
 use crate::context::CustomSink;
+use crate::interrupt::{Input, Interrupt};
 use crate::pregel::CompiledGraph;
 use crate::{Result, RunConfig, State};
 
@@ -55,6 +56,9 @@ pub enum StreamPart<S: State> {
     },
     /// A debug event: `{"type": "checkpoint" | "task" | "task_result", "step", "payload"}`.
     Debug(Value),
+    /// The run paused: LangGraph's `__interrupt__` event, with the pending interrupts
+    /// (empty for a static breakpoint). Sent with the `updates` or `values` modes.
+    Interrupt(Vec<Interrupt>),
 }
 
 impl<S: State> StreamPart<S> {
@@ -65,6 +69,7 @@ impl<S: State> StreamPart<S> {
             StreamPart::Updates { .. } => StreamMode::Updates,
             StreamPart::Custom { .. } => StreamMode::Custom,
             StreamPart::Debug(_) => StreamMode::Debug,
+            StreamPart::Interrupt(_) => StreamMode::Updates,
         }
     }
 }
@@ -104,6 +109,12 @@ impl<S: State> Emitter<S> {
         });
     }
 
+    pub(crate) fn interrupts(&self, interrupts: &[Interrupt]) {
+        if self.wants(StreamMode::Updates) || self.wants(StreamMode::Values) {
+            self.send(StreamPart::Interrupt(interrupts.to_vec()));
+        }
+    }
+
     pub(crate) fn debug(&self, event: impl FnOnce() -> Value) {
         if self.wants(StreamMode::Debug) {
             self.send(StreamPart::Debug(event()));
@@ -131,7 +142,7 @@ impl<S: State> CompiledGraph<S> {
     /// The run is spawned on the current tokio runtime and goes on if the stream is dropped.
     pub fn stream(
         &self,
-        input: Option<S::Update>,
+        input: impl Into<Input<S>>,
         config: &RunConfig,
         modes: &[StreamMode],
     ) -> impl Stream<Item = Result<StreamPart<S>>> + std::marker::Send + 'static {
@@ -142,6 +153,7 @@ impl<S: State> CompiledGraph<S> {
         };
         let graph = self.clone();
         let config = config.clone();
+        let input = input.into();
         tokio::spawn(async move {
             if let Err(err) = graph.run(input, &config, &emitter).await {
                 let _ = tx.unbounded_send(Err(err));

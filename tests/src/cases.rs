@@ -90,8 +90,9 @@ pub async fn documented_example_typed(saver: Saver) -> TestResult {
     let out = graph
         .invoke(Some(FooBarUpdate::default().foo("")), &config)
         .await?;
+    assert!(!out.interrupted);
     assert_eq!(
-        out,
+        out.values,
         FooBar {
             foo: "b".into(),
             bar: vec!["a".into(), "b".into()]

@@ -7,6 +7,7 @@
 
 pub mod cases;
 pub mod graphs;
+pub mod hitl;
 pub mod savers;
 
 use std::sync::Arc;
@@ -63,6 +64,30 @@ macro_rules! runtime_suite {
             corrupt_channel_value_is_an_error,
             thread_id_required,
         );
+        $crate::runtime_suite!(@hitl $factory;
+            interrupt_pauses_and_resumes,
+            interrupt_is_streamed,
+            interrupts_match_resume_values_by_index,
+            validation_loop_asks_until_valid,
+            resume_with_update_applies_it_first,
+            static_breakpoints_pause_and_continue,
+            update_state_skips_interrupted_node,
+            parallel_interrupts_resume_by_id,
+        );
+    };
+    (@hitl $factory:expr; $($case:ident),* $(,)?) => {
+        mod hitl {
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() -> $crate::TestResult {
+                    let Some(saver) = ($factory).await? else {
+                        return Ok(());
+                    };
+                    $crate::hitl::$case(saver).await
+                }
+            )*
+        }
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
         $(
