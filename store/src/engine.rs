@@ -8,9 +8,11 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 
-use chrono::{DateTime, Duration, DurationRound, Utc};
-use parking_lot::{Mutex, RwLock};
+use chrono::{DateTime, Utc};
+use parking_lot::RwLock;
+use serde::Serialize;
 
 use crate::backend::{Backend, FieldVector, Row, Upsert, Write};
 use crate::filter::Filter;
@@ -39,19 +41,11 @@ struct Inner<B> {
     config: StoreConfig,
     /// The vector index; a full reload builds a new one and swaps it in.
     index: Option<RwLock<Arc<VectorIndex>>>,
-    /// Last timestamp handed out: timestamps strictly increase, so updates always move
-    /// `updated_at` forward even within one microsecond.
-    clock: Mutex<DateTime<Utc>>,
+    /// Last timestamp handed out, in microseconds since the epoch: timestamps strictly
+    /// increase, so updates always move `updated_at` forward even within one microsecond.
+    clock: AtomicI64,
     /// Last change-log sequence applied to the index (backends shared between processes).
     seen: tokio::sync::Mutex<i64>,
-}
-
-/// A put after deduplication, with its vectors once embedded.
-struct PendingPut {
-    key: ItemKey,
-    value: Option<Object>,
-    index: Index,
-    ttl_minutes: Option<f64>,
 }
 
 impl<B: Backend> Engine<B> {
@@ -80,7 +74,7 @@ impl<B: Backend> Engine<B> {
                 backend,
                 config,
                 index,
-                clock: Mutex::new(DateTime::<Utc>::MIN_UTC),
+                clock: AtomicI64::new(i64::MIN),
                 seen: tokio::sync::Mutex::new(0),
             }),
         })
@@ -163,12 +157,19 @@ impl<B: Backend> Engine<B> {
 
     /// A timestamp later than every one handed out before, at microsecond precision.
     fn now(&self) -> DateTime<Utc> {
-        let tick = Duration::microseconds(1);
-        let wall = Utc::now();
-        let wall = wall.duration_trunc(tick).unwrap_or(wall);
-        let mut last = self.inner.clock.lock();
-        *last = if wall > *last { wall } else { *last + tick };
-        *last
+        // Whole microseconds (what the SQL backends store) as an integer: every put takes a
+        // timestamp, and truncating and comparing `DateTime`s cost 5% of a put.
+        let wall = Utc::now().timestamp_micros();
+        let next = |last: i64| wall.max(last.saturating_add(1));
+        // A single atomic orders all callers, so the sequence strictly increases.
+        let last = self
+            .inner
+            .clock
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |last| {
+                Some(next(last))
+            })
+            .unwrap_or_else(|last| last);
+        DateTime::from_timestamp_micros(next(last)).unwrap_or(DateTime::<Utc>::MAX_UTC)
     }
 
     /// Runs a batch (see the module docs for its phases).
@@ -177,7 +178,11 @@ impl<B: Backend> Engine<B> {
         let mut gets = Vec::new();
         let mut searches = Vec::new();
         let mut listings = Vec::new();
-        let mut puts: Vec<PendingPut> = Vec::new();
+        // The puts, already as the backend writes them (built in place: no second list).
+        let mut writes =
+            Vec::with_capacity(ops.iter().filter(|op| matches!(op, Op::Put(_))).count());
+        // How each of `writes` is embedded; only kept when the store has an index.
+        let mut embed_as = Vec::new();
         let mut results = Vec::with_capacity(ops.len());
         for (position, op) in ops.into_iter().enumerate() {
             match op {
@@ -195,15 +200,21 @@ impl<B: Backend> Engine<B> {
                     check_pattern(op.suffix.as_deref())?;
                     listings.push((position, op));
                 }
-                Op::Put(op) => puts.push(self.pending_put(op)?),
+                Op::Put(op) => {
+                    let (write, index) = self.checked_put(op)?;
+                    writes.push(write);
+                    if config.index.is_some() {
+                        embed_as.push(index);
+                    }
+                }
             }
             results.push(OpResult::Done);
         }
-        if puts.len() > 1 {
-            puts = last_put_wins(puts);
+        if writes.len() > 1 {
+            (writes, embed_as) = last_put_wins(writes, embed_as);
         }
 
-        let writes = self.embed(puts).await?;
+        self.embed(&mut writes, embed_as).await?;
 
         if !gets.is_empty() {
             let keys: Vec<ItemKey> = gets
@@ -225,7 +236,9 @@ impl<B: Backend> Engine<B> {
             self.refresh(refresh, now).await?;
         }
         for (position, op, filter) in searches {
-            results[position] = OpResult::Items(self.search(op, filter).await?);
+            // Boxed: a search's state is most of a batch's, and every batch (each single put
+            // included) is allocated at the size of its largest state.
+            results[position] = OpResult::Items(Box::pin(self.search(op, filter)).await?);
         }
         if !listings.is_empty() {
             let all = self.inner.backend.namespaces(self.now()).await?;
@@ -235,16 +248,19 @@ impl<B: Backend> Engine<B> {
         }
 
         if !writes.is_empty() {
-            let vectors: Vec<(ItemKey, Option<Vec<Vec<f32>>>)> = writes
-                .iter()
-                .filter_map(|w| match w {
-                    Write::Put(u) => u.vectors.as_ref().map(|v| {
-                        let raw = v.iter().map(|f| f.vector.clone()).collect();
-                        (u.key.clone(), Some(raw))
-                    }),
-                    Write::Delete(key) => Some((key.clone(), None)),
-                })
-                .collect();
+            let vectors: Vec<(ItemKey, Option<Vec<Vec<f32>>>)> = match config.index {
+                None => Vec::new(),
+                Some(_) => writes
+                    .iter()
+                    .filter_map(|w| match w {
+                        Write::Put(u) => u.vectors.as_ref().map(|v| {
+                            let raw = v.iter().map(|f| f.vector.clone()).collect();
+                            (u.key.clone(), Some(raw))
+                        }),
+                        Write::Delete(key) => Some((key.clone(), None)),
+                    })
+                    .collect(),
+            };
             self.inner.backend.write(writes, self.now()).await?;
             if let Some(index) = self.index() {
                 for (key, vectors) in vectors {
@@ -258,56 +274,58 @@ impl<B: Backend> Engine<B> {
         Ok(results)
     }
 
-    /// Validates a put and resolves its TTL.
-    fn pending_put(&self, op: PutOp) -> Result<PendingPut> {
+    /// Validates a put and resolves its TTL: the write (without vectors yet) and how to embed it.
+    fn checked_put(&self, op: PutOp) -> Result<(Write, Index)> {
         op.namespace.validate()?;
         let ttl_minutes = match op.ttl {
             Ttl::Default => self.inner.config.ttl.default_ttl,
             Ttl::Never => None,
             Ttl::Minutes(minutes) => Some(check_ttl(minutes)?),
         };
-        if let Some(value) = &op.value {
+        let limit = self.inner.config.max_value_bytes;
+        // Encoding a value just to measure it would cost more than the rest of the put: the
+        // exact size is only needed when the cheap upper bound is over the limit.
+        if let Some(value) = &op.value
+            && json_size_bound(value) > limit
+        {
             let size = json_size(value);
-            if size > self.inner.config.max_value_bytes {
+            if size > limit {
                 return Err(Error::InvalidValue(format!(
-                    "the value of `{}` is {size} bytes as JSON, over the store's limit of {}",
-                    op.key, self.inner.config.max_value_bytes
+                    "the value of `{}` is {size} bytes as JSON, over the store's limit of {limit}",
+                    op.key
                 )));
             }
         }
         if let Index::Fields(paths) = &op.index {
             check_paths(paths)?;
         }
-        Ok(PendingPut {
-            key: ItemKey::new(op.namespace, op.key),
-            value: op.value,
-            index: op.index,
-            ttl_minutes,
-        })
+        let key = ItemKey::new(op.namespace, op.key);
+        let write = match op.value {
+            Some(value) => Write::Put(Upsert {
+                key,
+                value,
+                ttl_minutes,
+                vectors: None,
+            }),
+            None => Write::Delete(key),
+        };
+        Ok((write, op.index))
     }
 
-    /// Embeds every text the puts produce with one embedder call and builds the writes.
-    async fn embed(&self, puts: Vec<PendingPut>) -> Result<Vec<Write>> {
+    /// Embeds every text the puts produce with one embedder call and gives each put of
+    /// `writes` its vectors (`embed_as[i]` says how to embed `writes[i]`). Without an index
+    /// the writes keep `vectors: None`.
+    async fn embed(&self, writes: &mut [Write], embed_as: Vec<Index>) -> Result<()> {
         let Some(index_config) = &self.inner.config.index else {
-            return Ok(puts
-                .into_iter()
-                .map(|put| match put.value {
-                    Some(value) => Write::Put(Upsert {
-                        key: put.key,
-                        value,
-                        ttl_minutes: put.ttl_minutes,
-                        vectors: None,
-                    }),
-                    None => Write::Delete(put.key),
-                })
-                .collect());
+            return Ok(());
         };
         // (put position, field name) for every text, in embedding order.
         let mut owners: Vec<(usize, String)> = Vec::new();
         let mut texts: Vec<String> = Vec::new();
-        for (position, put) in puts.iter().enumerate() {
-            let Some(value) = &put.value else { continue };
-            let paths = match &put.index {
+        for (position, (write, index)) in writes.iter().zip(&embed_as).enumerate() {
+            let Write::Put(put) = write else { continue };
+            let value = &put.value;
+            let paths = match index {
                 Index::Off => continue,
                 Index::Default => &index_config.fields,
                 Index::Fields(paths) => paths,
@@ -340,24 +358,17 @@ impl<B: Backend> Engine<B> {
             }
             vectors
         };
-        let mut per_put: Vec<Vec<FieldVector>> = vec![Vec::new(); puts.len()];
+        let mut per_put: Vec<Vec<FieldVector>> = vec![Vec::new(); writes.len()];
         for ((position, field), vector) in owners.into_iter().zip(vectors) {
             check_dims(&vector, index_config.dims)?;
             per_put[position].push(FieldVector { field, vector });
         }
-        Ok(puts
-            .into_iter()
-            .zip(per_put)
-            .map(|(put, vectors)| match put.value {
-                Some(value) => Write::Put(Upsert {
-                    key: put.key,
-                    value,
-                    ttl_minutes: put.ttl_minutes,
-                    vectors: Some(vectors),
-                }),
-                None => Write::Delete(put.key),
-            })
-            .collect())
+        for (write, vectors) in writes.iter_mut().zip(per_put) {
+            if let Write::Put(put) = write {
+                put.vectors = Some(vectors);
+            }
+        }
+        Ok(())
     }
 
     /// Restarts the TTL of `keys` (rows known to have one).
@@ -515,20 +526,34 @@ impl<B: Backend> Engine<B> {
     }
 }
 
-/// Keeps the last put to each key, in the place of the first one.
-fn last_put_wins(puts: Vec<PendingPut>) -> Vec<PendingPut> {
-    let mut slot_of: HashMap<ItemKey, usize> = HashMap::with_capacity(puts.len());
-    let mut kept: Vec<PendingPut> = Vec::with_capacity(puts.len());
-    for put in puts {
-        match slot_of.get(&put.key) {
-            Some(&slot) => kept[slot] = put,
+/// Keeps the last put to each key, in the place of the first one; `embed_as` (empty or one
+/// entry per write) follows its write.
+fn last_put_wins(writes: Vec<Write>, embed_as: Vec<Index>) -> (Vec<Write>, Vec<Index>) {
+    let mut slot_of: HashMap<ItemKey, usize> = HashMap::with_capacity(writes.len());
+    let mut kept: Vec<Write> = Vec::with_capacity(writes.len());
+    let mut kept_as: Vec<Index> = Vec::with_capacity(embed_as.len());
+    let mut embed_as = embed_as.into_iter();
+    for write in writes {
+        let index = embed_as.next();
+        let key = match &write {
+            Write::Put(put) => &put.key,
+            Write::Delete(key) => key,
+        };
+        match slot_of.get(key) {
+            Some(&slot) => {
+                kept[slot] = write;
+                if let Some(index) = index {
+                    kept_as[slot] = index;
+                }
+            }
             None => {
-                slot_of.insert(put.key.clone(), kept.len());
-                kept.push(put);
+                slot_of.insert(key.clone(), kept.len());
+                kept.push(write);
+                kept_as.extend(index);
             }
         }
     }
-    kept
+    (kept, kept_as)
 }
 
 /// Items a namespace listing returns: matching, truncated, de-duplicated, sorted label-wise.
@@ -637,7 +662,7 @@ fn check_paths(paths: &[String]) -> Result<()> {
 }
 
 /// The length of a value's compact JSON encoding, without building it.
-fn json_size(value: &Object) -> usize {
+fn json_size<T: Serialize + ?Sized>(value: &T) -> usize {
     struct Count(usize);
     impl std::io::Write for Count {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -649,9 +674,40 @@ fn json_size(value: &Object) -> usize {
         }
     }
     let mut count = Count(0);
-    // Writing a `Map<String, Value>` cannot fail; a failure would only undercount.
+    // Writing JSON values cannot fail; a failure would only undercount.
     let _ = serde_json::to_writer(&mut count, value);
     count.0
+}
+
+/// An upper bound of [`json_size`] that reads no string's bytes: a string encodes to at most
+/// six bytes per byte (`\u001f`) plus its quotes. Numbers are short: encoded exactly.
+fn json_size_bound(value: &Object) -> usize {
+    fn string(s: &str) -> usize {
+        s.len().saturating_mul(6).saturating_add(2)
+    }
+    fn any(value: &serde_json::Value) -> usize {
+        use serde_json::Value;
+        match value {
+            Value::Null => 4,
+            Value::Bool(_) => 5,
+            Value::Number(n) => json_size(n),
+            Value::String(s) => string(s),
+            // Brackets, and a separator after every element (one more than needed).
+            Value::Array(items) => items.iter().fold(2, |sum: usize, item| {
+                sum.saturating_add(any(item)).saturating_add(1)
+            }),
+            Value::Object(map) => object(map),
+        }
+    }
+    fn object(map: &Object) -> usize {
+        // Braces; a `:` and a separator per entry.
+        map.iter().fold(2, |sum: usize, (key, value)| {
+            sum.saturating_add(string(key))
+                .saturating_add(any(value))
+                .saturating_add(2)
+        })
+    }
+    object(value)
 }
 
 /// Implements [`Store`](crate::Store) for a type with an `engine: Engine<_>` field.
@@ -674,3 +730,72 @@ macro_rules! forward_store {
     };
 }
 pub(crate) use forward_store;
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::{InMemoryStore, StoreExt};
+
+    fn obj(value: serde_json::Value) -> Object {
+        match value {
+            serde_json::Value::Object(map) => map,
+            other => Object::from_iter([(String::from("v"), other)]),
+        }
+    }
+
+    #[test]
+    fn size_bound_never_undercounts() {
+        let values = [
+            json!({}),
+            json!({"": ""}),
+            json!({"ctrl": "\u{0}\u{1f}\n\t\"\\", "\u{1}key": "é✓😀\u{7f}\u{2028}"}),
+            json!({"n": [u64::MAX, i64::MIN, f64::MAX, -0.0, 1e-300, 0.1, 3]}),
+            json!({"a": [null, true, false, [], {}, [[{"b": [1, "\u{5}"]}]]]}),
+            json!({"text": "plain words only", "kind": "k3", "n": 17}),
+        ];
+        for value in values {
+            let value = obj(value);
+            let exact = serde_json::to_string(&value).map(|s| s.len()).unwrap_or(0);
+            assert_eq!(json_size(&value), exact);
+            assert!(json_size_bound(&value) >= exact, "{value:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_limit_applies_to_the_exact_size() {
+        // A value whose bound is far over its exact size (no string needs escaping).
+        let value = json!({"text": "x".repeat(100)});
+        let exact = serde_json::to_string(&value).map(|s| s.len()).unwrap_or(0);
+        assert!(json_size_bound(&obj(value.clone())) > exact);
+        let at_limit = |max_value_bytes| {
+            InMemoryStore::with_config(StoreConfig {
+                max_value_bytes,
+                ..StoreConfig::new()
+            })
+        };
+        let store = at_limit(exact).unwrap();
+        store.put(["ns"], "fits", value.clone()).await.unwrap();
+        let store = at_limit(exact - 1).unwrap();
+        let err = store.put(["ns"], "over", value).await.unwrap_err();
+        let Error::InvalidValue(message) = err else {
+            panic!("{err:?}")
+        };
+        assert!(message.contains(&format!("is {exact} bytes")), "{message}");
+        assert!(store.get(["ns"], "over").await.unwrap().is_none());
+    }
+
+    #[test]
+    fn timestamps_strictly_increase_in_whole_microseconds() {
+        let engine = Engine::new(crate::memory::MemoryBackend::default(), StoreConfig::new())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut last = engine.now();
+        for _ in 0..10_000 {
+            let now = engine.now();
+            assert!(now > last);
+            assert_eq!(now.timestamp_subsec_nanos() % 1000, 0);
+            last = now;
+        }
+    }
+}

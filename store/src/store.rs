@@ -89,11 +89,17 @@ forward_pointer!(std::sync::Arc);
 forward_pointer!(Box);
 
 /// One-op conveniences over [`Store::batch`], for every store.
+///
+/// Each builds its op and calls `batch` itself (no convenience calls another), so a call
+/// costs one boxed future besides the store's own.
 #[async_trait]
 pub trait StoreExt: Store {
     /// Reads one item; `None` when missing or expired.
     async fn get(&self, namespace: impl Into<Namespace> + Send, key: &str) -> Result<Option<Item>> {
-        match self.one(Op::Get(GetOp::new(namespace, key))).await? {
+        match first(
+            self.batch(vec![Op::Get(GetOp::new(namespace, key))])
+                .await?,
+        )? {
             OpResult::Item(item) => Ok(item),
             other => Err(unexpected(other)),
         }
@@ -106,8 +112,8 @@ pub trait StoreExt: Store {
         key: &str,
         value: Value,
     ) -> Result<()> {
-        self.put_with(namespace, key, value, Index::Default, Ttl::Default)
-            .await
+        let op = put_op(namespace, key, value, Index::Default, Ttl::Default)?;
+        first(self.batch(vec![op]).await?).map(drop)
     }
 
     /// Puts a JSON object with an explicit index choice and TTL.
@@ -119,26 +125,22 @@ pub trait StoreExt: Store {
         index: Index,
         ttl: Ttl,
     ) -> Result<()> {
-        let Value::Object(value) = value else {
-            return Err(Error::InvalidValue(format!(
-                "a stored value must be a JSON object, got {}",
-                json_kind(&value)
-            )));
-        };
-        let op = PutOp::new(namespace, key, value).index(index).ttl(ttl);
-        self.one(Op::Put(op)).await.map(drop)
+        let op = put_op(namespace, key, value, index, ttl)?;
+        first(self.batch(vec![op]).await?).map(drop)
     }
 
     /// Deletes one item; deleting a missing item is not an error.
     async fn delete(&self, namespace: impl Into<Namespace> + Send, key: &str) -> Result<()> {
-        self.one(Op::Put(PutOp::delete(namespace, key)))
-            .await
-            .map(drop)
+        first(
+            self.batch(vec![Op::Put(PutOp::delete(namespace, key))])
+                .await?,
+        )
+        .map(drop)
     }
 
     /// Runs one search.
     async fn search(&self, op: SearchOp) -> Result<Vec<SearchItem>> {
-        match self.one(Op::Search(op)).await? {
+        match first(self.batch(vec![Op::Search(op)]).await?)? {
             OpResult::Items(items) => Ok(items),
             other => Err(unexpected(other)),
         }
@@ -146,7 +148,7 @@ pub trait StoreExt: Store {
 
     /// Lists namespaces.
     async fn list_namespaces(&self, op: ListNamespacesOp) -> Result<Vec<Namespace>> {
-        match self.one(Op::ListNamespaces(op)).await? {
+        match first(self.batch(vec![Op::ListNamespaces(op)]).await?)? {
             OpResult::Namespaces(namespaces) => Ok(namespaces),
             other => Err(unexpected(other)),
         }
@@ -154,11 +156,34 @@ pub trait StoreExt: Store {
 
     /// Runs a batch of one op.
     async fn one(&self, op: Op) -> Result<OpResult> {
-        self.batch(vec![op])
-            .await?
-            .pop()
-            .ok_or_else(|| Error::InvalidConfig(String::from("the store returned no result")))
+        first(self.batch(vec![op]).await?)
     }
+}
+
+/// The put op for a JSON value, which must be an object.
+fn put_op(
+    namespace: impl Into<Namespace>,
+    key: &str,
+    value: Value,
+    index: Index,
+    ttl: Ttl,
+) -> Result<Op> {
+    let Value::Object(value) = value else {
+        return Err(Error::InvalidValue(format!(
+            "a stored value must be a JSON object, got {}",
+            json_kind(&value)
+        )));
+    };
+    Ok(Op::Put(
+        PutOp::new(namespace, key, value).index(index).ttl(ttl),
+    ))
+}
+
+/// The result of a batch of one op.
+fn first(mut results: Vec<OpResult>) -> Result<OpResult> {
+    results
+        .pop()
+        .ok_or_else(|| Error::InvalidConfig(String::from("the store returned no result")))
 }
 
 impl<S: Store + ?Sized> StoreExt for S {}

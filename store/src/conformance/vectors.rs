@@ -423,8 +423,14 @@ pub async fn vector_wrong_dimensions_rejected(f: &dyn StoreFactory) -> Result<()
         dims: DIMS + 1,
         ..hashing_index()
     };
-    let err = f.open(indexed(mismatched)).await.map(drop);
-    assert!(matches!(err, Err(Error::InvalidConfig(_))), "{err:?}");
+    match f.open(indexed(mismatched)).await {
+        Ok(None) => return Ok(()), // the backend is not available here
+        err => assert!(
+            matches!(err, Err(Error::InvalidConfig(_))),
+            "{:?}",
+            err.map(drop)
+        ),
+    }
     let probe = ProbeEmbedder::new(ProbeMode::WrongDims);
     let store = open!(f, indexed(IndexConfig::new(probe)));
     let ns = fresh(&[]);
