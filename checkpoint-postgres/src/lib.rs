@@ -4,8 +4,8 @@
 //!
 //! The tables, columns and `checkpoint_migrations` numbering (v0 to v9) are LangGraph's, so
 //! a Python LangGraph service and a Waypoint service can share one database: each reads the
-//! other's threads. Waypoint's own additions (indexes) are numbered in
-//! `waypoint_migrations`. Differences from LangGraph's writer, all readable by it: every
+//! other's threads. Waypoint's own additions (indexes, the `waypoint_thread_leases` table of
+//! per-thread leases) are numbered in `waypoint_migrations`. Differences from LangGraph's writer, all readable by it: every
 //! channel value goes to `checkpoint_blobs` (LangGraph inlines strings, numbers and booleans
 //! in the `checkpoint` JSON, in plaintext even when values are encrypted; this saver reads
 //! such values), a `put` is one statement (atomic, one round trip), and NUL characters,
@@ -27,6 +27,7 @@
 
 mod config;
 mod convert;
+mod lease;
 mod queries;
 mod saver;
 mod schema;

@@ -11,12 +11,13 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{PgConnection, Postgres};
 use waypoint_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
-    CheckpointSaver, CheckpointTuple, Error, ListOptions, PreparedPut, PreparedSave,
+    CheckpointSaver, CheckpointTuple, Error, Lease, ListOptions, PreparedPut, PreparedSave,
     PreparedWrites, PruneStrategy, Result, Save, Serde, SerializedValue,
 };
 
 use crate::config::PostgresConfig;
 use crate::convert::{pg_error, tuple_from_row};
+use crate::lease;
 use crate::queries::{self, ListQuery};
 use crate::schema;
 
@@ -420,5 +421,30 @@ impl CheckpointSaver for PostgresSaver {
             )
             .await
         })
+    }
+
+    async fn acquire_lease(&self, thread_id: &str, ttl: Duration) -> Result<Lease> {
+        let ttl = lease::ttl_micros(thread_id, ttl)?;
+        // One token for every attempt: a retry after a lost reply finds the row it wrote.
+        let token = Lease::new_token();
+        let persistent = self.config.prepared_statements;
+        on_conn!(self, retry = true, |conn| lease::acquire(
+            conn, thread_id, &token, ttl, persistent
+        ))
+    }
+
+    async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease> {
+        let ttl = lease::ttl_micros(&lease.thread_id, ttl)?;
+        let persistent = self.config.prepared_statements;
+        on_conn!(self, retry = true, |conn| lease::renew(
+            conn, lease, ttl, persistent
+        ))
+    }
+
+    async fn release_lease(&self, lease: &Lease) -> Result<()> {
+        let persistent = self.config.prepared_statements;
+        on_conn!(self, retry = true, |conn| lease::release(
+            conn, lease, persistent
+        ))
     }
 }

@@ -62,6 +62,12 @@ pub(crate) const WAYPOINT_MIGRATIONS: &[&str] = &[
     "CREATE INDEX CONCURRENTLY IF NOT EXISTS waypoint_checkpoints_checkpoint_id_idx ON checkpoints (checkpoint_id);",
     // `delete_for_runs`.
     "CREATE INDEX CONCURRENTLY IF NOT EXISTS waypoint_checkpoints_run_id_idx ON checkpoints ((metadata ->> 'run_id')) WHERE metadata ? 'run_id';",
+    // Per-thread leases (single writer per thread); Waypoint's own table, unknown to LangGraph.
+    "CREATE TABLE IF NOT EXISTS waypoint_thread_leases (
+    thread_id TEXT PRIMARY KEY,
+    token TEXT NOT NULL,
+    expires_at TIMESTAMPTZ NOT NULL
+);",
 ];
 
 /// The newest LangGraph migration this build knows.

@@ -22,6 +22,7 @@
 mod cache;
 mod config;
 mod convert;
+mod lease;
 mod pool;
 mod queries;
 mod saver;

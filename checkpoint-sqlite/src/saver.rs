@@ -3,11 +3,12 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use waypoint_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
-    CheckpointSaver, CheckpointTuple, DeltaChannelHistory, Error, ListOptions, PendingWrite,
+    CheckpointSaver, CheckpointTuple, DeltaChannelHistory, Error, Lease, ListOptions, PendingWrite,
     PreparedPut, PreparedSave, PreparedWrites, PruneStrategy, Result, Save, Serde, SerializedValue,
     Slot,
 };
@@ -15,6 +16,7 @@ use waypoint_checkpoint::{
 use crate::cache::BlobCache;
 use crate::config::{SqliteConfig, Target};
 use crate::convert::{RawBlob, RawWrite, sqlite_error, tag};
+use crate::lease::{self, Claim};
 use crate::pool::Pool;
 use crate::queries::{self, CopiedValue, ListQuery};
 use crate::schema;
@@ -422,5 +424,22 @@ impl CheckpointSaver for SqliteSaver {
             }
         }
         Ok(out)
+    }
+
+    async fn acquire_lease(&self, thread_id: &str, ttl: Duration) -> Result<Lease> {
+        let claim = Claim::acquire(thread_id, ttl)?;
+        self.writer.run(move |conn| claim.run_acquire(conn)).await
+    }
+
+    async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease> {
+        let claim = Claim::renew(lease, ttl)?;
+        self.writer.run(move |conn| claim.run_renew(conn)).await
+    }
+
+    async fn release_lease(&self, lease: &Lease) -> Result<()> {
+        let (thread_id, token) = (lease.thread_id.clone(), lease.token.clone());
+        self.writer
+            .run(move |conn| lease::release(conn, &thread_id, &token))
+            .await
     }
 }

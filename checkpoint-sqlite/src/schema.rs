@@ -47,6 +47,12 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     // 2: global ordering (list across threads) and delete_for_runs.
     "CREATE INDEX checkpoints_checkpoint_id_idx ON checkpoints (checkpoint_id);
     CREATE INDEX checkpoints_run_id_idx ON checkpoints (run_id) WHERE run_id IS NOT NULL;",
+    // 3: per-thread leases (single writer per thread); `expires_at` in Unix microseconds.
+    "CREATE TABLE waypoint_thread_leases (
+        thread_id TEXT PRIMARY KEY,
+        token TEXT NOT NULL,
+        expires_at INTEGER NOT NULL
+    ) WITHOUT ROWID;",
 ];
 
 /// The schema version this build writes.

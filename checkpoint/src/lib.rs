@@ -62,7 +62,7 @@ pub use id::{checkpoint_id, uuid6};
 pub use memory::{DELTA_COUNTERS_KEY, InMemorySaver};
 pub use prepare::{NewValue, PreparedPut, PreparedSave, PreparedWrites, WriteRow};
 pub use saver::{
-    Capabilities, CheckpointSaver, CheckpointSaverExt, DeltaChannelHistory, ListOptions,
+    Capabilities, CheckpointSaver, CheckpointSaverExt, DeltaChannelHistory, Lease, ListOptions,
     PruneStrategy, Save, walk_delta_history,
 };
 pub use serde::{Format, Keyring, Serde, Slot};

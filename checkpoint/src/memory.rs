@@ -2,13 +2,14 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use serde_json::Value;
 
 use crate::filter::json_contains;
-use crate::saver::{Capabilities, CheckpointSaver, ListOptions, PruneStrategy};
+use crate::saver::{Capabilities, CheckpointSaver, Lease, ListOptions, PruneStrategy};
 use crate::serde::{Serde, Slot};
 use crate::version::ChannelVersion;
 use crate::{
@@ -36,6 +37,9 @@ pub const DELTA_COUNTERS_KEY: &str = "counters_since_delta_snapshot";
 #[derive(Debug, Default)]
 pub struct InMemorySaver {
     storage: RwLock<HashMap<String, Thread>>,
+    /// Thread id to the live claim's token and expiry (monotonic, so clock changes do not
+    /// shorten or stretch a claim).
+    leases: Mutex<HashMap<String, (String, Instant)>>,
     serde: Serde,
 }
 
@@ -81,6 +85,7 @@ impl InMemorySaver {
     pub fn with_serde(serde: Serde) -> Self {
         InMemorySaver {
             storage: RwLock::default(),
+            leases: Mutex::default(),
             serde,
         }
     }
@@ -88,6 +93,16 @@ impl InMemorySaver {
     /// The serde values are sealed and opened with.
     pub fn serde(&self) -> &Serde {
         &self.serde
+    }
+
+    /// Checks `ttl` and gives the monotonic and wall-clock instants it ends at.
+    fn lease_deadline(thread_id: &str, ttl: Duration) -> Result<(Instant, SystemTime)> {
+        Lease::check(thread_id, ttl)?;
+        // MAX_TTL keeps both additions far from overflowing; checked anyway, never a panic.
+        let overflow = || Error::InvalidConfig(format!("a lease ttl of {ttl:?} is too long"));
+        let deadline = Instant::now().checked_add(ttl).ok_or_else(overflow)?;
+        let expires_at = SystemTime::now().checked_add(ttl).ok_or_else(overflow)?;
+        Ok((deadline, expires_at))
     }
 
     fn materialize(
@@ -514,6 +529,54 @@ impl CheckpointSaver for InMemorySaver {
                     }
                 }
             }
+        }
+        Ok(())
+    }
+
+    async fn acquire_lease(&self, thread_id: &str, ttl: Duration) -> Result<Lease> {
+        let (deadline, expires_at) = Self::lease_deadline(thread_id, ttl)?;
+        let token = Lease::new_token();
+        let mut leases = self.leases.lock();
+        if let Some((_, held_until)) = leases.get(thread_id)
+            && *held_until > Instant::now()
+        {
+            return Err(Error::Conflict(format!(
+                "thread `{thread_id}` is leased by another run"
+            )));
+        }
+        leases.insert(thread_id.to_owned(), (token.clone(), deadline));
+        Ok(Lease {
+            thread_id: thread_id.to_owned(),
+            token,
+            expires_at,
+        })
+    }
+
+    async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease> {
+        let (deadline, expires_at) = Self::lease_deadline(&lease.thread_id, ttl)?;
+        let mut leases = self.leases.lock();
+        match leases.get_mut(&lease.thread_id) {
+            Some((token, held_until)) if *token == lease.token => {
+                *held_until = deadline;
+                Ok(Lease {
+                    expires_at,
+                    ..lease.clone()
+                })
+            }
+            _ => Err(Error::Conflict(format!(
+                "the lease on thread `{}` was lost",
+                lease.thread_id
+            ))),
+        }
+    }
+
+    async fn release_lease(&self, lease: &Lease) -> Result<()> {
+        let mut leases = self.leases.lock();
+        if leases
+            .get(&lease.thread_id)
+            .is_some_and(|(token, _)| *token == lease.token)
+        {
+            leases.remove(&lease.thread_id);
         }
         Ok(())
     }

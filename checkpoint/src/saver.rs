@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use serde_json::Value;
@@ -66,6 +67,9 @@ pub struct Capabilities {
     /// A backend-specific [`CheckpointSaver::delta_channel_history`] (the default walk works
     /// on every backend; this flag says the backend has its own).
     pub delta_history: bool,
+    /// [`CheckpointSaver::acquire_lease`], [`CheckpointSaver::renew_lease`] and
+    /// [`CheckpointSaver::release_lease`].
+    pub leases: bool,
 }
 
 impl Capabilities {
@@ -75,7 +79,53 @@ impl Capabilities {
         copy_thread: true,
         prune: true,
         delta_history: true,
+        leases: true,
     };
+}
+
+/// A claim on one thread: while it is live, nobody else can claim the thread.
+///
+/// The token tells holders apart: renewing and releasing need it, so a holder that lost the
+/// thread can never extend or free the next holder's claim.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lease {
+    /// The claimed thread.
+    pub thread_id: String,
+    /// What identifies this claim (a uuid v4), fresh for every acquisition.
+    pub token: String,
+    /// When the claim lapses unless renewed, by the backend's clock (the server's for
+    /// PostgreSQL).
+    pub expires_at: SystemTime,
+}
+
+impl Lease {
+    /// The longest ttl a lease may be claimed or renewed for (a year; renew instead).
+    pub const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 60 * 60);
+
+    /// A fresh token for a new claim (a uuid v4 string).
+    pub fn new_token() -> String {
+        uuid::Uuid::new_v4().to_string()
+    }
+
+    /// Checks a claim's arguments: `InvalidConfig` for an empty thread id or a ttl that is
+    /// zero or longer than [`Lease::MAX_TTL`].
+    pub fn check(thread_id: &str, ttl: Duration) -> Result<()> {
+        if thread_id.is_empty() {
+            return Err(Error::InvalidConfig(
+                "a lease needs a non-empty thread_id".into(),
+            ));
+        }
+        if ttl.is_zero() {
+            return Err(Error::InvalidConfig("a lease ttl must be positive".into()));
+        }
+        if ttl > Self::MAX_TTL {
+            return Err(Error::InvalidConfig(format!(
+                "a lease ttl of {ttl:?} exceeds the maximum of {:?}",
+                Self::MAX_TTL
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// What a delta channel needs to rebuild its value at a checkpoint.
@@ -245,6 +295,33 @@ pub trait CheckpointSaver: Send + Sync + Debug {
         walk_delta_history(self, config, channels).await
     }
 
+    /// Claims `thread_id` for `ttl`; `Error::Conflict` while another live lease holds it. An
+    /// expired lease is taken over.
+    ///
+    /// One atomic step on the backend, so of concurrent claims (from any process sharing the
+    /// database) exactly one wins. An empty thread id or a zero ttl is `InvalidConfig`.
+    async fn acquire_lease(&self, thread_id: &str, ttl: Duration) -> Result<Lease> {
+        let _ = (thread_id, ttl);
+        Err(self.unsupported("acquire_lease"))
+    }
+
+    /// Extends a lease this caller holds to `ttl` from now; `Error::Conflict` if it was lost
+    /// (expired and taken by someone else, or released).
+    ///
+    /// A lease that expired but that nobody has taken over is still this caller's and is
+    /// renewed: nobody else can have written to the thread in between.
+    async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease> {
+        let _ = (lease, ttl);
+        Err(self.unsupported("renew_lease"))
+    }
+
+    /// Gives the lease up; releasing a lease no longer held (expired, taken over) is a no-op
+    /// and never frees someone else's.
+    async fn release_lease(&self, lease: &Lease) -> Result<()> {
+        let _ = lease;
+        Err(self.unsupported("release_lease"))
+    }
+
     /// The `Unsupported` error for `operation` on this backend.
     fn unsupported(&self, operation: &'static str) -> Error {
         Error::Unsupported {
@@ -396,6 +473,15 @@ macro_rules! forward_saver {
                 channels: &[String],
             ) -> Result<BTreeMap<String, DeltaChannelHistory>> {
                 (**self).delta_channel_history(config, channels).await
+            }
+            async fn acquire_lease(&self, thread_id: &str, ttl: Duration) -> Result<Lease> {
+                (**self).acquire_lease(thread_id, ttl).await
+            }
+            async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease> {
+                (**self).renew_lease(lease, ttl).await
+            }
+            async fn release_lease(&self, lease: &Lease) -> Result<()> {
+                (**self).release_lease(lease).await
             }
         }
     )*};

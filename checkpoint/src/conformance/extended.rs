@@ -3,7 +3,10 @@
 use serde_json::json;
 
 use super::*;
-use crate::{DELTA_COUNTERS_KEY, Error, ListOptions, PruneStrategy};
+use crate::{DELTA_COUNTERS_KEY, Error, Lease, ListOptions, PruneStrategy};
+
+/// The ttl of the leases the capability check claims.
+const LEASE_TTL: std::time::Duration = std::time::Duration::from_secs(60);
 
 async fn all(saver: &dyn CheckpointSaver, t: &str) -> Result<Vec<CheckpointTuple>> {
     saver
@@ -403,6 +406,20 @@ pub async fn optional_operations_match_capabilities(saver: &dyn CheckpointSaver)
             saver.prune(&[thread()], PruneStrategy::Delete).await
         ));
     }
+    if !caps.leases {
+        let claimed = saver.acquire_lease(&thread(), LEASE_TTL).await;
+        assert!(matches!(claimed, Err(Error::Unsupported { .. })));
+        let lease = Lease {
+            thread_id: thread(),
+            token: Lease::new_token(),
+            expires_at: std::time::SystemTime::now(),
+        };
+        assert!(matches!(
+            saver.renew_lease(&lease, LEASE_TTL).await,
+            Err(Error::Unsupported { .. })
+        ));
+        assert!(unsupported(saver.release_lease(&lease).await));
+    }
     // Declared ones must not answer `Unsupported`.
     if caps.delete_for_runs {
         saver.delete_for_runs(&[thread()]).await?;
@@ -412,6 +429,11 @@ pub async fn optional_operations_match_capabilities(saver: &dyn CheckpointSaver)
     }
     if caps.prune {
         saver.prune(&[thread()], PruneStrategy::KeepLatest).await?;
+    }
+    if caps.leases {
+        let lease = saver.acquire_lease(&thread(), LEASE_TTL).await?;
+        let lease = saver.renew_lease(&lease, LEASE_TTL).await?;
+        saver.release_lease(&lease).await?;
     }
     Ok(())
 }

@@ -22,6 +22,7 @@ mod delete;
 mod delta;
 mod extended;
 mod get_tuple;
+mod lease;
 mod list;
 mod put;
 mod put_writes;
@@ -42,6 +43,7 @@ pub use delete::*;
 pub use delta::*;
 pub use extended::*;
 pub use get_tuple::*;
+pub use lease::*;
 pub use list::*;
 pub use put::*;
 pub use put_writes::*;
@@ -132,6 +134,10 @@ macro_rules! __checkpoint_cases {
             namespaces_never_mix
             write_after_delete_does_not_revive_thread concurrent_puts_lose_nothing
             values_keep_tag_and_bytes large_value_roundtrip save_batch_applies_in_order
+            lease_excludes_second_claim lease_release_allows_next lease_expires
+            lease_renew_extends lease_renew_after_takeover_conflicts
+            release_of_lost_lease_keeps_new_holder leases_are_per_thread
+            concurrent_acquires_one_wins lease_rejects_bad_input
         }
     };
 }
