@@ -41,6 +41,9 @@ pub struct RunConfig {
     pub interrupt_before: Option<Vec<String>>,
     /// Static breakpoints after these nodes for this run (instead of the compiled ones).
     pub interrupt_after: Option<Vec<String>>,
+    /// How long to wait for another run on the thread to finish; `None` fails at once with
+    /// `Error::Conflict`.
+    pub wait_for_thread: Option<std::time::Duration>,
 }
 
 impl Default for RunConfig {
@@ -55,6 +58,7 @@ impl Default for RunConfig {
             configurable: Map::new(),
             interrupt_before: None,
             interrupt_after: None,
+            wait_for_thread: None,
         }
     }
 }
@@ -110,6 +114,12 @@ impl RunConfig {
     /// The same config pausing after `nodes` in this run.
     pub fn interrupt_after<I: IntoIterator<Item = T>, T: Into<String>>(mut self, nodes: I) -> Self {
         self.interrupt_after = Some(nodes.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// The same config waiting up to `wait` for another run on the thread to finish.
+    pub fn wait_for_thread(mut self, wait: std::time::Duration) -> Self {
+        self.wait_for_thread = Some(wait);
         self
     }
 

@@ -6,8 +6,13 @@ use serde::Serialize;
 use serde_json::Value;
 use waypoint_store::Store;
 
-use crate::RunConfig;
+use std::collections::BTreeMap;
+
+use waypoint_checkpoint::{BoxError, CheckpointSaver};
+
 use crate::interrupt::{Interrupt, SharedScratch};
+use crate::pregel::{CompiledGraph, Nested};
+use crate::{Command, Input, RunConfig, State};
 
 /// Where `write_custom` values go: the node name and the value.
 pub(crate) type CustomSink = Arc<dyn Fn(&str, Value) + Send + Sync>;
@@ -21,6 +26,20 @@ pub struct Context {
     pub(crate) node: Arc<str>,
     pub(crate) step: i64,
     pub(crate) scratch: Option<SharedScratch>,
+    pub(crate) call: Option<Arc<CallSite>>,
+}
+
+/// Where a node runs, for the subgraphs it calls: their namespace, parents and saver.
+pub(crate) struct CallSite {
+    pub(crate) saver: Option<Arc<dyn CheckpointSaver>>,
+    /// The calling task's id and the namespace of its graph.
+    pub(crate) task_id: String,
+    pub(crate) ns: String,
+    /// Namespace to checkpoint id of the calling graph and its ancestors.
+    pub(crate) parents: BTreeMap<String, String>,
+    pub(crate) checkpoint_map: Arc<BTreeMap<String, String>>,
+    /// Whether the calling step replays a past checkpoint (its subgraphs then start over).
+    pub(crate) replaying: bool,
 }
 
 impl std::fmt::Debug for Context {
@@ -84,6 +103,64 @@ impl Context {
                 value,
                 id: String::new(),
             }),
+        }
+    }
+
+    /// Runs `graph` as a subgraph of this node, on this run's thread and checkpointer, in
+    /// its own namespace (`node:task_id`); returns its final state.
+    ///
+    /// When the subgraph pauses on an interrupt, this returns that interrupt as the error
+    /// (propagate it with `?`): the node pauses too. On resume the node runs again from its
+    /// start and this call resumes the subgraph where it stopped (its finished nodes do not
+    /// run again), passing the resume value down.
+    pub async fn call<S2: State>(
+        &self,
+        graph: &CompiledGraph<S2>,
+        input: Option<S2::Update>,
+    ) -> Result<S2, BoxError> {
+        let Some(site) = &self.call else {
+            return Ok(graph.invoke(input, &self.config).await?.into_values());
+        };
+        let own = format!("{}:{}", self.node, site.task_id);
+        let ns = if site.ns.is_empty() {
+            own
+        } else {
+            format!("{}|{own}", site.ns)
+        };
+        let mut config = RunConfig {
+            checkpoint_ns: ns.clone(),
+            checkpoint_id: None,
+            ..(*self.config).clone()
+        };
+        let fresh = self.scratch.as_ref().and_then(|s| {
+            s.lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .take_fresh()
+        });
+        let input = match (site.checkpoint_map.get(&ns), fresh) {
+            (Some(id), _) => {
+                config.checkpoint_id = Some(id.clone());
+                Input::Continue
+            }
+            (None, Some(resume)) => Input::Command(Command {
+                resume: Some(resume),
+                ..Command::default()
+            }),
+            (None, None) => Input::from(input),
+        };
+        let nested = Nested {
+            saver: site.saver.clone(),
+            parents: site.parents.clone(),
+            checkpoint_map: Arc::clone(&site.checkpoint_map),
+            continue_unfinished: !site.replaying,
+            start_over: site.replaying && !site.checkpoint_map.contains_key(&ns),
+        };
+        let outcome = graph
+            .run_nested(input, &config, &crate::stream::Emitter::none(), nested)
+            .await?;
+        match outcome.interrupts.into_iter().next() {
+            Some(interrupt) => Err(Box::new(interrupt)),
+            None => Ok(outcome.values),
         }
     }
 

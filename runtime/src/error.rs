@@ -32,6 +32,10 @@ pub enum Error {
         source: BoxError,
     },
 
+    /// Another run (or `update_state`) is writing the thread: two writers never interleave.
+    #[error("conflict: {0}")]
+    Conflict(String),
+
     /// The run took more super-steps than `recursion_limit` allows.
     #[error(
         "recursion limit of {limit} reached without hitting a stop condition; \

@@ -101,6 +101,27 @@ impl From<Vec<(String, String)>> for PathMap {
     }
 }
 
+/// The channel names of a state.
+fn channel_names<S: State>(state: &S) -> Arc<[String]> {
+    state
+        .channels()
+        .iter()
+        .map(|c| c.name.to_string())
+        .collect()
+}
+
+/// The keys of `value` that `keys` names, as a `T` (extra keys dropped, missing ones absent).
+fn project<A: serde::Serialize, T: serde::de::DeserializeOwned>(
+    value: &A,
+    keys: &[String],
+) -> std::result::Result<T, BoxError> {
+    let mut json = serde_json::to_value(value)?;
+    if let serde_json::Value::Object(map) = &mut json {
+        map.retain(|key, _| keys.contains(key));
+    }
+    Ok(serde_json::from_value(json)?)
+}
+
 /// A conditional edge as built.
 pub(crate) struct Branch<S: State> {
     pub(crate) router: RouterFn<S>,
@@ -227,6 +248,28 @@ impl<S: State> StateGraph<S> {
             destinations: Vec::new(),
         });
         self
+    }
+
+    /// Adds a compiled graph as a node. The keys both states declare are shared: the node
+    /// passes them in, runs the subgraph (in its own checkpoint namespace, on this graph's
+    /// checkpointer) and returns the subgraph's final values of those keys as its update,
+    /// through this graph's reducers. Keys only one side declares are left alone.
+    pub fn add_subgraph<S2: State>(
+        &mut self,
+        name: impl Into<String>,
+        graph: CompiledGraph<S2>,
+    ) -> &mut Self {
+        let ours = channel_names(&self.template);
+        let theirs = channel_names(&graph.inner.template);
+        self.add_node(name, move |state: S, ctx: Context| {
+            let (graph, ours, theirs) = (graph.clone(), Arc::clone(&ours), Arc::clone(&theirs));
+            async move {
+                let input: S2::Update = project(&state, &theirs)?;
+                let out = ctx.call(&graph, Some(input)).await?;
+                let update: S::Update = project(&out, &ours)?;
+                Ok(Command::update(update))
+            }
+        })
     }
 
     /// Declares the nodes `node`'s `Command`s may go to, so `compile` counts them as reachable.

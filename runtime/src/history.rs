@@ -9,6 +9,7 @@ use waypoint_checkpoint::{
 
 use crate::graph::{END, START};
 use crate::interrupt::Interrupt;
+use crate::lease::LeaseGuard;
 use crate::pregel::{CompiledGraph, Frame, INPUT};
 use crate::{Error, Result, RunConfig, State};
 
@@ -155,6 +156,25 @@ impl<S: State> CompiledGraph<S> {
     ) -> Result<RunConfig> {
         let saver = self.require_saver()?;
         let thread = self.thread_of(config)?.unwrap_or_default().to_owned();
+        // Like a run, an update holds the thread's lease while it writes.
+        let lease = LeaseGuard::acquire(saver, &thread, config.wait_for_thread).await?;
+        let result = self
+            .update_state_held(saver, thread, config, values, as_node)
+            .await;
+        if let Some(lease) = lease {
+            lease.release().await?;
+        }
+        result
+    }
+
+    async fn update_state_held(
+        &self,
+        saver: &std::sync::Arc<dyn CheckpointSaver>,
+        thread: String,
+        config: &RunConfig,
+        values: Option<S::Update>,
+        as_node: Option<&str>,
+    ) -> Result<RunConfig> {
         let mut frame = match saver.get_tuple(&config.checkpoint_config(&thread)).await? {
             Some(tuple) => self.load_frame(tuple)?,
             None if config.checkpoint_id.is_some() => {

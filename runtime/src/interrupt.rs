@@ -130,6 +130,11 @@ impl Scratch {
         }))
     }
 
+    /// Takes the resume this run brought for the task, to pass on to a subgraph.
+    pub(crate) fn take_fresh(&mut self) -> Option<Resume> {
+        self.fresh.take()
+    }
+
     /// The answer to the next `interrupt(value)` call, or the interrupt to raise.
     pub(crate) fn next(&mut self, value: Value) -> Result<Value, Interrupt> {
         let index = self.calls;

@@ -26,9 +26,10 @@ use waypoint_store::Store;
 
 use crate::command::{Command, Goto};
 use crate::config::{Durability, RunConfig};
-use crate::context::{Context, CustomSink};
+use crate::context::{CallSite, Context, CustomSink};
 use crate::graph::{Branch, CompileOptions, END, NodeFn, START};
 use crate::interrupt::{Input, Interrupt, Outcome, Resume, Scratch, SharedScratch};
+use crate::lease::LeaseGuard;
 use crate::state::State;
 use crate::stream::{Emitter, StreamMode};
 use crate::{Error, Result};
@@ -37,6 +38,8 @@ use crate::{Error, Result};
 pub(crate) const INPUT: &str = START;
 /// The prefix of trigger channels.
 pub(crate) const BRANCH_PREFIX: &str = "branch:to:";
+/// Metadata key of a replay fork: the checkpoint it copies.
+pub(crate) const FORKED_FROM: &str = "forked_from";
 /// The write of a task that finished without writing anything.
 const NO_WRITES: &str = "__no_writes__";
 /// The `versions_seen` entry recording the channel versions at the last resume, so a
@@ -193,6 +196,11 @@ pub(crate) struct Frame<S: State> {
     /// The thread and namespace of that checkpoint (to open sealed writes).
     pub(crate) thread: Option<String>,
     pub(crate) ns: String,
+    /// For a fork made to replay a checkpoint: that checkpoint's id. Task ids derive from
+    /// it, so the replayed tasks keep their ids (and their subgraphs their namespaces).
+    pub(crate) task_base: Option<String>,
+    /// Why the loaded checkpoint was written.
+    pub(crate) source: Option<CheckpointSource>,
 }
 
 impl<S: State> CompiledGraph<S> {
@@ -288,23 +296,41 @@ impl<S: State> CompiledGraph<S> {
         config: &RunConfig,
         emitter: &Emitter<S>,
     ) -> Result<Outcome<S>> {
-        let mut run = Run::new(self, config, emitter)?;
+        self.run_nested(input, config, emitter, Nested::default())
+            .await
+    }
+
+    /// Runs the graph as a subgraph (or the root, with a default `nested`).
+    pub(crate) async fn run_nested(
+        &self,
+        input: Input<S>,
+        config: &RunConfig,
+        emitter: &Emitter<S>,
+        nested: Nested,
+    ) -> Result<Outcome<S>> {
+        let mut run = Run::new(self, config, emitter, nested)?;
+        // The root run holds the thread's lease; its subgraphs write under it.
+        let lease = match run.saver() {
+            Some((saver, thread)) if run.nested.parents.is_empty() => {
+                LeaseGuard::acquire(saver, thread, config.wait_for_thread).await?
+            }
+            _ => None,
+        };
         let result = run.execute(input).await;
-        match result {
-            Ok(interrupts) => {
-                run.finish().await?;
-                Ok(Outcome {
-                    values: run.frame.state,
-                    interrupted: interrupts.is_some(),
-                    interrupts: interrupts.unwrap_or_default(),
-                })
-            }
-            Err(err) => {
-                // Exit durability still leaves the thread where the run stopped.
-                run.finish().await?;
-                Err(err)
-            }
-        }
+        // Exit durability (and a failed run) still leave the thread where the run stopped.
+        let finished = run.finish().await;
+        let released = match lease {
+            Some(lease) => lease.release().await,
+            None => Ok(()),
+        };
+        let interrupts = result?;
+        finished?;
+        released?;
+        Ok(Outcome {
+            values: run.frame.state,
+            interrupted: interrupts.is_some(),
+            interrupts: interrupts.unwrap_or_default(),
+        })
     }
 
     /// The thread id a config must carry when the graph has a checkpointer.
@@ -334,6 +360,8 @@ impl<S: State> CompiledGraph<S> {
             persisted_id: None,
             thread: None,
             ns: String::new(),
+            task_base: None,
+            source: None,
         }
     }
 
@@ -385,6 +413,12 @@ impl<S: State> CompiledGraph<S> {
         frame.pending = pending_writes;
         frame.thread = Some(thread.to_owned());
         frame.ns = ns.to_owned();
+        frame.source = metadata.source;
+        frame.task_base = metadata
+            .extra
+            .get(FORKED_FROM)
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         Ok(frame)
     }
 
@@ -392,7 +426,11 @@ impl<S: State> CompiledGraph<S> {
     /// the order written), then triggered nodes in the order they were added.
     pub(crate) fn prepare(&self, frame: &Frame<S>, ns: &str) -> Vec<Task<S>> {
         let inner = &self.inner;
-        let checkpoint_id = frame.checkpoint_id.as_deref().unwrap_or("");
+        let checkpoint_id = frame
+            .task_base
+            .as_deref()
+            .or(frame.checkpoint_id.as_deref())
+            .unwrap_or("");
         let step = frame.step + 1;
         let mut tasks = Vec::new();
         if frame.input.is_some() {
@@ -738,6 +776,21 @@ impl<S: State> CompiledGraph<S> {
     }
 }
 
+/// What a subgraph run inherits from the node that calls it.
+#[derive(Clone, Default)]
+pub(crate) struct Nested {
+    /// The parent run's checkpointer (used instead of the subgraph's own).
+    pub(crate) saver: Option<Arc<dyn CheckpointSaver>>,
+    /// Namespace to checkpoint id of every ancestor (the `parents` metadata).
+    pub(crate) parents: BTreeMap<String, String>,
+    /// Namespace to checkpoint id to travel back to (time travel into a subgraph).
+    pub(crate) checkpoint_map: Arc<BTreeMap<String, String>>,
+    /// Continue an unfinished run in the namespace instead of starting a new one.
+    pub(crate) continue_unfinished: bool,
+    /// Ignore what the namespace holds: the caller replays a step from before it existed.
+    pub(crate) start_over: bool,
+}
+
 /// One run of the loop on one thread.
 struct Run<'g, S: State> {
     graph: &'g CompiledGraph<S>,
@@ -755,6 +808,10 @@ struct Run<'g, S: State> {
     writer: Option<Writer>,
     /// The resume command's answers, for the interrupted tasks.
     resume: Option<Resume>,
+    /// What a subgraph run inherits; default for a root run.
+    nested: Nested,
+    /// Whether the current step replays a past checkpoint (its subgraphs start over).
+    replaying: bool,
 }
 
 /// Saves at most this many calls in one batch (one transaction).
@@ -808,8 +865,12 @@ impl<'g, S: State> Run<'g, S> {
         graph: &'g CompiledGraph<S>,
         config: &RunConfig,
         emitter: &'g Emitter<S>,
+        nested: Nested,
     ) -> Result<Self> {
-        let thread = graph.thread_of(config)?.map(str::to_owned);
+        let thread = match &nested.saver {
+            Some(_) => config.thread_id.clone(),
+            None => graph.thread_of(config)?.map(str::to_owned),
+        };
         let custom = emitter.custom_sink();
         Ok(Run {
             graph,
@@ -823,11 +884,18 @@ impl<'g, S: State> Run<'g, S> {
             last_source: CheckpointSource::Loop,
             writer: None,
             resume: None,
+            nested,
+            replaying: false,
         })
     }
 
     fn saver(&self) -> Option<(&Arc<dyn CheckpointSaver>, &str)> {
-        match (&self.graph.inner.checkpointer, &self.thread) {
+        let saver = self
+            .nested
+            .saver
+            .as_ref()
+            .or(self.graph.inner.checkpointer.as_ref());
+        match (saver, &self.thread) {
             (Some(saver), Some(thread)) => Some((saver, thread.as_str())),
             _ => None,
         }
@@ -839,8 +907,11 @@ impl<'g, S: State> Run<'g, S> {
 
     /// Runs the loop; `Some(interrupts)` when the run paused instead of finishing.
     async fn execute(&mut self, input: Input<S>) -> Result<Option<Vec<Interrupt>>> {
+        if matches!(input, Input::Continue) {
+            self.travel_into_subgraph().await?;
+        }
         let replaying = self.config.checkpoint_id.is_some();
-        if let Some((saver, thread)) = self.saver() {
+        if let Some((saver, thread)) = self.saver().filter(|_| !self.nested.start_over) {
             let config = self.config.checkpoint_config(thread);
             match saver.get_tuple(&config).await? {
                 Some(tuple) => self.frame = self.graph.load_frame(tuple)?,
@@ -864,13 +935,28 @@ impl<'g, S: State> Run<'g, S> {
             other => other,
         };
         let mut skip_done = !replaying;
+        let unfinished = !self.graph.prepare(&self.frame, &self.ns).is_empty();
+        let input = match input {
+            // A subgraph called again by a node that re-runs picks up where it stopped.
+            Input::Update(_) if self.nested.continue_unfinished && unfinished => Input::Continue,
+            other => other,
+        };
         match input {
             Input::Update(update) => self.start(update).await?,
             Input::Continue if fresh_thread => return Ok(None),
             Input::Continue => {
                 self.mark_resumed();
+                // A branch head made by `update_state` (or a fork) is continued as it is.
+                let branch_head = matches!(
+                    self.frame.source,
+                    Some(CheckpointSource::Update | CheckpointSource::Fork)
+                );
                 if !replaying {
                     self.apply_null_writes()?;
+                } else if unfinished && !branch_head {
+                    self.fork_for_replay().await?;
+                } else {
+                    self.replaying = true;
                 }
             }
             Input::Command(command) => {
@@ -945,6 +1031,56 @@ impl<'g, S: State> Run<'g, S> {
                 return Ok(Some(Vec::new()));
             }
         }
+    }
+
+    /// Time travel to a subgraph's checkpoint (a config naming a subgraph namespace and
+    /// checkpoint): replay the root graph from the checkpoint that was current when the
+    /// subgraph's was written, and have the subgraph (and any between) start from theirs,
+    /// so the subgraph resumes at that checkpoint instead of starting over.
+    async fn travel_into_subgraph(&mut self) -> Result<()> {
+        if !self.nested.parents.is_empty() || self.ns.is_empty() {
+            return Ok(());
+        }
+        let (Some((saver, thread)), Some(_)) = (self.saver(), &self.config.checkpoint_id) else {
+            return Ok(());
+        };
+        let config = self.config.checkpoint_config(thread);
+        let Some(tuple) = saver.get_tuple(&config).await? else {
+            return Ok(());
+        };
+        let parents = tuple.metadata.parents.unwrap_or_default();
+        let Some(root) = parents.get("").cloned() else {
+            return Ok(());
+        };
+        let mut map: BTreeMap<String, String> = parents
+            .into_iter()
+            .filter(|(ns, _)| !ns.is_empty())
+            .collect();
+        map.insert(self.ns.clone(), tuple.checkpoint.id);
+        self.nested.checkpoint_map = Arc::new(map);
+        self.ns = String::new();
+        self.config = Arc::new(RunConfig {
+            checkpoint_ns: String::new(),
+            checkpoint_id: Some(root),
+            ..(*self.config).clone()
+        });
+        Ok(())
+    }
+
+    /// Replaying a past checkpoint first copies it as the thread's newest (`source: fork`),
+    /// so whatever the replay leaves pending (an interrupt) is found by the next resume. The
+    /// copy keeps the original's task ids, so its subgraphs keep their namespaces.
+    async fn fork_for_replay(&mut self) -> Result<()> {
+        let original = self.frame.checkpoint_id.clone().unwrap_or_default();
+        self.frame.task_base = Some(self.frame.task_base.clone().unwrap_or(original));
+        self.frame.checkpoint_id = Some(waypoint_checkpoint::checkpoint_id(self.frame.step));
+        self.frame.pending.clear();
+        self.last_source = CheckpointSource::Fork;
+        self.replaying = true;
+        if self.config.durability != Durability::Exit {
+            self.persist(BTreeSet::new()).await?;
+        }
+        Ok(())
     }
 
     /// Starts a new run with `update` as input: the input checkpoint.
@@ -1247,6 +1383,20 @@ impl<'g, S: State> Run<'g, S> {
             node: Arc::from(node.name.as_str()),
             step: self.frame.step + 1,
             scratch: Some(scratch),
+            call: Some(Arc::new(CallSite {
+                saver: self.saver().map(|(saver, _)| Arc::clone(saver)),
+                task_id: task.id.clone(),
+                ns: self.ns.clone(),
+                parents: {
+                    let mut parents = self.nested.parents.clone();
+                    if let Some(id) = &self.frame.checkpoint_id {
+                        parents.insert(self.ns.clone(), id.clone());
+                    }
+                    parents
+                },
+                checkpoint_map: Arc::clone(&self.nested.checkpoint_map),
+                replaying: self.replaying,
+            })),
         };
         let input = task
             .input
@@ -1340,6 +1490,8 @@ impl<'g, S: State> Run<'g, S> {
     async fn checkpoint(&mut self, source: CheckpointSource, step: i64) -> Result<()> {
         self.frame.step = step;
         self.frame.checkpoint_id = Some(waypoint_checkpoint::checkpoint_id(step));
+        self.frame.task_base = None;
+        self.replaying = false;
         self.frame.pending.clear();
         self.exit_writes.clear();
         self.resume = None;
@@ -1436,6 +1588,10 @@ impl<'g, S: State> Run<'g, S> {
             .filter_map(|c| frame.versions.get(c).map(|v| (c.clone(), v.clone())))
             .collect();
         let mut metadata = CheckpointMetadata::new(self.last_source, frame.step);
+        metadata.parents = Some(self.nested.parents.clone());
+        if let (CheckpointSource::Fork, Some(base)) = (self.last_source, &frame.task_base) {
+            metadata = metadata.with(FORKED_FROM, base.clone());
+        }
         if let Some(run_id) = &self.config.run_id {
             metadata = metadata.with_run_id(run_id.clone());
         }

@@ -353,12 +353,16 @@ pub async fn replay_reruns_only_later_steps(saver: Saver) -> TestResult {
         (calls.get("n0"), calls.get("n1"), calls.get("n2")),
         (1, 2, 2)
     );
-    // The replay is a branch off that checkpoint: two new checkpoints.
+    // The replay is a branch off that checkpoint: a fork copying it (so a pause during the
+    // replay is found by the next resume), then the two re-run steps.
     let history = graph
         .get_state_history(&config, &ListOptions::default())
         .await?;
-    assert_eq!(history.len(), 5 + 2);
-    assert_eq!(history[1].parent_config.as_ref(), Some(&after_n0.config));
+    assert_eq!(history.len(), 5 + 3);
+    assert_eq!(history[2].metadata.source, Some(CheckpointSource::Fork));
+    assert_eq!(history[2].parent_config.as_ref(), Some(&after_n0.config));
+    assert_eq!(history[2].values.to_value(), after_n0.values.to_value());
+    assert_eq!(history[1].parent_config.as_ref(), Some(&history[2].config));
 
     // Replaying the final checkpoint runs nothing.
     graph.invoke(None, &history[0].config).await?;
@@ -965,5 +969,63 @@ pub async fn thread_id_required(saver: Saver) -> TestResult {
         Err(Error::InvalidConfig(_))
     ));
     let _ = END;
+    Ok(())
+}
+
+/// Two runs on one thread at once never interleave: the second fails fast with
+/// `Error::Conflict`, or waits its turn when asked to; `update_state` respects the same rule.
+pub async fn one_writer_per_thread(saver: Saver) -> TestResult {
+    let mut graph = StateGraph::json(JsonSchema::new().append("log"));
+    graph.add_node("slow", |_s: JsonState, ctx: Context| async move {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let who = ctx.config().get("who").cloned().unwrap_or_default();
+        Ok(obj(json!({"log": [who]})))
+    });
+    graph.add_edge(START, "slow");
+    let graph = graph.compile(CompileOptions::default().checkpointer(saver))?;
+    let thread_id = thread();
+    let config = |who: &str| RunConfig::thread(thread_id.clone()).with("who", who);
+
+    let first = tokio::spawn({
+        let (graph, config) = (graph.clone(), config("first"));
+        async move { graph.invoke(Some(obj(json!({}))), &config).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let second = graph.invoke(Some(obj(json!({}))), &config("second")).await;
+    assert!(matches!(second, Err(Error::Conflict(_))), "{second:?}");
+    let update = graph
+        .update_state(&config("x"), Some(obj(json!({"log": ["x"]}))), Some("slow"))
+        .await;
+    assert!(matches!(update, Err(Error::Conflict(_))), "{update:?}");
+    first.await??;
+
+    // Waiting: the third run starts once the second is done, on top of its last checkpoint.
+    let second = tokio::spawn({
+        let (graph, config) = (graph.clone(), config("second"));
+        async move { graph.invoke(Some(obj(json!({}))), &config).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let third = config("third").wait_for_thread(std::time::Duration::from_secs(10));
+    let out = graph.invoke(Some(obj(json!({}))), &third).await?;
+    second.await??;
+    assert_eq!(out.get("log"), Some(&json!(["first", "second", "third"])));
+    let history = graph
+        .get_state_history(&config(""), &ListOptions::default())
+        .await?;
+    assert_eq!(history.len(), 9, "three runs of three checkpoints each");
+    for pair in history.windows(2) {
+        assert_eq!(pair[0].parent_config.as_ref(), Some(&pair[1].config));
+    }
+    // Idle again: updates and forks work.
+    graph
+        .update_state(&config("x"), Some(obj(json!({"log": ["x"]}))), Some("slow"))
+        .await?;
+    graph
+        .update_state(
+            &history[2].config,
+            Some(obj(json!({"log": ["fork"]}))),
+            Some("slow"),
+        )
+        .await?;
     Ok(())
 }

@@ -9,6 +9,7 @@ pub mod cases;
 pub mod graphs;
 pub mod hitl;
 pub mod savers;
+pub mod subgraphs;
 
 use std::sync::Arc;
 
@@ -63,8 +64,9 @@ macro_rules! runtime_suite {
             new_input_starts_next_run,
             corrupt_channel_value_is_an_error,
             thread_id_required,
+            one_writer_per_thread,
         );
-        $crate::runtime_suite!(@hitl $factory;
+        $crate::runtime_suite!(@module hitl $factory;
             interrupt_pauses_and_resumes,
             interrupt_is_streamed,
             interrupts_match_resume_values_by_index,
@@ -74,17 +76,25 @@ macro_rules! runtime_suite {
             update_state_skips_interrupted_node,
             parallel_interrupts_resume_by_id,
         );
+        $crate::runtime_suite!(@module subgraphs $factory;
+            subgraph_as_node_shares_keys,
+            node_calls_subgraph_with_own_schema,
+            subgraph_interrupt_documented_counts,
+            time_travel_into_subgraph_resumes_there,
+            resume_with_checkpoint_id_is_a_resume,
+            replaying_parent_reruns_subgraph,
+            time_travel_to_interrupt_then_resume,
+        );
     };
-    (@hitl $factory:expr; $($case:ident),* $(,)?) => {
-        mod hitl {
-            use super::*;
+    (@module $module:ident $factory:expr; $($case:ident),* $(,)?) => {
+        mod $module {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $case() -> $crate::TestResult {
                     let Some(saver) = ($factory).await? else {
                         return Ok(());
                     };
-                    $crate::hitl::$case(saver).await
+                    $crate::$module::$case(saver).await
                 }
             )*
         }
