@@ -67,6 +67,9 @@ pub(crate) enum Reducer {
     /// Folded by this function (a path or closure, already resolved for built-ins), written
     /// at this span in the attribute.
     Fn(proc_macro2::TokenStream, Span),
+    /// A built-in reducer that only appends (`append`, `add_messages`): the channel is
+    /// stored as per-step deltas.
+    Appending(proc_macro2::TokenStream, Span),
 }
 
 impl Reducer {
@@ -91,15 +94,19 @@ impl Reducer {
                 ));
             }
             seen = true;
-            let (f, span) = parse_reducer(attr)?;
-            reducer = Reducer::Fn(f, span);
+            let (f, span, builtin) = parse_reducer(attr)?;
+            reducer = if builtin {
+                Reducer::Appending(f, span)
+            } else {
+                Reducer::Fn(f, span)
+            };
         }
         Ok(reducer)
     }
 }
 
-/// The function of one `#[reducer(...)]`.
-fn parse_reducer(attr: &Attribute) -> syn::Result<(proc_macro2::TokenStream, Span)> {
+/// The function of one `#[reducer(...)]`, and whether it is a built-in.
+fn parse_reducer(attr: &Attribute) -> syn::Result<(proc_macro2::TokenStream, Span, bool)> {
     let usage = "expected `#[reducer(f)]` with `f` a path such as `append`, `add_messages` or \
                  `my_module::merge`, or a closure";
     let list = match &attr.meta {
@@ -110,8 +117,14 @@ fn parse_reducer(attr: &Attribute) -> syn::Result<(proc_macro2::TokenStream, Spa
         .map_err(|e| syn::Error::new(e.span(), format!("{usage}: {e}")))?;
     let span = expr.span();
     match expr {
-        Expr::Path(p) if p.qself.is_none() => Ok((resolve_path(&p.path), span)),
-        Expr::Closure(c) => Ok((quote!(#c), span)),
+        Expr::Path(p) if p.qself.is_none() => {
+            let builtin = p
+                .path
+                .get_ident()
+                .is_some_and(|ident| BUILT_IN_REDUCERS.iter().any(|b| ident == b));
+            Ok((resolve_path(&p.path), span, builtin))
+        }
+        Expr::Closure(c) => Ok((quote!(#c), span, false)),
         other => Err(syn::Error::new(other.span(), usage)),
     }
 }

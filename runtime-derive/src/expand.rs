@@ -155,7 +155,7 @@ fn update_type(input: &DeriveInput, update: &Ident, channels: &[Channel<'_>]) ->
                     "The new value of the `{}` channel (the last value written wins).",
                     c.name.value()
                 ),
-                Reducer::Fn(..) => format!(
+                Reducer::Fn(..) | Reducer::Appending(..) => format!(
                     "A value for the `{}` channel, folded in by its reducer.",
                     c.name.value()
                 ),
@@ -231,8 +231,11 @@ fn state_impl(input: &DeriveInput, update: &Ident, channels: &[Channel<'_>]) -> 
 
     let specs = channels.iter().map(|c| {
         let name = &c.name;
-        let reduced = matches!(c.reducer, Reducer::Fn(..));
-        quote!(#rt::ChannelSpec::new(#name, #reduced),)
+        match c.reducer {
+            Reducer::LastValue => quote!(#rt::ChannelSpec::new(#name, false),),
+            Reducer::Fn(..) => quote!(#rt::ChannelSpec::new(#name, true),),
+            Reducer::Appending(..) => quote!(#rt::ChannelSpec::appending(#name),),
+        }
     });
     let indices: Vec<Literal> = (0..channels.len()).map(Literal::usize_unsuffixed).collect();
     let idents: Vec<&Ident> = channels.iter().map(|c| c.ident).collect();
@@ -252,7 +255,7 @@ fn state_impl(input: &DeriveInput, update: &Ident, channels: &[Channel<'_>]) -> 
         let fold = match &c.reducer {
             Reducer::LastValue => quote!(self.#ident = value;),
             // Spanned on the attribute, so a reducer of the wrong type is reported there.
-            Reducer::Fn(f, span) => {
+            Reducer::Fn(f, span) | Reducer::Appending(f, span) => {
                 quote_spanned!(*span=> ::waypoint_runtime::state::reduce(#f, &mut self.#ident, value)?;)
             }
         };
@@ -353,6 +356,21 @@ fn state_impl(input: &DeriveInput, update: &Ident, channels: &[Channel<'_>]) -> 
                 #(#apply)*
                 ::core::result::Result::Ok(())
             }
+
+            fn copy_channel(
+                &mut self,
+                from: &Self,
+                channel: usize,
+                _serde: &#serde_ty,
+            ) -> #rt::Result<()> {
+                match channel {
+                    #(#indices => self.#idents = ::core::clone::Clone::clone(&from.#idents),)*
+                    _ => return ::core::result::Result::Err(#rt::Error::InvalidUpdate(
+                        ::std::format!("no channel {channel}"),
+                    )),
+                }
+                ::core::result::Result::Ok(())
+            }
         }
 
         impl #impl_generics ::core::convert::From<#update #ty_generics>
@@ -397,7 +415,7 @@ fn state_where_clause(
         let ty = c.ty;
         clause
             .predicates
-            .push(parse_quote!(#ty: ::waypoint_runtime::__private::serde::Serialize + ::waypoint_runtime::__private::serde::de::DeserializeOwned));
+            .push(parse_quote!(#ty: ::core::clone::Clone + ::waypoint_runtime::__private::serde::Serialize + ::waypoint_runtime::__private::serde::de::DeserializeOwned));
     }
     where_clause
 }

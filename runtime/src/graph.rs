@@ -149,6 +149,8 @@ pub struct CompileOptions {
     pub interrupt_before: Vec<String>,
     /// Nodes to pause after.
     pub interrupt_after: Vec<String>,
+    /// How appending channels (`append`, `add_messages`) are stored.
+    pub delta: crate::DeltaPolicy,
 }
 
 impl std::fmt::Debug for CompileOptions {

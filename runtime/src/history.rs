@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use waypoint_checkpoint::{
     CheckpointConfig, CheckpointMetadata, CheckpointSaver, CheckpointSource, CheckpointTuple,
-    ListOptions, channels,
+    ListOptions, PendingWrite, channels,
 };
 
 use crate::graph::{END, START};
@@ -12,6 +12,25 @@ use crate::interrupt::Interrupt;
 use crate::lease::LeaseGuard;
 use crate::pregel::{CompiledGraph, Frame, INPUT};
 use crate::{Error, Result, RunConfig, State};
+
+/// The parts of a checkpoint tuple a snapshot shows besides its values.
+struct Head {
+    config: RunConfig,
+    parent_config: Option<RunConfig>,
+    metadata: CheckpointMetadata,
+    created_at: String,
+}
+
+impl Head {
+    fn of(tuple: &CheckpointTuple) -> Self {
+        Head {
+            config: RunConfig::from(&tuple.config),
+            parent_config: tuple.parent_config.as_ref().map(RunConfig::from),
+            metadata: tuple.metadata.clone(),
+            created_at: tuple.checkpoint.ts.clone(),
+        }
+    }
+}
 
 /// A task a checkpoint will run next, and its error if it already failed.
 #[derive(Clone, Debug, PartialEq)]
@@ -54,12 +73,14 @@ impl<S: State> CompiledGraph<S> {
         })
     }
 
-    fn snapshot(&self, tuple: CheckpointTuple) -> Result<StateSnapshot<S>> {
-        let config = RunConfig::from(&tuple.config);
-        let parent_config = tuple.parent_config.as_ref().map(RunConfig::from);
-        let metadata = tuple.metadata.clone();
-        let created_at = tuple.checkpoint.ts.clone();
-        let frame = self.load_frame(tuple)?;
+    /// The snapshot of a decoded checkpoint.
+    fn snapshot(&self, head: Head, frame: Frame<S>) -> StateSnapshot<S> {
+        let Head {
+            config,
+            parent_config,
+            metadata,
+            created_at,
+        } = head;
         let mut interrupts = self.pending_interrupts(&frame);
         let tasks: Vec<TaskInfo> = self
             .prepare(&frame, &config.checkpoint_ns)
@@ -83,7 +104,7 @@ impl<S: State> CompiledGraph<S> {
                 }
             })
             .collect();
-        Ok(StateSnapshot {
+        StateSnapshot {
             values: frame.state,
             interrupts: tasks.iter().flat_map(|t| t.interrupts.clone()).collect(),
             next: tasks.iter().map(|t| t.name.clone()).collect(),
@@ -92,7 +113,7 @@ impl<S: State> CompiledGraph<S> {
             created_at,
             parent_config,
             tasks,
-        })
+        }
     }
 
     /// The thread's latest state, or the checkpoint `config.checkpoint_id` names.
@@ -102,7 +123,10 @@ impl<S: State> CompiledGraph<S> {
         let saver = self.require_saver()?;
         let thread = self.thread_of(config)?.unwrap_or_default();
         match saver.get_tuple(&config.checkpoint_config(thread)).await? {
-            Some(tuple) => self.snapshot(tuple),
+            Some(tuple) => {
+                let head = Head::of(&tuple);
+                Ok(self.snapshot(head, self.load(saver, tuple).await?))
+            }
             None => Ok(StateSnapshot {
                 values: self.inner.template.clone(),
                 next: Vec::new(),
@@ -134,12 +158,63 @@ impl<S: State> CompiledGraph<S> {
         if options.before.is_none() {
             options.before = config.checkpoint_id.clone();
         }
-        saver
-            .list(Some(&list_config), &options)
-            .await?
-            .into_iter()
-            .map(|tuple| self.snapshot(tuple))
-            .collect()
+        let tuples = saver.list(Some(&list_config), &options).await?;
+        // Oldest first, so a checkpoint's appending channels are its parent's (already
+        // rebuilt) plus the parent's step writes: one pass, no history walk per checkpoint.
+        let mut rebuilt: std::collections::HashMap<String, usize> = Default::default();
+        let mut out: Vec<StateSnapshot<S>> = Vec::with_capacity(tuples.len());
+        let writes_of: std::collections::HashMap<String, Vec<PendingWrite>> = tuples
+            .iter()
+            .map(|t| (t.checkpoint.id.clone(), t.pending_writes.clone()))
+            .collect();
+        for tuple in tuples.into_iter().rev() {
+            let head = Head::of(&tuple);
+            let id = tuple.checkpoint.id.clone();
+            let parent = tuple
+                .parent_config
+                .as_ref()
+                .and_then(|p| p.checkpoint_id.clone());
+            let frame = match parent
+                .as_ref()
+                .and_then(|p| rebuilt.get(p).map(|&i| (p, i)))
+            {
+                Some((parent_id, index)) => {
+                    let mut frame = self.load_frame(tuple)?;
+                    let parent_state = &out[index].values;
+                    let writes = writes_of.get(parent_id).map(Vec::as_slice).unwrap_or(&[]);
+                    for channel in std::mem::take(&mut frame.missing) {
+                        self.extend_from(&mut frame.state, parent_state, &channel, writes)?;
+                    }
+                    frame
+                }
+                None => self.load(saver, tuple).await?,
+            };
+            rebuilt.insert(id, out.len());
+            out.push(self.snapshot(head, frame));
+        }
+        out.reverse();
+        Ok(out)
+    }
+
+    /// Sets an appending channel to `parent`'s value of it plus the parent's step `writes`.
+    fn extend_from(
+        &self,
+        state: &mut S,
+        parent: &S,
+        channel: &str,
+        writes: &[PendingWrite],
+    ) -> Result<()> {
+        let serde = &self.inner.serde;
+        let Some(i) = state.channel_index(channel) else {
+            return Ok(());
+        };
+        state.copy_channel(parent, i, serde)?;
+        for write in writes.iter().filter(|w| w.channel == channel) {
+            let mut update = S::Update::default();
+            state.load_write(&mut update, i, &write.value, serde)?;
+            state.apply(update)?;
+        }
+        Ok(())
     }
 
     /// Applies `values` to the thread as if node `as_node` had returned them, and saves the
@@ -176,7 +251,7 @@ impl<S: State> CompiledGraph<S> {
         as_node: Option<&str>,
     ) -> Result<RunConfig> {
         let mut frame = match saver.get_tuple(&config.checkpoint_config(&thread)).await? {
-            Some(tuple) => self.load_frame(tuple)?,
+            Some(tuple) => self.load(saver, tuple).await?,
             None if config.checkpoint_id.is_some() => {
                 return Err(Error::InvalidConfig(format!(
                     "checkpoint `{}` of thread `{thread}` does not exist",
@@ -227,24 +302,21 @@ impl<S: State> CompiledGraph<S> {
         }
 
         let step = frame.step + 1;
-        let mut checkpoint = waypoint_checkpoint::Checkpoint::new(step);
-        checkpoint.channel_values =
-            self.checkpoint_values(&frame, &changed, &thread, &config.checkpoint_ns)?;
-        checkpoint.channel_versions = frame.versions.clone();
-        checkpoint.versions_seen = frame.seen.clone();
-        checkpoint.updated_channels = Some(changed.iter().cloned().collect());
-        let new_versions = changed
-            .iter()
-            .filter_map(|c| frame.versions.get(c).map(|v| (c.clone(), v.clone())))
-            .collect();
+        let parent_id = frame.checkpoint_id.take();
+        frame.step = step;
+        frame.checkpoint_id = Some(waypoint_checkpoint::checkpoint_id(step));
+        // The parent's saved writes do not lead here, so appending channels store values.
+        let (checkpoint, new_versions) =
+            self.build_checkpoint(&mut frame, changed, true, &thread, &config.checkpoint_ns)?;
         let mut metadata = CheckpointMetadata::new(CheckpointSource::Update, step);
+        crate::delta::write_counters(&frame.delta, &mut metadata.extra);
         if let Some(run_id) = &config.run_id {
             metadata = metadata.with_run_id(run_id.clone());
         }
         let parent = CheckpointConfig {
             thread_id: thread,
             checkpoint_ns: Some(config.checkpoint_ns.clone()),
-            checkpoint_id: frame.checkpoint_id.clone(),
+            checkpoint_id: parent_id,
         };
         let stored = saver
             .put(&parent, checkpoint, metadata, new_versions)

@@ -18,15 +18,16 @@ use std::sync::Arc;
 use futures::future::join_all;
 use serde_json::Value;
 use waypoint_checkpoint::{
-    ChannelVersion, Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSaver,
-    CheckpointSource, CheckpointTuple, PendingWrite, Save, Serde, SerializedValue, Slot, channels,
-    serde::TAG_NULL,
+    ChannelVersion, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
+    CheckpointSaver, CheckpointSource, CheckpointTuple, PendingWrite, Save, Serde, SerializedValue,
+    Slot, channels, serde::TAG_NULL,
 };
 use waypoint_store::Store;
 
 use crate::command::{Command, Goto};
 use crate::config::{Durability, RunConfig};
 use crate::context::{CallSite, Context, CustomSink};
+use crate::delta::{DeltaCounter, DeltaPolicy};
 use crate::graph::{Branch, CompileOptions, END, NodeFn, START};
 use crate::interrupt::{Input, Interrupt, Outcome, Resume, Scratch, SharedScratch};
 use crate::lease::LeaseGuard;
@@ -56,8 +57,9 @@ pub(crate) enum SavedTask<S: State> {
 
 /// How a step ended.
 enum StepEnd<S: State> {
-    /// Every task finished: their outputs, in task order.
-    Done(Vec<TaskOutput<S>>),
+    /// Every task finished: their outputs, in task order, and the bytes they wrote to each
+    /// appending channel.
+    Done(Vec<TaskOutput<S>>, BTreeMap<String, u64>),
     /// Some tasks paused; the step does not end in a checkpoint.
     Interrupted(Vec<Interrupt>),
 }
@@ -107,6 +109,9 @@ pub(crate) struct Inner<S: State> {
     pub(crate) serde: Serde,
     /// State channel names, by channel index.
     pub(crate) channel_names: Vec<String>,
+    /// How appending channels are stored (off when values are sealed: a sealed write can
+    /// only be opened with its checkpoint id, which a delta history does not carry).
+    pub(crate) delta: DeltaPolicy,
     /// Static breakpoints given at compile time.
     pub(crate) interrupt_before: Vec<String>,
     pub(crate) interrupt_after: Vec<String>,
@@ -201,6 +206,12 @@ pub(crate) struct Frame<S: State> {
     pub(crate) task_base: Option<String>,
     /// Why the loaded checkpoint was written.
     pub(crate) source: Option<CheckpointSource>,
+    /// Appending channels: what they wrote since their last snapshot.
+    pub(crate) delta: BTreeMap<String, DeltaCounter>,
+    /// Appending channels the loaded checkpoint did not store (rebuilt from history).
+    pub(crate) missing: Vec<String>,
+    /// The next checkpoint stores every appending channel's value.
+    pub(crate) snapshot_all: bool,
 }
 
 impl<S: State> CompiledGraph<S> {
@@ -224,6 +235,11 @@ impl<S: State> CompiledGraph<S> {
                 index,
                 checkpointer: options.checkpointer,
                 store: options.store,
+                delta: if options.serde.is_encrypted() {
+                    DeltaPolicy::off()
+                } else {
+                    options.delta
+                },
                 serde: options.serde,
                 channel_names,
                 interrupt_before: options.interrupt_before,
@@ -362,6 +378,9 @@ impl<S: State> CompiledGraph<S> {
             ns: String::new(),
             task_base: None,
             source: None,
+            delta: BTreeMap::new(),
+            missing: Vec::new(),
+            snapshot_all: false,
         }
     }
 
@@ -405,6 +424,16 @@ impl<S: State> CompiledGraph<S> {
                 frame.sends = decode(&inner.serde, &value, name)?;
             }
         }
+        frame.missing = inner
+            .channel_names
+            .iter()
+            .filter(|name| {
+                self.is_delta(name)
+                    && checkpoint.channel_versions.contains_key(*name)
+                    && !checkpoint.channel_values.contains_key(*name)
+            })
+            .cloned()
+            .collect();
         frame.versions = checkpoint.channel_versions;
         frame.seen = checkpoint.versions_seen;
         frame.step = metadata.step.unwrap_or(-1);
@@ -414,12 +443,142 @@ impl<S: State> CompiledGraph<S> {
         frame.thread = Some(thread.to_owned());
         frame.ns = ns.to_owned();
         frame.source = metadata.source;
+        frame.delta = crate::delta::read_counters(&metadata.extra);
         frame.task_base = metadata
             .extra
             .get(FORKED_FROM)
             .and_then(Value::as_str)
             .map(str::to_owned);
         Ok(frame)
+    }
+
+    /// Decodes a stored checkpoint, rebuilding its appending channels from their history.
+    pub(crate) async fn load(
+        &self,
+        saver: &Arc<dyn CheckpointSaver>,
+        tuple: CheckpointTuple,
+    ) -> Result<Frame<S>> {
+        let config = tuple.config.clone();
+        let mut frame = self.load_frame(tuple)?;
+        if !frame.missing.is_empty() {
+            let history = saver.delta_channel_history(&config, &frame.missing).await?;
+            for (channel, history) in history {
+                self.replay(
+                    &mut frame.state,
+                    &channel,
+                    history.seed.as_ref(),
+                    &history.writes,
+                )?;
+            }
+            frame.missing.clear();
+        }
+        Ok(frame)
+    }
+
+    /// Sets an appending channel to `seed` (its stored value; empty when `None`) followed by
+    /// `writes`, folded through its reducer.
+    pub(crate) fn replay(
+        &self,
+        state: &mut S,
+        channel: &str,
+        seed: Option<&SerializedValue>,
+        writes: &[PendingWrite],
+    ) -> Result<()> {
+        let serde = &self.inner.serde;
+        let Some(i) = state.channel_index(channel) else {
+            return Ok(());
+        };
+        match seed {
+            Some(seed) => state.load_channel(i, seed, serde)?,
+            None => {
+                if let Some(empty) = self.inner.template.dump_channel(i, serde)? {
+                    state.load_channel(i, &empty, serde)?;
+                }
+            }
+        }
+        for write in writes {
+            let mut update = S::Update::default();
+            state.load_write(&mut update, i, &write.value, serde)?;
+            state.apply(update)?;
+        }
+        Ok(())
+    }
+
+    /// The checkpoint of `frame` with the `changed` channels' values, and their versions.
+    ///
+    /// An appending channel stores its value only when a snapshot is due, or for every such
+    /// channel (with a new version, so the value gets its own blob) when `snapshot_all`;
+    /// otherwise its step writes stand for it. Updates the frame's delta counters.
+    pub(crate) fn build_checkpoint(
+        &self,
+        frame: &mut Frame<S>,
+        mut changed: BTreeSet<String>,
+        snapshot_all: bool,
+        thread: &str,
+        ns: &str,
+    ) -> Result<(Checkpoint, ChannelVersions)> {
+        let appending: Vec<String> = self
+            .inner
+            .channel_names
+            .iter()
+            .filter(|c| self.is_delta(c))
+            .cloned()
+            .collect();
+        if snapshot_all {
+            let stored: Vec<&String> = appending
+                .iter()
+                .filter(|c| frame.versions.contains_key(*c))
+                .collect();
+            if !stored.is_empty() {
+                let version = self.next_version(frame)?;
+                for channel in stored {
+                    frame.versions.insert(channel.clone(), version.clone());
+                    changed.insert(channel.clone());
+                }
+            }
+        }
+        let mut omit = BTreeSet::new();
+        for channel in appending.iter().filter(|c| changed.contains(*c)) {
+            let counter = frame.delta.entry(channel.clone()).or_default();
+            if !snapshot_all && !counter.due(&self.inner.delta) {
+                omit.insert(channel.clone());
+            }
+        }
+        let values = self.checkpoint_values(frame, &changed, &omit, thread, ns)?;
+        for channel in appending
+            .iter()
+            .filter(|c| changed.contains(*c) && !omit.contains(*c))
+        {
+            let size = values.get(channel).map_or(0, |v| v.bytes.len() as u64);
+            frame
+                .delta
+                .entry(channel.clone())
+                .or_default()
+                .snapshot(size);
+        }
+        frame.delta.retain(|c, _| appending.contains(c));
+        let mut checkpoint = Checkpoint::new(frame.step);
+        checkpoint.id = frame.checkpoint_id.clone().unwrap_or(checkpoint.id);
+        checkpoint.channel_values = values;
+        checkpoint.channel_versions = frame.versions.clone();
+        checkpoint.versions_seen = frame.seen.clone();
+        checkpoint.updated_channels = Some(changed.iter().cloned().collect());
+        let new_versions = changed
+            .iter()
+            .filter_map(|c| frame.versions.get(c).map(|v| (c.clone(), v.clone())))
+            .collect();
+        Ok((checkpoint, new_versions))
+    }
+
+    /// Whether `channel` is stored as deltas.
+    pub(crate) fn is_delta(&self, channel: &str) -> bool {
+        self.inner.delta.enabled
+            && self
+                .inner
+                .template
+                .channels()
+                .iter()
+                .any(|c| c.appending && c.name == channel)
     }
 
     /// The tasks the frame's triggers and sends call for, in a fixed order: sends first (in
@@ -435,7 +594,7 @@ impl<S: State> CompiledGraph<S> {
         let mut tasks = Vec::new();
         if frame.input.is_some() {
             tasks.push(Task {
-                id: task_id(checkpoint_id, ns, step, START, &TaskKind::Pull),
+                id: task_id(checkpoint_id, ns, step, START, &TaskKind::Pull, tasks.len()),
                 node: None,
                 name: START.to_owned(),
                 kind: TaskKind::Pull,
@@ -448,7 +607,7 @@ impl<S: State> CompiledGraph<S> {
             };
             let kind = TaskKind::Push(i);
             tasks.push(Task {
-                id: task_id(checkpoint_id, ns, step, node, &kind),
+                id: task_id(checkpoint_id, ns, step, node, &kind, tasks.len()),
                 node: Some(index),
                 name: node.clone(),
                 kind,
@@ -458,7 +617,7 @@ impl<S: State> CompiledGraph<S> {
         for &index in &frame.triggered {
             let name = &inner.nodes[index].name;
             tasks.push(Task {
-                id: task_id(checkpoint_id, ns, step, name, &TaskKind::Pull),
+                id: task_id(checkpoint_id, ns, step, name, &TaskKind::Pull, tasks.len()),
                 node: Some(index),
                 name: name.clone(),
                 kind: TaskKind::Pull,
@@ -719,13 +878,16 @@ impl<S: State> CompiledGraph<S> {
         &self,
         frame: &Frame<S>,
         channels_to_write: &BTreeSet<String>,
+        omit: &BTreeSet<String>,
         thread: &str,
         ns: &str,
     ) -> Result<BTreeMap<String, SerializedValue>> {
         let inner = &self.inner;
         let mut values = BTreeMap::new();
         for name in channels_to_write {
-            let value = if let Some(i) = frame.state.channel_index(name) {
+            let value = if omit.contains(name) {
+                None
+            } else if let Some(i) = frame.state.channel_index(name) {
                 frame.state.dump_channel(i, &inner.serde)?
             } else if name == INPUT {
                 match &frame.input {
@@ -808,6 +970,8 @@ struct Run<'g, S: State> {
     writer: Option<Writer>,
     /// The resume command's answers, for the interrupted tasks.
     resume: Option<Resume>,
+    /// Sync durability: writes that go with the next checkpoint, in its transaction.
+    step_writes: Vec<Save>,
     /// What a subgraph run inherits; default for a root run.
     nested: Nested,
     /// Whether the current step replays a past checkpoint (its subgraphs start over).
@@ -884,6 +1048,7 @@ impl<'g, S: State> Run<'g, S> {
             last_source: CheckpointSource::Loop,
             writer: None,
             resume: None,
+            step_writes: Vec::new(),
             nested,
             replaying: false,
         })
@@ -914,7 +1079,10 @@ impl<'g, S: State> Run<'g, S> {
         if let Some((saver, thread)) = self.saver().filter(|_| !self.nested.start_over) {
             let config = self.config.checkpoint_config(thread);
             match saver.get_tuple(&config).await? {
-                Some(tuple) => self.frame = self.graph.load_frame(tuple)?,
+                Some(tuple) => {
+                    let saver = Arc::clone(saver);
+                    self.frame = self.graph.load(&saver, tuple).await?;
+                }
                 None if replaying => {
                     return Err(Error::InvalidConfig(format!(
                         "checkpoint `{}` of thread `{thread}` does not exist",
@@ -1002,7 +1170,14 @@ impl<'g, S: State> Run<'g, S> {
             let (outputs, unsaved) = self.run_tasks(&tasks, skip_done).await;
             self.keep_writes(unsaved);
             let outputs = match outputs? {
-                StepEnd::Done(outputs) => outputs,
+                StepEnd::Done(outputs, delta_bytes) => {
+                    for (channel, bytes) in delta_bytes {
+                        let counter = self.frame.delta.entry(channel).or_default();
+                        counter.updates += 1;
+                        counter.bytes += bytes;
+                    }
+                    outputs
+                }
                 StepEnd::Interrupted(interrupts) => {
                     self.emitter.interrupts(&interrupts);
                     return Ok(Some(interrupts));
@@ -1075,6 +1250,7 @@ impl<'g, S: State> Run<'g, S> {
         self.frame.task_base = Some(self.frame.task_base.clone().unwrap_or(original));
         self.frame.checkpoint_id = Some(waypoint_checkpoint::checkpoint_id(self.frame.step));
         self.frame.pending.clear();
+        self.frame.snapshot_all = true;
         self.last_source = CheckpointSource::Fork;
         self.replaying = true;
         if self.config.durability != Durability::Exit {
@@ -1085,7 +1261,11 @@ impl<'g, S: State> Run<'g, S> {
 
     /// Starts a new run with `update` as input: the input checkpoint.
     async fn start(&mut self, update: S::Update) -> Result<()> {
-        // A new input drops the tasks an earlier run left unfinished.
+        // A new input drops the tasks an earlier run left unfinished; their saved writes
+        // must then not count towards the appending channels' history.
+        if !self.frame.pending.is_empty() {
+            self.frame.snapshot_all = true;
+        }
         let version = self.graph.next_version(&self.frame)?;
         if !self.frame.triggered.is_empty() || !self.frame.sends.is_empty() {
             let stale = self.graph.prepare(&self.frame, &self.ns);
@@ -1269,6 +1449,8 @@ impl<'g, S: State> Run<'g, S> {
         // the very next write and holds them, so a crash loses no more than it would between
         // the task's end and its `put_writes`. Failures and interrupts are always saved.
         let sole = tasks.len() == 1;
+        let delta_bytes: std::sync::Mutex<BTreeMap<String, u64>> = Default::default();
+        let delta_bytes = &delta_bytes;
         let futures = tasks.iter().map(|task| {
             let saved = saved.get(task.id.as_str());
             let interrupted = &interrupted;
@@ -1294,12 +1476,33 @@ impl<'g, S: State> Run<'g, S> {
                 };
                 let scratch = Scratch::new(&task.id, answered, fresh);
                 let end = self.run_task(task, Arc::clone(&scratch)).await;
-                if self.saver().is_none() || sole && matches!(end, TaskEnd::Done(_)) {
+                if self.saver().is_none() {
                     return Ok((end, None));
                 }
                 let serde = &graph.inner.serde;
                 let writes = match &end {
-                    TaskEnd::Done(output) => graph.encode_writes(&self.frame.state, output)?,
+                    TaskEnd::Done(output) => {
+                        let mut writes = graph.encode_writes(&self.frame.state, output)?;
+                        for (channel, value) in &writes {
+                            if graph.is_delta(channel) {
+                                let mut counted =
+                                    delta_bytes.lock().unwrap_or_else(|p| p.into_inner());
+                                *counted.entry(channel.clone()).or_default() +=
+                                    value.bytes.len() as u64;
+                            }
+                        }
+                        if sole {
+                            // The step's checkpoint follows in the same transaction and holds
+                            // everything but the appended items, which it leaves to these.
+                            writes.retain(|(channel, _)| graph.is_delta(channel));
+                            if writes.is_empty() {
+                                return Ok((end, None));
+                            }
+                            let writes = self.seal_writes(writes, checkpoint_id, &task.id)?;
+                            return Ok((end, Some((task.id.clone(), writes))));
+                        }
+                        writes
+                    }
                     TaskEnd::Failed(err) => vec![dump(serde, channels::ERROR, &err.to_string())?],
                     TaskEnd::Interrupted(interrupt) => {
                         let answered = scratch
@@ -1352,7 +1555,10 @@ impl<'g, S: State> Run<'g, S> {
         let end = match failure {
             Some(err) => Err(err),
             None if !interrupts.is_empty() => Ok(StepEnd::Interrupted(interrupts)),
-            None => Ok(StepEnd::Done(outputs)),
+            None => Ok(StepEnd::Done(
+                outputs,
+                delta_bytes.lock().map(|b| b.clone()).unwrap_or_default(),
+            )),
         };
         (end, unsaved)
     }
@@ -1507,7 +1713,7 @@ impl<'g, S: State> Run<'g, S> {
     /// Writes that `run_tasks` did not save: in the background (async durability) or at
     /// the end of the run (exit durability).
     fn keep_writes(&mut self, unsaved: Vec<UnsavedWrites>) {
-        if self.config.durability != Durability::Async {
+        if self.config.durability == Durability::Exit {
             self.exit_writes.extend(unsaved);
             return;
         }
@@ -1520,12 +1726,17 @@ impl<'g, S: State> Run<'g, S> {
             self.frame.checkpoint_id.as_deref().unwrap_or(""),
         );
         for (task_id, writes) in unsaved {
-            self.background(Save::Writes {
+            let save = Save::Writes {
                 config: config.clone(),
                 writes,
                 task_id,
                 task_path: String::new(),
-            });
+            };
+            match self.config.durability {
+                Durability::Async => self.background(save),
+                // Written with the step's checkpoint, in one transaction.
+                _ => self.step_writes.push(save),
+            }
         }
     }
 
@@ -1573,21 +1784,19 @@ impl<'g, S: State> Run<'g, S> {
         };
         let saver = Arc::clone(saver);
         let thread = thread.to_owned();
+        // Exit durability keeps no step writes, so appending channels store their values.
+        let snapshot_all = std::mem::take(&mut self.frame.snapshot_all)
+            || self.config.durability == Durability::Exit;
+        let (checkpoint, new_versions) = self.graph.build_checkpoint(
+            &mut self.frame,
+            changed,
+            snapshot_all,
+            &thread,
+            &self.ns,
+        )?;
         let frame = &self.frame;
-        let id = frame.checkpoint_id.clone().unwrap_or_default();
-        let mut checkpoint = Checkpoint::new(frame.step);
-        checkpoint.id = id;
-        checkpoint.channel_values = self
-            .graph
-            .checkpoint_values(frame, &changed, &thread, &self.ns)?;
-        checkpoint.channel_versions = frame.versions.clone();
-        checkpoint.versions_seen = frame.seen.clone();
-        checkpoint.updated_channels = Some(changed.iter().cloned().collect());
-        let new_versions = changed
-            .iter()
-            .filter_map(|c| frame.versions.get(c).map(|v| (c.clone(), v.clone())))
-            .collect();
         let mut metadata = CheckpointMetadata::new(self.last_source, frame.step);
+        crate::delta::write_counters(&frame.delta, &mut metadata.extra);
         metadata.parents = Some(self.nested.parents.clone());
         if let (CheckpointSource::Fork, Some(base)) = (self.last_source, &frame.task_base) {
             metadata = metadata.with(FORKED_FROM, base.clone());
@@ -1600,17 +1809,24 @@ impl<'g, S: State> Run<'g, S> {
             checkpoint_ns: Some(self.ns.clone()),
             checkpoint_id: frame.persisted_id.clone(),
         };
-        if self.config.durability == Durability::Async {
-            self.background(Save::Put {
+        if self.config.durability == Durability::Sync && self.step_writes.is_empty() {
+            saver
+                .put(&parent, checkpoint, metadata, new_versions)
+                .await?;
+        } else {
+            let put = Save::Put {
                 config: parent,
                 checkpoint,
                 metadata,
                 new_versions,
-            });
-        } else {
-            saver
-                .put(&parent, checkpoint, metadata, new_versions)
-                .await?;
+            };
+            if self.config.durability == Durability::Async {
+                self.background(put);
+            } else {
+                let mut batch = std::mem::take(&mut self.step_writes);
+                batch.push(put);
+                saver.save_batch(batch).await?;
+            }
         }
         self.frame.persisted_id = self.frame.checkpoint_id.clone();
         Ok(())
@@ -1650,19 +1866,27 @@ impl<'g, S: State> Run<'g, S> {
 type UnsavedWrites = (String, Vec<(String, SerializedValue)>);
 
 /// A task's id: a uuid5 of where and what it is, so reruns of one step agree.
+///
+/// The first two bytes are the task's position in its step, so ids sort in task order:
+/// savers return pending writes by task id, and a history replayed from them must fold
+/// parallel writes in the order the step applied them.
 pub(crate) fn task_id(
     checkpoint_id: &str,
     ns: &str,
     step: i64,
     name: &str,
     kind: &TaskKind,
+    position: usize,
 ) -> String {
     let kind = match kind {
         TaskKind::Pull => "pull".to_owned(),
         TaskKind::Push(i) => format!("push:{i}"),
     };
     let key = format!("{checkpoint_id}\u{0}{ns}\u{0}{step}\u{0}{name}\u{0}{kind}");
-    uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, key.as_bytes()).to_string()
+    let mut bytes = *uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, key.as_bytes()).as_bytes();
+    let position = u16::try_from(position).unwrap_or(u16::MAX).to_be_bytes();
+    bytes[..2].copy_from_slice(&position);
+    uuid::Uuid::from_bytes(bytes).to_string()
 }
 
 /// Encodes one write.

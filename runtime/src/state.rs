@@ -27,6 +27,10 @@ pub struct ChannelSpec {
     pub name: Cow<'static, str>,
     /// Whether writes are folded by a reducer; last-value channels take one write per step.
     pub reduced: bool,
+    /// Whether the reducer only appends (`append`, `add_messages`): the value is then the
+    /// fold of its writes, so checkpoints store the writes, not the value (see
+    /// [`crate::DeltaPolicy`]).
+    pub appending: bool,
 }
 
 impl ChannelSpec {
@@ -35,6 +39,16 @@ impl ChannelSpec {
         ChannelSpec {
             name: Cow::Borrowed(name),
             reduced,
+            appending: false,
+        }
+    }
+
+    /// A channel whose reducer only appends.
+    pub const fn appending(name: &'static str) -> Self {
+        ChannelSpec {
+            name: Cow::Borrowed(name),
+            reduced: true,
+            appending: true,
         }
     }
 }
@@ -82,6 +96,14 @@ pub trait State: Clone + Debug + Send + Sync + Serialize + DeserializeOwned + 's
 
     /// Folds `update` into the state through each channel's reducer.
     fn apply(&mut self, update: Self::Update) -> Result<()>;
+
+    /// Sets one channel to `from`'s value of it (the derive clones the field).
+    fn copy_channel(&mut self, from: &Self, channel: usize, serde: &Serde) -> Result<()> {
+        if let Some(value) = from.dump_channel(channel, serde)? {
+            self.load_channel(channel, &value, serde)?;
+        }
+        Ok(())
+    }
 
     /// The index of the channel called `name`.
     fn channel_index(&self, name: &str) -> Option<usize> {
@@ -163,7 +185,8 @@ impl JsonSchema {
 
     /// Declares a list key whose updates are appended (LangGraph's `Annotated[list, add]`).
     pub fn append(self, name: impl Into<String>) -> Self {
-        self.reducer(name, Value::Array(Vec::new()), |current, update| {
+        let name = name.into();
+        let mut schema = self.reducer(name.clone(), Value::Array(Vec::new()), |current, update| {
             match (current, update) {
                 (Value::Array(items), Value::Array(more)) => items.extend(more),
                 (Value::Array(items), one) => items.push(one),
@@ -174,7 +197,11 @@ impl JsonSchema {
                 }
             }
             Ok(())
-        })
+        });
+        if let Some(spec) = schema.channels.iter_mut().find(|c| c.name == name) {
+            spec.appending = true;
+        }
+        schema
     }
 
     /// Declares a key folded by `reducer`, starting from `initial`.
@@ -200,6 +227,7 @@ impl JsonSchema {
         self.channels.push(ChannelSpec {
             name: Cow::Owned(name),
             reduced: reducer.is_some(),
+            appending: false,
         });
         self.reducers.push(reducer);
     }
@@ -367,6 +395,15 @@ impl State for JsonState {
         let name = self.name(channel)?;
         let value: Value = serde.loads(value).map_err(|e| channel_error(name, e))?;
         update.insert(name.to_owned(), value);
+        Ok(())
+    }
+
+    fn copy_channel(&mut self, from: &Self, channel: usize, _serde: &Serde) -> Result<()> {
+        let name = self.name(channel)?.to_owned();
+        match from.values.get(&name) {
+            Some(value) => self.values.insert(name, value.clone()),
+            None => self.values.remove(&name),
+        };
         Ok(())
     }
 

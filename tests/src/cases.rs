@@ -1029,3 +1029,106 @@ pub async fn one_writer_per_thread(saver: Saver) -> TestResult {
         .await?;
     Ok(())
 }
+
+/// Appending channels stored as deltas (snapshots only now and then) give exactly the
+/// states, history, replays and forks that storing every value gives.
+pub async fn delta_history_matches_full_values(saver: Saver) -> TestResult {
+    use waypoint_runtime::DeltaPolicy;
+    let build = |delta: DeltaPolicy| {
+        let mut graph = StateGraph::json(JsonSchema::new().append("log").last_value("last"));
+        for name in ["a", "b", "c"] {
+            graph.add_node(name, move |_s: JsonState, _c: Context| async move {
+                let mut update = obj(json!({"log": [format!("{name} writes a line of text")]}));
+                if name == "a" {
+                    update.insert("last".into(), json!(name));
+                }
+                Ok(update)
+            });
+        }
+        graph
+            .add_edge(START, "a")
+            .add_edge("a", "b")
+            .add_edge("a", "c");
+        let options = CompileOptions {
+            delta,
+            ..CompileOptions::default()
+        };
+        graph.compile(options.checkpointer(Arc::clone(&saver)))
+    };
+    // Snapshots every few hundred bytes, so the history mixes snapshots and replays.
+    let frequent = DeltaPolicy {
+        min_snapshot_bytes: 300,
+        ..DeltaPolicy::default()
+    };
+    let (delta, full) = (build(frequent)?, build(DeltaPolicy::off())?);
+    let (on, off) = (RunConfig::thread(thread()), RunConfig::thread(thread()));
+    for turn in 0..12 {
+        let input = obj(json!({"log": [format!("turn {turn}")]}));
+        // b and c run in one step and both append: the order must survive a replay.
+        delta.invoke(Some(input.clone()), &on).await?;
+        full.invoke(Some(input), &off).await?;
+    }
+    let values = |h: &[waypoint_runtime::StateSnapshot<JsonState>]| {
+        h.iter().map(|s| s.values.to_value()).collect::<Vec<_>>()
+    };
+    let history_on = delta
+        .get_state_history(&on, &ListOptions::default())
+        .await?;
+    let history_off = full
+        .get_state_history(&off, &ListOptions::default())
+        .await?;
+    assert_eq!(values(&history_on), values(&history_off));
+    // Each checkpoint read on its own (a history walk) agrees with the one-pass history.
+    for snapshot in history_on.iter().step_by(7) {
+        let alone = delta.get_state(&snapshot.config).await?;
+        assert_eq!(alone.values.to_value(), snapshot.values.to_value());
+    }
+    // Few checkpoints store the list itself.
+    let stored = saver
+        .list(
+            Some(&CheckpointConfig::new(
+                on.thread_id.clone().unwrap_or_default(),
+            )),
+            &ListOptions::default(),
+        )
+        .await?
+        .iter()
+        .filter(|t| t.checkpoint.channel_values.contains_key("log"))
+        .count();
+    assert!(
+        stored * 4 < history_on.len(),
+        "{stored} of {} store the list",
+        history_on.len()
+    );
+
+    // Fork and replay from the middle: same results both ways.
+    let mid_on = &history_on[history_on.len() / 2].config;
+    let mid_off = &history_off[history_off.len() / 2].config;
+    let fork_on = delta
+        .update_state(mid_on, Some(obj(json!({"log": ["fork"]}))), Some("a"))
+        .await?;
+    let fork_off = full
+        .update_state(mid_off, Some(obj(json!({"log": ["fork"]}))), Some("a"))
+        .await?;
+    let a = delta.invoke(None, &fork_on).await.map(|o| o.to_value());
+    let b = full.invoke(None, &fork_off).await.map(|o| o.to_value());
+    assert_eq!(format!("{a:?}"), format!("{b:?}"));
+    let replay_on = &history_on[history_on.len() / 3].config;
+    let replay_off = &history_off[history_off.len() / 3].config;
+    let a = delta.invoke(None, replay_on).await.map(|o| o.to_value());
+    let b = full.invoke(None, replay_off).await.map(|o| o.to_value());
+    assert_eq!(format!("{a:?}"), format!("{b:?}"));
+    assert_eq!(
+        values(
+            &delta
+                .get_state_history(&on, &ListOptions::default())
+                .await?
+        ),
+        values(
+            &full
+                .get_state_history(&off, &ListOptions::default())
+                .await?
+        )
+    );
+    Ok(())
+}

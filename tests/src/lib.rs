@@ -65,6 +65,7 @@ macro_rules! runtime_suite {
             corrupt_channel_value_is_an_error,
             thread_id_required,
             one_writer_per_thread,
+            delta_history_matches_full_values,
         );
         $crate::runtime_suite!(@module hitl $factory;
             interrupt_pauses_and_resumes,
