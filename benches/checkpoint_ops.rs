@@ -1,7 +1,8 @@
 //! Checkpointer operations, one workload run against every backend: sequential puts (five
 //! channels, one changing per step), puts from 16 concurrent writers on distinct threads,
 //! `put_writes`, `get_tuple` latest and by id (median via criterion, p50/p99 printed), `list`
-//! of a 1,000-checkpoint history, bytes on disk per checkpoint, and limit lines: plain
+//! of a 1,000-checkpoint history, `delta_channel_history` in the middle of a 600-checkpoint
+//! chain (300 ancestors back to the snapshot), bytes on disk per checkpoint, and limit lines: plain
 //! rusqlite inserts of the same bytes for SQLite, `pgbench` single-row inserts for PostgreSQL.
 //!
 //! PostgreSQL runs when `WAYPOINT_BENCH_POSTGRES_URL` (or `WAYPOINT_TEST_POSTGRES_URL`) names
@@ -16,13 +17,17 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use waypoint_benches::checkpoints::{self, CHANNELS, HISTORY, PUTS, WRITE_CALLS};
 use waypoint_checkpoint::{
-    CheckpointConfig, CheckpointSaver, InMemorySaver, ListOptions, SerializedValue,
+    ChannelVersion, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
+    CheckpointSaver, CheckpointSource, InMemorySaver, ListOptions, SerializedValue,
 };
 use waypoint_checkpoint_postgres::{PostgresConfig, PostgresSaver};
 use waypoint_checkpoint_sqlite::SqliteSaver;
 
 /// Concurrent writers in the concurrent put benchmark.
 const WRITERS: usize = 16;
+
+/// Checkpoints in the delta-history chain; the one read is in the middle.
+const DELTA_CHAIN: usize = 600;
 
 struct Backend {
     name: &'static str,
@@ -274,6 +279,33 @@ fn main() {
     }
     group.finish();
 
+    let mut group = c.benchmark_group("checkpoint/delta_history");
+    for b in &backends {
+        let configs = rt
+            .block_on(delta_chain(&*b.saver, &fresh_thread(), &value))
+            .expect("delta chain");
+        let target = &configs[DELTA_CHAIN / 2];
+        let channels = ["messages".to_owned()];
+        group.bench_function(BenchmarkId::from_parameter(b.name), |bench| {
+            bench.iter_custom(|iters| {
+                rt.block_on(async {
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        let history = b
+                            .saver
+                            .delta_channel_history(target, &channels)
+                            .await
+                            .expect("delta history");
+                        assert_eq!(history["messages"].writes.len(), DELTA_CHAIN / 2);
+                        assert!(history["messages"].seed.is_some());
+                    }
+                    start.elapsed()
+                })
+            })
+        });
+    }
+    group.finish();
+
     println!(
         "\n| backend | get_tuple latest p50 | p99 | get_tuple by id p50 | p99 | bytes on disk per checkpoint |"
     );
@@ -323,6 +355,43 @@ fn main() {
         pgbench_limit(&rt, &url, &value);
     }
     c.final_summary();
+}
+
+/// A thread shaped as the runtime stores an appending channel: `messages` has a snapshot at
+/// step 0 only and one small write per step after it (a new version without a value each
+/// step), `status` a small stored value per step.
+async fn delta_chain(
+    saver: &dyn CheckpointSaver,
+    thread: &str,
+    snapshot: &SerializedValue,
+) -> waypoint_checkpoint::Result<Vec<CheckpointConfig>> {
+    let message = SerializedValue::new("json", &br#"{"type":"ai","content":"a line"}"#[..]);
+    let status = SerializedValue::new("json", &br#""running""#[..]);
+    let mut versions = ChannelVersions::new();
+    let mut parent = CheckpointConfig::new(thread).with_ns("");
+    let mut out = Vec::with_capacity(DELTA_CHAIN);
+    for step in 0..DELTA_CHAIN {
+        let mut cp = Checkpoint::new(step as i64);
+        let mut new_versions = ChannelVersions::new();
+        for channel in ["messages", "status"] {
+            let next = ChannelVersion::next(versions.get(channel))?;
+            versions.insert(channel.to_owned(), next.clone());
+            new_versions.insert(channel.to_owned(), next);
+        }
+        cp.channel_versions = versions.clone();
+        if step == 0 {
+            cp.channel_values
+                .insert("messages".to_owned(), snapshot.clone());
+        }
+        cp.channel_values
+            .insert("status".to_owned(), status.clone());
+        let meta = CheckpointMetadata::new(CheckpointSource::Loop, step as i64);
+        parent = saver.put(&parent, cp, meta, new_versions).await?;
+        let writes = vec![("messages".to_owned(), message.clone())];
+        saver.put_writes(&parent, writes, "task", "").await?;
+        out.push(parent.clone());
+    }
+    Ok(out)
 }
 
 /// Bytes on disk per checkpoint of a fresh database holding one 1,000-checkpoint thread.

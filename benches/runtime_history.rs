@@ -59,7 +59,7 @@ fn text(rng: &mut StdRng, chars: usize) -> String {
 /// START -> chatbot -> END; the chatbot appends one reply per turn.
 fn chatbot(saver: Arc<dyn CheckpointSaver>, delta: DeltaPolicy) -> CompiledGraph<Chat> {
     let mut graph = StateGraph::<Chat>::new();
-    graph.add_node("chatbot", |state: Chat, _ctx: Context| {
+    graph.add_node("chatbot", |state: Arc<Chat>, _ctx: Context| {
         // A deterministic reply whose text depends on the turn.
         let mut rng = StdRng::seed_from_u64(state.messages.len() as u64);
         let reply = Msg {
@@ -134,7 +134,7 @@ async fn measure(
     let config = RunConfig::thread(thread.clone());
     let mut rng = StdRng::seed_from_u64(waypoint_benches::SEED);
     let mut times = Vec::with_capacity(turns);
-    let mut messages = Vec::new();
+    let mut last = None;
     for _ in 0..turns {
         let user = Msg {
             role: "user".into(),
@@ -146,8 +146,11 @@ async fn measure(
             .await
             .expect("invoke");
         times.push(start.elapsed());
-        messages = out.into_values().messages;
+        last = Some(out);
     }
+    let messages = last
+        .map(|out| out.values.messages.clone())
+        .unwrap_or_default();
     assert_eq!(messages.len(), 2 * turns);
     let raw: u64 = messages
         .iter()

@@ -436,7 +436,8 @@ pub mod runtime {
         let names: Vec<String> = (0..NODES).map(|i| format!("n{i}")).collect();
         for name in &names {
             let content = name.clone();
-            graph.add_node(name.clone(), move |_state: Chat, _ctx: Context| {
+            // Nodes share the state (`Arc`) rather than copy the growing message list.
+            graph.add_node(name.clone(), move |_state: Arc<Chat>, _ctx: Context| {
                 let message = Msg {
                     role: "ai".into(),
                     content: content.clone(),

@@ -117,9 +117,9 @@ impl Context {
         &self,
         graph: &CompiledGraph<S2>,
         input: Option<S2::Update>,
-    ) -> Result<S2, BoxError> {
+    ) -> Result<Arc<S2>, BoxError> {
         let Some(site) = &self.call else {
-            return Ok(graph.invoke(input, &self.config).await?.into_values());
+            return Ok(graph.invoke(input, &self.config).await?.values);
         };
         let own = format!("{}:{}", self.node, site.task_id);
         let ns = if site.ns.is_empty() {

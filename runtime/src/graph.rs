@@ -23,7 +23,26 @@ pub const END: &str = "__end__";
 pub type NodeResult<O> = std::result::Result<O, BoxError>;
 
 pub(crate) type NodeFn<S> =
-    Arc<dyn Fn(S, Context) -> BoxFuture<'static, NodeResult<Command<S>>> + Send + Sync>;
+    Arc<dyn Fn(Arc<S>, Context) -> BoxFuture<'static, NodeResult<Command<S>>> + Send + Sync>;
+
+/// What a node takes as its state: `S` (a copy) or `Arc<S>` (shared, no copy; the better
+/// choice for large states such as long conversations).
+pub trait NodeInput<S>: Sized + std::marker::Send + 'static {
+    /// The input for a node from the step's state.
+    fn from_state(state: &Arc<S>) -> Self;
+}
+
+impl<S: State> NodeInput<S> for S {
+    fn from_state(state: &Arc<S>) -> Self {
+        S::clone(state)
+    }
+}
+
+impl<S: State> NodeInput<S> for Arc<S> {
+    fn from_state(state: &Arc<S>) -> Self {
+        Arc::clone(state)
+    }
+}
 pub(crate) type RouterFn<S> = Arc<dyn Fn(&S) -> Vec<Goto<S>> + Send + Sync>;
 
 /// Where a router sends the graph: node names (or mapped keys) and `Send`s.
@@ -234,14 +253,15 @@ impl<S: State> StateGraph<S> {
     ///
     /// It returns an update (the derive's `…Update`, or a JSON object for [`JsonState`]) or
     /// a [`Command`]. Names must be unique and must not be `START`/`END` or contain `:`.
-    pub fn add_node<F, Fut, O>(&mut self, name: impl Into<String>, func: F) -> &mut Self
+    pub fn add_node<F, I, Fut, O>(&mut self, name: impl Into<String>, func: F) -> &mut Self
     where
-        F: Fn(S, Context) -> Fut + Send + Sync + 'static,
+        F: Fn(I, Context) -> Fut + Send + Sync + 'static,
+        I: NodeInput<S>,
         Fut: Future<Output = NodeResult<O>> + std::marker::Send + 'static,
         O: Into<Command<S>>,
     {
-        let func: NodeFn<S> = Arc::new(move |state, ctx| {
-            let fut = func(state, ctx);
+        let func: NodeFn<S> = Arc::new(move |state: Arc<S>, ctx| {
+            let fut = func(I::from_state(&state), ctx);
             Box::pin(async move { fut.await.map(Into::into) })
         });
         self.nodes.push(NodeSpec {
@@ -263,12 +283,12 @@ impl<S: State> StateGraph<S> {
     ) -> &mut Self {
         let ours = channel_names(&self.template);
         let theirs = channel_names(&graph.inner.template);
-        self.add_node(name, move |state: S, ctx: Context| {
+        self.add_node(name, move |state: Arc<S>, ctx: Context| {
             let (graph, ours, theirs) = (graph.clone(), Arc::clone(&ours), Arc::clone(&theirs));
             async move {
-                let input: S2::Update = project(&state, &theirs)?;
+                let input: S2::Update = project(&*state, &theirs)?;
                 let out = ctx.call(&graph, Some(input)).await?;
-                let update: S::Update = project(&out, &ours)?;
+                let update: S::Update = project(&*out, &ours)?;
                 Ok(Command::update(update))
             }
         })

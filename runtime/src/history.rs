@@ -1,6 +1,7 @@
 //! Threads and time travel: reading state, listing history, updating and forking.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use waypoint_checkpoint::{
     CheckpointConfig, CheckpointMetadata, CheckpointSaver, CheckpointSource, CheckpointTuple,
@@ -105,7 +106,7 @@ impl<S: State> CompiledGraph<S> {
             })
             .collect();
         StateSnapshot {
-            values: frame.state,
+            values: Arc::unwrap_or_clone(frame.state),
             interrupts: tasks.iter().flat_map(|t| t.interrupts.clone()).collect(),
             next: tasks.iter().map(|t| t.name.clone()).collect(),
             config,
@@ -183,7 +184,12 @@ impl<S: State> CompiledGraph<S> {
                     let parent_state = &out[index].values;
                     let writes = writes_of.get(parent_id).map(Vec::as_slice).unwrap_or(&[]);
                     for channel in std::mem::take(&mut frame.missing) {
-                        self.extend_from(&mut frame.state, parent_state, &channel, writes)?;
+                        self.extend_from(
+                            Arc::make_mut(&mut frame.state),
+                            parent_state,
+                            &channel,
+                            writes,
+                        )?;
                     }
                     frame
                 }

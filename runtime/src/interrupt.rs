@@ -72,8 +72,9 @@ impl<S: State> From<Command<S>> for Input<S> {
 /// How a run ended: its state and, when it paused, why.
 #[derive(Clone, Debug)]
 pub struct Outcome<S: State> {
-    /// The state when the run stopped.
-    pub values: S,
+    /// The state when the run stopped (shared: the graph keeps it to start the thread's
+    /// next run from).
+    pub values: Arc<S>,
     /// Whether the run paused (an `interrupt()` or a static breakpoint) rather than finished.
     pub interrupted: bool,
     /// The pending interrupts (empty for static breakpoints).
@@ -83,7 +84,7 @@ pub struct Outcome<S: State> {
 impl<S: State> Outcome<S> {
     /// The final state, dropping the rest.
     pub fn into_values(self) -> S {
-        self.values
+        Arc::unwrap_or_clone(self.values)
     }
 }
 

@@ -34,7 +34,7 @@
 //! let graph = graph.compile(CompileOptions::with_checkpointer(InMemorySaver::new()))?;
 //!
 //! let config = RunConfig::thread("1");
-//! let state = graph.invoke(Some(DemoUpdate::default().foo("")), &config).await?.values;
+//! let state = graph.invoke(Some(DemoUpdate::default().foo("")), &config).await?.into_values();
 //! assert_eq!((state.foo.as_str(), state.bar), ("b", vec!["a".to_string(), "b".to_string()]));
 //! assert_eq!(graph.get_state_history(&config, &Default::default()).await?.len(), 4);
 //! # Ok::<(), waypoint_runtime::Error>(())

@@ -12,8 +12,8 @@
 //! trigger, so a resumed run finds the writes its finished tasks saved with `put_writes` and
 //! does not run them again.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
 
 use futures::future::join_all;
 use serde_json::Value;
@@ -112,9 +112,78 @@ pub(crate) struct Inner<S: State> {
     /// How appending channels are stored (off when values are sealed: a sealed write can
     /// only be opened with its checkpoint id, which a delta history does not carry).
     pub(crate) delta: DeltaPolicy,
+    /// The state each thread's last run ended at, by checkpoint.
+    pub(crate) cache: StateCache<S>,
     /// Static breakpoints given at compile time.
     pub(crate) interrupt_before: Vec<String>,
     pub(crate) interrupt_after: Vec<String>,
+}
+
+/// Threads whose last state is kept.
+const CACHED_THREADS: usize = 1024;
+
+/// Thread id and namespace.
+type CacheKey = (String, String);
+
+/// The state the last run on each thread ended at, with its checkpoint id: the next run on
+/// the thread starts from it instead of rebuilding appending channels from their history.
+/// A checkpoint never changes once written, so an entry is right for as long as its id is
+/// the thread's latest, whichever process wrote what came after.
+pub(crate) struct StateCache<S> {
+    entries: Mutex<CacheEntries<S>>,
+}
+
+/// The entries, and the order they came in (oldest first) to evict by.
+struct CacheEntries<S> {
+    map: HashMap<CacheKey, (String, Arc<S>)>,
+    order: VecDeque<CacheKey>,
+}
+
+impl<S> Default for StateCache<S> {
+    fn default() -> Self {
+        StateCache {
+            entries: Mutex::new(CacheEntries {
+                map: HashMap::new(),
+                order: VecDeque::new(),
+            }),
+        }
+    }
+}
+
+impl<S> StateCache<S> {
+    /// Takes the entry out, so the run that continues the thread holds the only reference
+    /// and changes it in place; the run puts its own end state back when it finishes.
+    fn take(&self, thread: &str, ns: &str, checkpoint_id: &str) -> Option<Arc<S>> {
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let key = (thread.to_owned(), ns.to_owned());
+        if entries
+            .map
+            .get(&key)
+            .is_some_and(|(id, _)| id == checkpoint_id)
+        {
+            entries.order.retain(|k| *k != key);
+            return entries.map.remove(&key).map(|(_, state)| state);
+        }
+        None
+    }
+
+    fn put(&self, thread: &str, ns: &str, checkpoint_id: String, state: Arc<S>) {
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let key = (thread.to_owned(), ns.to_owned());
+        if entries
+            .map
+            .insert(key.clone(), (checkpoint_id, state))
+            .is_none()
+        {
+            entries.order.push_back(key);
+        }
+        while entries.map.len() > CACHED_THREADS {
+            let Some(oldest) = entries.order.pop_front() else {
+                break;
+            };
+            entries.map.remove(&oldest);
+        }
+    }
 }
 
 /// A runnable graph; cheap to clone and share across tasks.
@@ -158,8 +227,8 @@ pub(crate) struct Task<S: State> {
     pub(crate) node: Option<usize>,
     pub(crate) name: String,
     pub(crate) kind: TaskKind,
-    /// The state the node receives (`None` for the start task, which reads the input).
-    pub(crate) input: Option<S>,
+    /// The state a pushed task receives; `None` for the others, which read the frame's.
+    pub(crate) input: Option<Arc<S>>,
 }
 
 /// What a task produced, ready for the barrier.
@@ -182,7 +251,9 @@ impl<S: State> Default for TaskOutput<S> {
 
 /// The channels of a thread at one checkpoint, decoded.
 pub(crate) struct Frame<S: State> {
-    pub(crate) state: S,
+    /// Shared with the step's tasks, so a node's input costs no copy; changed only at the
+    /// barrier, when the tasks have let go of it.
+    pub(crate) state: Arc<S>,
     pub(crate) versions: BTreeMap<String, ChannelVersion>,
     pub(crate) seen: BTreeMap<String, BTreeMap<String, ChannelVersion>>,
     pub(crate) input: Option<S::Update>,
@@ -241,6 +312,7 @@ impl<S: State> CompiledGraph<S> {
                     options.delta
                 },
                 serde: options.serde,
+                cache: StateCache::default(),
                 channel_names,
                 interrupt_before: options.interrupt_before,
                 interrupt_after: options.interrupt_after,
@@ -342,6 +414,7 @@ impl<S: State> CompiledGraph<S> {
         let interrupts = result?;
         finished?;
         released?;
+        run.remember();
         Ok(Outcome {
             values: run.frame.state,
             interrupted: interrupts.is_some(),
@@ -363,7 +436,7 @@ impl<S: State> CompiledGraph<S> {
     /// A frame with no checkpoint: the template state.
     pub(crate) fn fresh_frame(&self) -> Frame<S> {
         Frame {
-            state: self.inner.template.clone(),
+            state: Arc::new(self.inner.template.clone()),
             versions: BTreeMap::new(),
             seen: BTreeMap::new(),
             input: None,
@@ -411,7 +484,7 @@ impl<S: State> CompiledGraph<S> {
             };
             if let Some(i) = frame.state.channel_index(name) {
                 let value = open(&inner.serde, stored, &slot, name)?;
-                frame.state.load_channel(i, &value, &inner.serde)?;
+                Arc::make_mut(&mut frame.state).load_channel(i, &value, &inner.serde)?;
             } else if name == INPUT {
                 let value = open(&inner.serde, stored, &slot, name)?;
                 frame.input = Some(decode(&inner.serde, &value, name)?);
@@ -460,17 +533,27 @@ impl<S: State> CompiledGraph<S> {
     ) -> Result<Frame<S>> {
         let config = tuple.config.clone();
         let mut frame = self.load_frame(tuple)?;
-        if !frame.missing.is_empty() {
-            let history = saver.delta_channel_history(&config, &frame.missing).await?;
-            for (channel, history) in history {
-                self.replay(
-                    &mut frame.state,
-                    &channel,
-                    history.seed.as_ref(),
-                    &history.writes,
-                )?;
+        if frame.missing.is_empty() {
+            return Ok(frame);
+        }
+        let cached = match (&frame.thread, &frame.checkpoint_id) {
+            (Some(thread), Some(id)) => self.inner.cache.take(thread, &frame.ns, id),
+            _ => None,
+        };
+        match cached {
+            // The cached state is the state at this very checkpoint.
+            Some(cached) => {
+                frame.state = cached;
+                frame.missing.clear();
             }
-            frame.missing.clear();
+            None => {
+                let history = saver.delta_channel_history(&config, &frame.missing).await?;
+                for (channel, history) in history {
+                    let (seed, writes) = (history.seed.as_ref(), &history.writes);
+                    self.replay(Arc::make_mut(&mut frame.state), &channel, seed, writes)?;
+                }
+                frame.missing.clear();
+            }
         }
         Ok(frame)
     }
@@ -611,7 +694,7 @@ impl<S: State> CompiledGraph<S> {
                 node: Some(index),
                 name: node.clone(),
                 kind,
-                input: Some(arg.clone()),
+                input: Some(Arc::new(arg.clone())),
             });
         }
         for &index in &frame.triggered {
@@ -621,7 +704,7 @@ impl<S: State> CompiledGraph<S> {
                 node: Some(index),
                 name: name.clone(),
                 kind: TaskKind::Pull,
-                input: Some(frame.state.clone()),
+                input: None,
             });
         }
         tasks
@@ -841,7 +924,7 @@ impl<S: State> CompiledGraph<S> {
                 for i in frame.state.written(&update) {
                     changed.insert(inner.channel_names[i].clone());
                 }
-                frame.state.apply(update)?;
+                Arc::make_mut(&mut frame.state).apply(update)?;
             }
             for i in output.triggers {
                 frame.triggered.insert(i);
@@ -1052,6 +1135,29 @@ impl<'g, S: State> Run<'g, S> {
             nested,
             replaying: false,
         })
+    }
+
+    /// Keeps the state the run ended at, when it is the thread's stored latest checkpoint
+    /// and has channels a load would otherwise rebuild from history.
+    fn remember(&self) {
+        let frame = &self.frame;
+        let appending = self
+            .graph
+            .inner
+            .channel_names
+            .iter()
+            .any(|c| self.graph.is_delta(c));
+        if let (true, Some(thread), Some(id), true) = (
+            appending,
+            &self.thread,
+            &frame.checkpoint_id,
+            frame.checkpoint_id == frame.persisted_id,
+        ) {
+            self.graph
+                .inner
+                .cache
+                .put(thread, &self.ns, id.clone(), Arc::clone(&frame.state));
+        }
     }
 
     fn saver(&self) -> Option<(&Arc<dyn CheckpointSaver>, &str)> {
@@ -1607,7 +1713,7 @@ impl<'g, S: State> Run<'g, S> {
         let input = task
             .input
             .clone()
-            .unwrap_or_else(|| self.frame.state.clone());
+            .unwrap_or_else(|| Arc::clone(&self.frame.state));
         let command = match func(input, ctx).await {
             Ok(command) => command,
             Err(source) => {
@@ -1770,7 +1876,7 @@ impl<'g, S: State> Run<'g, S> {
                     "checkpoint_ns": self.ns,
                     "checkpoint_id": self.frame.checkpoint_id,
                 },
-                "values": serde_json::to_value(&self.frame.state).unwrap_or_default(),
+                "values": serde_json::to_value(&*self.frame.state).unwrap_or_default(),
                 "metadata": {"source": self.last_source, "step": self.frame.step},
                 "next": next,
             },

@@ -92,7 +92,7 @@ pub async fn documented_example_typed(saver: Saver) -> TestResult {
         .await?;
     assert!(!out.interrupted);
     assert_eq!(
-        out.values,
+        *out.values,
         FooBar {
             foo: "b".into(),
             bar: vec!["a".into(), "b".into()]
