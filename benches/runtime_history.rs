@@ -76,9 +76,10 @@ fn chatbot(saver: Arc<dyn CheckpointSaver>, delta: DeltaPolicy) -> CompiledGraph
     graph.compile(options.checkpointer(saver)).expect("compile")
 }
 
-/// Bytes the saver holds for a thread: every distinct stored value, every pending write and
-/// every checkpoint's own JSON (versions, metadata), counted once.
-async fn stored_bytes(saver: &dyn CheckpointSaver, thread: &str) -> u64 {
+/// Bytes the saver holds for a thread: the state's (every distinct stored value and every
+/// pending write, counted once) and the bookkeeping's (each checkpoint's own JSON: ids,
+/// channel versions, versions seen, metadata).
+async fn stored_bytes(saver: &dyn CheckpointSaver, thread: &str) -> (u64, u64) {
     let all = saver
         .list(
             Some(&CheckpointConfig::new(thread)),
@@ -87,7 +88,7 @@ async fn stored_bytes(saver: &dyn CheckpointSaver, thread: &str) -> u64 {
         .await
         .expect("list");
     let mut seen = BTreeSet::new();
-    let mut total = 0u64;
+    let (mut total, mut bookkeeping) = (0u64, 0u64);
     for tuple in &all {
         for (channel, value) in &tuple.checkpoint.channel_values {
             let version = tuple
@@ -107,10 +108,10 @@ async fn stored_bytes(saver: &dyn CheckpointSaver, thread: &str) -> u64 {
             .sum::<u64>();
         let mut head = tuple.checkpoint.clone();
         head.channel_values.clear();
-        total += serde_json::to_vec(&head).map_or(0, |b| b.len() as u64);
-        total += serde_json::to_vec(&tuple.metadata.to_json()).map_or(0, |b| b.len() as u64);
+        bookkeeping += serde_json::to_vec(&head).map_or(0, |b| b.len() as u64);
+        bookkeeping += serde_json::to_vec(&tuple.metadata.to_json()).map_or(0, |b| b.len() as u64);
     }
-    total
+    (total, bookkeeping)
 }
 
 struct Row {
@@ -118,7 +119,9 @@ struct Row {
     delta: bool,
     turns: usize,
     raw: u64,
-    stored: u64,
+    values: u64,
+    bookkeeping: u64,
+    checkpoints: usize,
     first: Duration,
     last: Duration,
 }
@@ -156,12 +159,22 @@ async fn measure(
         .iter()
         .map(|m| serde_json::to_vec(m).map_or(0, |b| b.len() as u64))
         .sum();
+    let (values, bookkeeping) = stored_bytes(&*saver, &thread).await;
+    let checkpoints = saver
+        .list(
+            Some(&CheckpointConfig::new(thread)),
+            &ListOptions::default(),
+        )
+        .await
+        .map_or(0, |l| l.len());
     Row {
         saver: name,
         delta: delta.enabled,
         turns,
         raw,
-        stored: stored_bytes(&*saver, &thread).await,
+        values,
+        bookkeeping,
+        checkpoints,
         first: times[..10].iter().sum(),
         last: times[times.len() - 10..].iter().sum(),
     }
@@ -182,7 +195,15 @@ fn main() {
         .iter()
         .find_map(|var| std::env::var(var).ok().filter(|u| !u.is_empty()));
     let mut rows = Vec::new();
-    for delta in [DeltaPolicy::default(), DeltaPolicy::off()] {
+    // Full values grow quadratically (that is the point), so they get a shorter chat.
+    let full_turns: usize = std::env::var("WAYPOINT_BENCH_FULL_TURNS")
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(200.min(turns));
+    for (delta, turns) in [
+        (DeltaPolicy::default(), turns),
+        (DeltaPolicy::off(), full_turns),
+    ] {
         let tag = if delta.enabled { "delta" } else { "full" };
         rows.push(rt.block_on(measure(
             "memory",
@@ -205,25 +226,27 @@ fn main() {
             rows.push(rt.block_on(measure("postgres", Arc::new(saver), delta, turns)));
         }
     }
+    println!("\nA chat on one thread (user {USER_CHARS} chars, reply {REPLY_CHARS} chars)");
     println!(
-        "\n{turns}-turn chat on one thread (user {USER_CHARS} chars, reply {REPLY_CHARS} chars)"
+        "| saver | appending channels | turns | raw message bytes | state bytes (/ raw) | with bookkeeping (/ raw) | checkpoints | first 10 turns | last 10 turns | last / first |"
     );
-    println!(
-        "| saver | appending channels | raw message bytes | stored bytes | stored / raw | first 10 turns | last 10 turns | last / first |"
-    );
-    println!("|---|---|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in rows {
+        let total = r.values + r.bookkeeping;
         println!(
-            "| {} | {} | {} | {} | {:.2} | {:.1} ms | {:.1} ms | {:.2} |",
+            "| {} | {} | {} | {} | {} ({:.2}) | {} ({:.2}) | {} | {:.1} ms | {:.1} ms | {:.2} |",
             r.saver,
             if r.delta { "deltas" } else { "full values" },
+            r.turns,
             r.raw,
-            r.stored,
-            r.stored as f64 / r.raw as f64,
+            r.values,
+            r.values as f64 / r.raw as f64,
+            total,
+            total as f64 / r.raw as f64,
+            r.checkpoints,
             r.first.as_secs_f64() * 1e3,
             r.last.as_secs_f64() * 1e3,
             r.last.as_secs_f64() / r.first.as_secs_f64(),
         );
-        let _ = r.turns;
     }
 }
