@@ -9,7 +9,9 @@ use parking_lot::{Mutex, RwLock};
 use serde_json::Value;
 
 use crate::filter::json_contains;
-use crate::saver::{Capabilities, CheckpointSaver, Lease, ListOptions, PruneStrategy};
+use crate::saver::{
+    Capabilities, CheckpointSaver, DeltaChannelHistory, Lease, ListOptions, PruneStrategy,
+};
 use crate::serde::{Serde, Slot};
 use crate::version::ChannelVersion;
 use crate::{
@@ -429,6 +431,87 @@ impl CheckpointSaver for InMemorySaver {
             }
         }
         Ok(())
+    }
+
+    async fn delta_channel_history(
+        &self,
+        config: &CheckpointConfig,
+        channels: &[String],
+    ) -> Result<BTreeMap<String, DeltaChannelHistory>> {
+        // The generic walk, over the stored maps directly: no checkpoint is materialised,
+        // so a walk costs a few lookups per ancestor.
+        let mut out: BTreeMap<String, DeltaChannelHistory> = channels
+            .iter()
+            .map(|c| (c.clone(), DeltaChannelHistory::default()))
+            .collect();
+        let storage = self.storage.read();
+        let (thread_id, ns_name) = (config.thread_id.as_str(), config.ns());
+        let Some(ns) = storage
+            .get(thread_id)
+            .and_then(|t| t.namespaces.get(ns_name))
+        else {
+            return Ok(out);
+        };
+        let target = match config.checkpoint_id.as_deref().filter(|id| !id.is_empty()) {
+            Some(id) => ns.checkpoints.get(id),
+            None => ns.checkpoints.last_key_value().map(|(_, stored)| stored),
+        };
+        let Some(target) = target else {
+            return Ok(out);
+        };
+        let mut open: Vec<&String> = channels.iter().collect();
+        // Newest ancestor first; reversed per channel at the end.
+        let mut chunks: BTreeMap<&String, Vec<Vec<PendingWrite>>> = BTreeMap::new();
+        let mut next = target.parent.as_deref();
+        while let (false, Some(id)) = (open.is_empty(), next) {
+            let Some(ancestor) = ns.checkpoints.get(id) else {
+                break;
+            };
+            let writes = ns.writes.get(id);
+            let mut still_open = Vec::with_capacity(open.len());
+            for channel in open {
+                let mut mine = Vec::new();
+                for ((task_id, idx), w) in writes.into_iter().flatten() {
+                    if &w.channel == channel {
+                        let slot = write_slot(thread_id, ns_name, id, task_id, channel, *idx);
+                        mine.push(PendingWrite {
+                            task_id: task_id.clone(),
+                            channel: channel.clone(),
+                            value: self.serde.open(&w.value, &slot)?,
+                        });
+                    }
+                }
+                chunks.entry(channel).or_default().push(mine);
+                let version = ancestor.checkpoint.channel_versions.get(channel);
+                let stored = version.and_then(|v| {
+                    ns.blobs
+                        .get(channel)
+                        .and_then(|versions| versions.get(v))
+                        .and_then(Option::as_ref)
+                        .map(|value| (v, value))
+                });
+                match (stored, out.get_mut(channel)) {
+                    (Some((version, value)), Some(history)) => {
+                        let slot = Slot::Channel {
+                            thread_id,
+                            checkpoint_ns: ns_name,
+                            channel,
+                            version: version.as_str(),
+                        };
+                        history.seed = Some(self.serde.open(value, &slot)?);
+                    }
+                    _ => still_open.push(channel),
+                }
+            }
+            open = still_open;
+            next = ancestor.parent.as_deref();
+        }
+        for (channel, chunks) in chunks {
+            if let Some(history) = out.get_mut(channel) {
+                history.writes = chunks.into_iter().rev().flatten().collect();
+            }
+        }
+        Ok(out)
     }
 
     async fn delete_thread(&self, thread_id: &str) -> Result<()> {
