@@ -62,7 +62,7 @@ impl StoredCheckpoint {
 }
 
 /// An inline primitive as the stored value LangGraph's serializer would have made of it.
-fn inline_value(value: &Value) -> Result<SerializedValue> {
+pub(crate) fn inline_value(value: &Value) -> Result<SerializedValue> {
     match value {
         Value::Null => Ok(SerializedValue::new(TAG_NULL, Vec::new())),
         v => rmp_serde::to_vec(v)

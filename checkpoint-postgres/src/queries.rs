@@ -1,7 +1,7 @@
 //! All SQL. Each operation is one statement (one round trip, atomic on its own) where it
 //! can be; the rest run in one transaction.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use bytes::Bytes;
 use std::sync::OnceLock;
@@ -12,8 +12,10 @@ use serde_json::Value;
 use sqlx::postgres::PgArguments;
 use sqlx::query::Query;
 use sqlx::{Acquire, PgConnection, Postgres, Row};
+use waypoint_checkpoint::serde::TAG_NULL;
 use waypoint_checkpoint::{
-    DELTA_COUNTERS_KEY, PreparedPut, PreparedWrites, Result, Serde, SerializedValue, Slot,
+    DELTA_COUNTERS_KEY, DeltaChannelHistory, PendingWrite, PreparedPut, PreparedWrites, Result,
+    Serde, SerializedValue, Slot,
 };
 
 use crate::convert::{EMPTY, Head, StoredCheckpoint, StoredValue, pg_error};
@@ -768,5 +770,271 @@ pub(crate) async fn fetch_values(
                 (tag, blob.map(Bytes::from)),
             );
         }
+    }
+}
+
+/// The delta history of some channels in one statement (one round trip), whatever the
+/// chain's length.
+///
+/// `chain` walks parent links from the target (depth 0; `$3` null: the latest), once per
+/// channel (channels end independently), and stops at the first ancestor where `get_tuple`
+/// would find a value for the channel (`seeded`), so this agrees with the generic walk: a
+/// stored value under the version the checkpoint names (not `empty`), or a value inline in
+/// `channel_values` (LangGraph's primitives). Each step is a `LIMIT 1` probe by key: with
+/// stale statistics the planner would otherwise hash the thread's rows on every step. The
+/// always-true `$4[i] = channel` tells the planner the channel list is short (it guesses ten
+/// entries for an array parameter), so the generic plan costs what custom plans do and is
+/// cached, rather than the statement being planned again on every call (about 0.5 ms).
+///
+/// The result holds the ancestors' writes to each channel (`task_id` not null), oldest
+/// ancestor first and by `(task_id, idx)` within one, as `get_tuple` orders them, and one row
+/// per seed (`task_id` null): its stored value if any (a stored value wins over an inline
+/// one, as over LangGraph's `true` marker for a snapshot blob), else its inline JSON, and
+/// its version.
+const DELTA_HISTORY: &str = "WITH RECURSIVE chain AS (
+    SELECT o.channel, t.checkpoint_id, t.parent_checkpoint_id, 0 AS depth, false AS seeded
+    FROM checkpoints t CROSS JOIN unnest($4::text[]) WITH ORDINALITY o(channel, i)
+    WHERE ($4::text[])[o.i] = o.channel AND t.thread_id = $1 AND t.checkpoint_ns = $2 AND t.checkpoint_id = coalesce($3::text,
+        (SELECT max(checkpoint_id) FROM checkpoints WHERE thread_id = $1 AND checkpoint_ns = $2))
+    UNION ALL
+    SELECT chain.channel, c.checkpoint_id, c.parent_checkpoint_id, chain.depth + 1,
+        c.checkpoint -> 'channel_values' ? chain.channel OR (SELECT true FROM checkpoint_blobs b
+            WHERE b.thread_id = $1 AND b.checkpoint_ns = $2 AND b.channel = chain.channel
+                AND b.version = c.checkpoint -> 'channel_versions' ->> chain.channel
+                AND b.type <> 'empty' AND b.blob IS NOT NULL
+            LIMIT 1) IS NOT NULL
+    FROM chain CROSS JOIN LATERAL (
+        SELECT checkpoint_id, parent_checkpoint_id, checkpoint FROM checkpoints
+        WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = chain.parent_checkpoint_id
+        LIMIT 1) c
+    WHERE NOT chain.seeded
+)
+SELECT chain.depth, w.channel, w.task_id, w.idx, w.type, w.blob, chain.checkpoint_id, NULL::text
+FROM chain JOIN checkpoint_writes w ON w.thread_id = $1 AND w.checkpoint_ns = $2
+    AND w.checkpoint_id = chain.checkpoint_id AND w.channel = chain.channel
+WHERE chain.depth > 0
+UNION ALL
+SELECT chain.depth, chain.channel, NULL, NULL, b.type, b.blob, c.version, c.inline
+FROM chain CROSS JOIN LATERAL (
+    SELECT checkpoint -> 'channel_versions' ->> chain.channel AS version,
+        (checkpoint -> 'channel_values' -> chain.channel)::text AS inline
+    FROM checkpoints
+    WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = chain.checkpoint_id
+    LIMIT 1) c
+LEFT JOIN LATERAL (
+    SELECT type, blob FROM checkpoint_blobs
+    WHERE thread_id = $1 AND checkpoint_ns = $2 AND channel = chain.channel
+        AND version = c.version AND type <> 'empty' AND blob IS NOT NULL
+    LIMIT 1) b ON true
+WHERE chain.seeded
+ORDER BY 1 DESC, 3, 4";
+
+/// For each channel, the writes (oldest first) and seed that rebuild it at checkpoint `id`
+/// of `(thread_id, ns)` (the latest without one), opened by `serde`; see [`DELTA_HISTORY`].
+/// An unknown target gives every channel an empty history.
+pub(crate) async fn delta_history(
+    conn: &mut PgConnection,
+    serde: &Serde,
+    (thread_id, ns, id): (&str, &str, Option<&str>),
+    channels: &[String],
+    persistent: bool,
+) -> Result<BTreeMap<String, DeltaChannelHistory>> {
+    let mut out: BTreeMap<String, DeltaChannelHistory> = channels
+        .iter()
+        .map(|c| (c.clone(), DeltaChannelHistory::default()))
+        .collect();
+    let wanted: Vec<&str> = out.keys().map(String::as_str).collect();
+    let rows = sqlx::query(DELTA_HISTORY)
+        .persistent(persistent)
+        .bind(thread_id)
+        .bind(ns)
+        .bind(id)
+        .bind(wanted)
+        .fetch_all(conn)
+        .await
+        .map_err(pg_error)?;
+    for row in rows {
+        let channel: String = row.try_get(1).map_err(pg_error)?;
+        let Some(history) = out.get_mut(&channel) else {
+            continue;
+        };
+        let task_id: Option<String> = row.try_get(2).map_err(pg_error)?;
+        let tag: Option<String> = row.try_get(4).map_err(pg_error)?;
+        let blob: Option<Vec<u8>> = row.try_get(5).map_err(pg_error)?;
+        let key: Option<String> = row.try_get(6).map_err(pg_error)?;
+        match task_id {
+            Some(task_id) => {
+                let idx: i32 = row.try_get(3).map_err(pg_error)?;
+                let checkpoint_id = key.unwrap_or_default();
+                let slot = Slot::Write {
+                    thread_id,
+                    checkpoint_ns: ns,
+                    checkpoint_id: &checkpoint_id,
+                    task_id: &task_id,
+                    channel: &channel,
+                    idx: i64::from(idx),
+                };
+                let tag = tag.unwrap_or_else(|| TAG_NULL.to_owned());
+                let value = SerializedValue::new(tag, blob.unwrap_or_default());
+                let value = serde.open(&value, &slot)?;
+                history.writes.push(PendingWrite {
+                    task_id,
+                    channel,
+                    value,
+                });
+            }
+            None => {
+                let version = key.unwrap_or_default();
+                let slot = Slot::Channel {
+                    thread_id,
+                    checkpoint_ns: ns,
+                    channel: &channel,
+                    version: &version,
+                };
+                let inline: Option<String> = row.try_get(7).map_err(pg_error)?;
+                let value = match (tag, blob, inline) {
+                    (Some(tag), Some(blob), _) => SerializedValue::new(tag, blob),
+                    (_, _, Some(inline)) => inline_value(&inline)?,
+                    // The walk closed the channel on one of the two, so both are not missing.
+                    _ => continue,
+                };
+                history.seed = Some(serde.open(&value, &slot)?);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// An inline `channel_values` entry (JSON text) as a value, as `get_tuple` reads it.
+fn inline_value(text: &str) -> Result<SerializedValue> {
+    let value: Value = serde_json::from_str(text)
+        .map_err(|e| waypoint_checkpoint::Error::serialization("json", e))?;
+    crate::convert::inline_value(&value)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use waypoint_checkpoint::{CheckpointConfig, CheckpointSaver, Serde, walk_delta_history};
+
+    use crate::{PostgresConfig, PostgresSaver};
+
+    /// Rows as langgraph-checkpoint-postgres writes them (inline primitives, `null`, a `true`
+    /// marker whose blob wins, `empty` rows, integer versions) under channel names a JSON
+    /// path would need escaped: the one-statement history agrees with the generic walk over
+    /// `get_tuple` at every checkpoint.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn delta_history_matches_generic_walk_on_langgraph_rows() {
+        let Some(url) = std::env::var("WAYPOINT_TEST_POSTGRES_URL")
+            .ok()
+            .filter(|u| !u.is_empty())
+        else {
+            eprintln!("skipped: WAYPOINT_TEST_POSTGRES_URL is not set");
+            return;
+        };
+        let schema = format!("wp_test_{}", uuid::Uuid::new_v4().simple());
+        let saver =
+            PostgresSaver::connect(PostgresConfig::new(url).schema(schema).max_connections(2))
+                .await
+                .expect("connect");
+        saver.setup().await.expect("setup");
+        let pool = saver.pool();
+        let serde = Serde::default();
+        let ids: Vec<String> = (0..4).map(waypoint_checkpoint::checkpoint_id).collect();
+        let values = [
+            json!({"flag": true, "nothing": null, "d": true, "text": "hi"}),
+            json!({}),
+            json!({"a.b": 5}),
+            json!({}),
+        ];
+        for (i, id) in ids.iter().enumerate() {
+            let v = i + 1;
+            let checkpoint = json!({
+                "v": 4, "id": id, "ts": "2026-01-01T00:00:00+00:00",
+                "channel_values": values[i],
+                "channel_versions": {"flag": v, "nothing": v, "d": v, "text": v, "a.b": v, "q\"x": v},
+                "versions_seen": {}
+            });
+            let parent = i.checked_sub(1).map(|p| ids[p].clone());
+            sqlx::query(
+                "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
+                 VALUES ('t', '', $1, $2, $3::jsonb, '{}'::jsonb)",
+            )
+            .bind(id)
+            .bind(parent)
+            .bind(checkpoint.to_string())
+            .execute(pool)
+            .await
+            .expect("checkpoint");
+            let config = CheckpointConfig::new("t").with_ns("").with_id(id.clone());
+            for task in ["t2", "t1"] {
+                let writes = ["flag", "nothing", "d", "text", "a.b", "q\"x"]
+                    .iter()
+                    .map(|c| {
+                        (
+                            (*c).to_owned(),
+                            serde.dumps(&json!(format!("{task} {i}"))).expect("dumps"),
+                        )
+                    })
+                    .collect();
+                saver
+                    .put_writes(&config, writes, task, "")
+                    .await
+                    .expect("writes");
+            }
+        }
+        let blob = serde.dumps(&json!([7])).expect("dumps");
+        for (channel, version, tag) in [
+            ("d", "1", blob.type_tag.as_ref()),
+            ("q\"x", "1", "empty"),
+            ("q\"x", "2", blob.type_tag.as_ref()),
+        ] {
+            let bytes = (tag != "empty").then(|| blob.bytes.to_vec());
+            sqlx::query("INSERT INTO checkpoint_blobs VALUES ('t', '', $1, $2, $3, $4)")
+                .bind(channel)
+                .bind(version)
+                .bind(tag)
+                .bind(bytes)
+                .execute(pool)
+                .await
+                .expect("blob");
+        }
+        let wanted: Vec<String> = [
+            "flag", "nothing", "d", "text", "a.b", "q\"x", "missing", "d",
+        ]
+        .iter()
+        .map(|c| (*c).to_owned())
+        .collect();
+        let mut targets: Vec<CheckpointConfig> = ids
+            .iter()
+            .map(|id| CheckpointConfig::new("t").with_ns("").with_id(id.clone()))
+            .collect();
+        targets.push(CheckpointConfig::new("t").with_ns(""));
+        for config in &targets {
+            let fast = saver
+                .delta_channel_history(config, &wanted)
+                .await
+                .expect("history");
+            let slow = walk_delta_history(&saver, config, &wanted)
+                .await
+                .expect("walk");
+            assert_eq!(fast, slow, "at {config:?}");
+        }
+        let latest = saver
+            .delta_channel_history(&targets[3], &wanted)
+            .await
+            .expect("history");
+        let seed = |c: &str| {
+            latest[c]
+                .seed
+                .as_ref()
+                .map(|s| serde.loads::<serde_json::Value>(s).expect("loads"))
+        };
+        assert_eq!(seed("d"), Some(json!([7])));
+        assert_eq!(seed("flag"), Some(json!(true)));
+        assert_eq!(seed("a.b"), Some(json!(5)));
+        assert_eq!(seed("q\"x"), Some(json!([7])));
+        assert_eq!(seed("missing"), None);
+        assert_eq!(latest["a.b"].writes.len(), 2);
     }
 }

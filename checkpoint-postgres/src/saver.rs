@@ -1,5 +1,6 @@
 //! `PostgresSaver`: the `CheckpointSaver` trait on PostgreSQL.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -11,8 +12,8 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{PgConnection, Postgres};
 use waypoint_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
-    CheckpointSaver, CheckpointTuple, Error, Lease, ListOptions, PreparedPut, PreparedSave,
-    PreparedWrites, PruneStrategy, Result, Save, Serde, SerializedValue,
+    CheckpointSaver, CheckpointTuple, DeltaChannelHistory, Error, Lease, ListOptions, PreparedPut,
+    PreparedSave, PreparedWrites, PruneStrategy, Result, Save, Serde, SerializedValue,
 };
 
 use crate::config::PostgresConfig;
@@ -421,6 +422,26 @@ impl CheckpointSaver for PostgresSaver {
             )
             .await
         })
+    }
+
+    async fn delta_channel_history(
+        &self,
+        config: &CheckpointConfig,
+        channels: &[String],
+    ) -> Result<BTreeMap<String, DeltaChannelHistory>> {
+        if channels.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        let id = config.checkpoint_id.as_deref().filter(|id| !id.is_empty());
+        let target = (config.thread_id.as_str(), config.ns(), id);
+        let persistent = self.config.prepared_statements;
+        on_conn!(self, retry = true, |conn| queries::delta_history(
+            conn,
+            &self.serde,
+            target,
+            channels,
+            persistent
+        ))
     }
 
     async fn acquire_lease(&self, thread_id: &str, ttl: Duration) -> Result<Lease> {

@@ -252,15 +252,6 @@ pub(crate) fn get(
         .transpose()
 }
 
-/// The newest checkpoint id of a thread and namespace.
-pub(crate) fn latest_id(conn: &Connection, thread_id: &str, ns: &str) -> Result<Option<String>> {
-    conn.prepare_cached(
-        "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 ORDER BY checkpoint_id DESC LIMIT 1",
-    )
-    .and_then(|mut s| s.query_row(params![thread_id, ns], |r| r.get(0)).optional())
-    .map_err(sqlite_error)
-}
-
 /// What `list` selects on; every field is bound, never spliced.
 #[derive(Default)]
 pub(crate) struct ListQuery {
@@ -630,76 +621,231 @@ fn ids_to_keep(conn: &Connection, thread_id: &str, ns: &str) -> Result<BTreeSet<
     Ok(keep)
 }
 
-/// One channel's history as read: per ancestor (newest first) its id and writes to the
-/// channel, and the seed value if an ancestor has one.
-pub(crate) type RawHistory = (Vec<(String, Vec<RawWrite>)>, Option<RawBlob>);
+/// One channel's history as read: its writes oldest first, each with the id of the
+/// checkpoint it belongs to, and the seed value if an ancestor has one.
+#[derive(Debug, Default)]
+pub(crate) struct RawHistory {
+    pub(crate) writes: Vec<(String, RawWrite)>,
+    pub(crate) seed: Option<RawBlob>,
+}
 
-/// For each channel, the writes (newest ancestor first) and the seed found walking parent
-/// links from `target`'s parent; the walk is one recursive query, streamed and left early.
+/// The delta history of some channels in one statement, whatever the chain's length.
+///
+/// `chain` walks parent links from the target (depth 0), once per channel (channels end
+/// independently), and stops at the first ancestor with a stored value for the channel
+/// (`seeded`): a non-`empty` blob under the version the checkpoint JSON names. The version
+/// is read by a JSON path that quotes the channel name (`json_quote` escapes it, and SQLite
+/// reads escapes in quoted path labels since 3.45; the bundled one is newer), so names with
+/// dots, quotes or a leading `$` stay one key; `CAST` matches integer versions of older
+/// savers to their text key, as `get` matches them. `CROSS JOIN` fixes the loop order, so
+/// each ancestor is one probe by key: SQLite would otherwise scan the thread's writes (or
+/// blobs) and probe the chain for each.
+///
+/// The result holds the ancestors' writes to each channel (`task_id` not null), oldest
+/// ancestor first and by `(task_id, idx)` within one, and each channel's seed (`task_id`
+/// null, the last column is then its version).
+///
+/// `?1` thread, `?2` namespace, `?3` target id (`NULL`: the latest), `?4` the channels as a
+/// JSON array of distinct names.
+const DELTA_HISTORY: &str =
+    "WITH RECURSIVE chain (channel, path, checkpoint_id, parent_id, depth, seeded) AS (
+    SELECT o.value, '$.channel_versions.' || json_quote(o.value), t.checkpoint_id,
+        t.parent_checkpoint_id, 0, 0
+    FROM checkpoints t CROSS JOIN json_each(?4) o
+    WHERE t.thread_id = ?1 AND t.checkpoint_ns = ?2 AND t.checkpoint_id = coalesce(?3,
+        (SELECT max(checkpoint_id) FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2))
+    UNION ALL
+    SELECT chain.channel, chain.path, c.checkpoint_id, c.parent_checkpoint_id, chain.depth + 1,
+        EXISTS (SELECT 1 FROM checkpoint_blobs b
+            WHERE b.thread_id = ?1 AND b.checkpoint_ns = ?2 AND b.channel = chain.channel
+                AND b.version = CAST(json_extract(c.checkpoint, chain.path) AS TEXT)
+                AND b.type <> 'empty' AND b.blob IS NOT NULL)
+    FROM chain CROSS JOIN checkpoints c
+    WHERE NOT chain.seeded
+        AND c.thread_id = ?1 AND c.checkpoint_ns = ?2 AND c.checkpoint_id = chain.parent_id
+)
+SELECT chain.depth, w.channel, w.task_id, w.idx, w.type, w.blob, chain.checkpoint_id
+FROM chain CROSS JOIN checkpoint_writes w
+WHERE chain.depth > 0 AND w.thread_id = ?1 AND w.checkpoint_ns = ?2
+    AND w.checkpoint_id = chain.checkpoint_id AND w.channel = chain.channel
+UNION ALL
+SELECT chain.depth, b.channel, NULL, NULL, b.type, b.blob, b.version
+FROM chain CROSS JOIN checkpoints c CROSS JOIN checkpoint_blobs b
+WHERE chain.seeded
+    AND c.thread_id = ?1 AND c.checkpoint_ns = ?2 AND c.checkpoint_id = chain.checkpoint_id
+    AND b.thread_id = ?1 AND b.checkpoint_ns = ?2 AND b.channel = chain.channel
+    AND b.version = CAST(json_extract(c.checkpoint, chain.path) AS TEXT)
+ORDER BY 1 DESC, 3, 4";
+
+/// For each channel, its writes (oldest first) and seed, walking parent links from the
+/// parent of `target` (the latest when `None`); an unknown target gives empty histories.
+/// See [`DELTA_HISTORY`].
 pub(crate) fn delta_history(
     conn: &Connection,
     thread_id: &str,
     ns: &str,
-    target: &str,
+    target: Option<&str>,
     channels: &[String],
 ) -> Result<BTreeMap<String, RawHistory>> {
     let mut out: BTreeMap<String, RawHistory> = channels
         .iter()
-        .map(|c| (c.clone(), (Vec::new(), None)))
+        .map(|c| (c.clone(), RawHistory::default()))
         .collect();
-    let mut stmt = conn
-        .prepare_cached(
-            "WITH RECURSIVE chain (checkpoint_id, parent_checkpoint_id, checkpoint, depth) AS (
-                SELECT checkpoint_id, parent_checkpoint_id, checkpoint, 0 FROM checkpoints
-                WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3
-                UNION ALL
-                SELECT c.checkpoint_id, c.parent_checkpoint_id, c.checkpoint, chain.depth + 1
-                FROM checkpoints c JOIN chain ON c.thread_id = ?1 AND c.checkpoint_ns = ?2 AND c.checkpoint_id = chain.parent_checkpoint_id
-            ) SELECT checkpoint_id, checkpoint FROM chain WHERE depth > 0 ORDER BY depth",
-        )
-        .map_err(sqlite_error)?;
+    let wanted: Vec<&String> = out.keys().collect();
+    let wanted = serde_json::to_string(&wanted)
+        .map_err(|e| waypoint_checkpoint::Error::serialization("json", e))?;
+    let mut stmt = conn.prepare_cached(DELTA_HISTORY).map_err(sqlite_error)?;
     let mut rows = stmt
-        .query(params![thread_id, ns, target])
+        .query(params![thread_id, ns, target, wanted])
         .map_err(sqlite_error)?;
-    let mut open: Vec<String> = channels.to_vec();
-    let mut blob = conn
-        .prepare_cached("SELECT type, blob FROM checkpoint_blobs WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4 AND type <> 'empty'")
-        .map_err(sqlite_error)?;
-    while let (false, Some(row)) = (open.is_empty(), rows.next().map_err(sqlite_error)?) {
-        let id: String = row.get(0).map_err(sqlite_error)?;
-        let text: String = row.get(1).map_err(sqlite_error)?;
-        let checkpoint: Checkpoint = serde_json::from_str(&text)
-            .map_err(|e| waypoint_checkpoint::Error::serialization("json", e))?;
-        let mut all_writes = writes(conn, thread_id, ns, &id)?;
-        let mut still_open = Vec::with_capacity(open.len());
-        for channel in open {
-            let Some(entry) = out.get_mut(&channel) else {
-                continue;
-            };
-            let (mine, rest): (Vec<RawWrite>, Vec<RawWrite>) =
-                all_writes.into_iter().partition(|w| w.channel == channel);
-            all_writes = rest;
-            entry.0.push((id.clone(), mine));
-            let seed = match checkpoint.channel_versions.get(&channel) {
-                Some(version) => blob
-                    .query_row(params![thread_id, ns, channel, version.as_str()], |r| {
-                        Ok(RawBlob {
-                            channel: channel.clone(),
-                            version: version.to_string(),
-                            type_tag: r.get(0)?,
-                            blob: Bytes::from(r.get::<_, Vec<u8>>(1)?),
-                        })
-                    })
-                    .optional()
-                    .map_err(sqlite_error)?,
-                None => None,
-            };
-            match seed {
-                Some(seed) => entry.1 = Some(seed),
-                None => still_open.push(channel),
+    while let Some(row) = rows.next().map_err(sqlite_error)? {
+        let get = |i| row.get::<_, String>(i).map_err(sqlite_error);
+        let channel = get(1)?;
+        let Some(history) = out.get_mut(&channel) else {
+            continue;
+        };
+        let task_id: Option<String> = row.get(2).map_err(sqlite_error)?;
+        match task_id {
+            Some(task_id) => {
+                let write = RawWrite {
+                    task_id,
+                    idx: row.get(3).map_err(sqlite_error)?,
+                    channel,
+                    type_tag: get(4)?,
+                    blob: row.get(5).map_err(sqlite_error)?,
+                };
+                history.writes.push((get(6)?, write));
+            }
+            None => {
+                history.seed = Some(RawBlob {
+                    channel,
+                    version: get(6)?,
+                    type_tag: get(4)?,
+                    blob: Bytes::from(row.get::<_, Vec<u8>>(5).map_err(sqlite_error)?),
+                });
             }
         }
-        open = still_open;
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use waypoint_checkpoint::{
+        ChannelVersion, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
+        CheckpointSaver, CheckpointSource, SerializedValue, walk_delta_history,
+    };
+
+    use crate::SqliteSaver;
+
+    fn val(text: &str) -> SerializedValue {
+        SerializedValue::new("json", format!("{text:?}").into_bytes())
+    }
+
+    /// Names a JSON path would need escaped, a channel nobody wrote, and a repeated name: the
+    /// one-statement history agrees with the generic walk at every checkpoint.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn delta_history_matches_generic_walk_for_odd_channel_names() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let saver = SqliteSaver::from_path(dir.path().join("d.db"))
+            .await
+            .expect("open");
+        let names = ["a.b", "q\"x", "$.c", "plain", "back\\slash"];
+        let mut parent = CheckpointConfig::new("t").with_ns("");
+        let mut configs = Vec::new();
+        let mut versions = ChannelVersions::new();
+        for step in 0..9i64 {
+            let mut cp = Checkpoint::new(step);
+            let mut new_versions = ChannelVersions::new();
+            for (i, name) in names.iter().enumerate() {
+                let next = ChannelVersion::next(versions.get(*name)).expect("version");
+                versions.insert((*name).to_owned(), next.clone());
+                new_versions.insert((*name).to_owned(), next);
+                if step % (i as i64 + 2) == 0 {
+                    cp.channel_values
+                        .insert((*name).to_owned(), val(&format!("seed {step}")));
+                }
+            }
+            cp.channel_versions = versions.clone();
+            let meta = CheckpointMetadata::new(CheckpointSource::Loop, step);
+            parent = saver
+                .put(&parent, cp, meta, new_versions)
+                .await
+                .expect("put");
+            for (task, name) in ["t2", "t1"].iter().zip(names.iter().rev()) {
+                let writes = vec![
+                    ((*name).to_owned(), val(&format!("{task} {step}"))),
+                    ("a.b".to_owned(), val(&format!("{task} {step} again"))),
+                ];
+                saver
+                    .put_writes(&parent, writes, task, "")
+                    .await
+                    .expect("writes");
+            }
+            configs.push(parent.clone());
+        }
+        let mut wanted: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+        wanted.extend(["missing".to_owned(), "a.b".to_owned()]);
+        configs.push(CheckpointConfig::new("t").with_ns(""));
+        for config in &configs {
+            let fast = saver
+                .delta_channel_history(config, &wanted)
+                .await
+                .expect("history");
+            let slow = walk_delta_history(&saver, config, &wanted)
+                .await
+                .expect("walk");
+            assert_eq!(fast, slow, "at {config:?}");
+        }
+    }
+
+    /// Versions stored as JSON integers (older savers) find their values, as `get` finds them.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn delta_history_reads_integer_versions() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("d.db");
+        let saver = SqliteSaver::from_path(&path).await.expect("open");
+        let conn = rusqlite::Connection::open(&path).expect("open raw");
+        let ids: Vec<String> = (0..3).map(waypoint_checkpoint::checkpoint_id).collect();
+        for (i, id) in ids.iter().enumerate() {
+            let checkpoint = serde_json::json!({
+                "v": 4, "id": id, "ts": "2026-01-01T00:00:00+00:00",
+                "channel_versions": {"ch": i + 1}, "versions_seen": {}
+            });
+            let parent = i.checked_sub(1).map(|p| ids[p].clone());
+            conn.execute(
+                "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata)
+                 VALUES ('t', '', ?1, ?2, 'json', ?3, '{}')",
+                rusqlite::params![id, parent, checkpoint.to_string()],
+            )
+            .expect("checkpoint");
+            conn.execute(
+                "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob)
+                 VALUES ('t', '', ?1, 'task', 0, 'ch', 'json', ?2)",
+                rusqlite::params![id, format!("{i}").into_bytes()],
+            )
+            .expect("write");
+        }
+        conn.execute(
+            "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
+             VALUES ('t', '', 'ch', '1', 'json', CAST('[0]' AS BLOB))",
+            [],
+        )
+        .expect("blob");
+        let config = CheckpointConfig::new("t").with_ns("");
+        let wanted = ["ch".to_owned()];
+        let fast = saver
+            .delta_channel_history(&config, &wanted)
+            .await
+            .expect("history");
+        assert_eq!(fast["ch"].writes.len(), 2);
+        assert_eq!(
+            fast["ch"].seed.as_ref().map(|s| s.bytes.to_vec()),
+            Some(b"[0]".to_vec())
+        );
+        let slow = walk_delta_history(&saver, &config, &wanted)
+            .await
+            .expect("walk");
+        assert_eq!(fast, slow);
+    }
 }

@@ -383,34 +383,19 @@ impl CheckpointSaver for SqliteSaver {
         let wanted = channels.to_vec();
         let found = self
             .readers
-            .run(move |conn| {
-                let target = match id {
-                    Some(id) => Some(id),
-                    None => queries::latest_id(conn, &thread_id, &ns)?,
-                };
-                match target {
-                    Some(target) => queries::delta_history(conn, &thread_id, &ns, &target, &wanted)
-                        .map(|h| Some((target, h))),
-                    None => Ok(None),
-                }
-            })
+            .run(move |conn| queries::delta_history(conn, &thread_id, &ns, id.as_deref(), &wanted))
             .await?;
-        let mut out: BTreeMap<String, DeltaChannelHistory> = channels
-            .iter()
-            .map(|c| (c.clone(), DeltaChannelHistory::default()))
-            .collect();
-        let Some((_, found)) = found else {
-            return Ok(out);
-        };
-        for (channel, (chunks, seed)) in found {
-            let history = out.entry(channel).or_default();
-            // Oldest ancestor first; each write opens with the checkpoint it belongs to.
-            for (ancestor, writes) in chunks.into_iter().rev() {
-                for w in writes {
-                    history.writes.push(self.open_write(config, &ancestor, w)?);
-                }
+        let mut out = BTreeMap::new();
+        for (channel, raw) in found {
+            let mut history = DeltaChannelHistory {
+                writes: Vec::with_capacity(raw.writes.len()),
+                seed: None,
+            };
+            // Each write opens with the checkpoint it belongs to (sealed values are bound to it).
+            for (ancestor, w) in raw.writes {
+                history.writes.push(self.open_write(config, &ancestor, w)?);
             }
-            if let Some(b) = seed {
+            if let Some(b) = raw.seed {
                 let slot = Slot::Channel {
                     thread_id: &config.thread_id,
                     checkpoint_ns: config.ns(),
@@ -422,6 +407,7 @@ impl CheckpointSaver for SqliteSaver {
                         .open(&SerializedValue::new(b.type_tag, b.blob), &slot)?,
                 );
             }
+            out.insert(channel, history);
         }
         Ok(out)
     }
