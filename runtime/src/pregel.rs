@@ -471,17 +471,7 @@ impl<S: State> CompiledGraph<S> {
         let thread = config.thread_id.as_str();
         let ns = config.checkpoint_ns.as_deref().unwrap_or("");
         for (name, stored) in &checkpoint.channel_values {
-            let version = checkpoint
-                .channel_versions
-                .get(name)
-                .map(ChannelVersion::as_str)
-                .unwrap_or("");
-            let slot = Slot::Channel {
-                thread_id: thread,
-                checkpoint_ns: ns,
-                channel: name,
-                version,
-            };
+            let slot = channel_slot(thread, ns, name, &checkpoint.channel_versions);
             if let Some(i) = frame.state.channel_index(name) {
                 let value = open(&inner.serde, stored, &slot, name)?;
                 Arc::make_mut(&mut frame.state).load_channel(i, &value, &inner.serde)?;
@@ -999,17 +989,7 @@ impl<S: State> CompiledGraph<S> {
                 None
             };
             if let Some(value) = value {
-                let version = frame
-                    .versions
-                    .get(name)
-                    .map(ChannelVersion::as_str)
-                    .unwrap_or("");
-                let slot = Slot::Channel {
-                    thread_id: thread,
-                    checkpoint_ns: ns,
-                    channel: name,
-                    version,
-                };
+                let slot = channel_slot(thread, ns, name, &frame.versions);
                 let value = inner
                     .serde
                     .seal(&value, &slot)
@@ -1993,6 +1973,24 @@ pub(crate) fn task_id(
     let position = u16::try_from(position).unwrap_or(u16::MAX).to_be_bytes();
     bytes[..2].copy_from_slice(&position);
     uuid::Uuid::from_bytes(bytes).to_string()
+}
+
+/// Where a channel value at its current version is stored (what sealing binds it to).
+fn channel_slot<'a>(
+    thread: &'a str,
+    ns: &'a str,
+    channel: &'a str,
+    versions: &'a ChannelVersions,
+) -> Slot<'a> {
+    Slot::Channel {
+        thread_id: thread,
+        checkpoint_ns: ns,
+        channel,
+        version: versions
+            .get(channel)
+            .map(ChannelVersion::as_str)
+            .unwrap_or(""),
+    }
 }
 
 /// Encodes one write.
