@@ -126,7 +126,7 @@ impl<S: State> CompiledGraph<S> {
         match saver.get_tuple(&config.checkpoint_config(thread)).await? {
             Some(tuple) => {
                 let head = Head::of(&tuple);
-                Ok(self.snapshot(head, self.load(saver, tuple).await?))
+                Ok(self.snapshot(head, self.load(saver, tuple, false).await?))
             }
             None => Ok(StateSnapshot {
                 values: self.inner.template.clone(),
@@ -193,7 +193,7 @@ impl<S: State> CompiledGraph<S> {
                     }
                     frame
                 }
-                None => self.load(saver, tuple).await?,
+                None => self.load(saver, tuple, false).await?,
             };
             rebuilt.insert(id, out.len());
             out.push(self.snapshot(head, frame));
@@ -257,7 +257,7 @@ impl<S: State> CompiledGraph<S> {
         as_node: Option<&str>,
     ) -> Result<RunConfig> {
         let mut frame = match saver.get_tuple(&config.checkpoint_config(&thread)).await? {
-            Some(tuple) => self.load(saver, tuple).await?,
+            Some(tuple) => self.load(saver, tuple, false).await?,
             None if config.checkpoint_id.is_some() => {
                 return Err(Error::InvalidConfig(format!(
                     "checkpoint `{}` of thread `{thread}` does not exist",

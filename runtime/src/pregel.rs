@@ -151,20 +151,21 @@ impl<S> Default for StateCache<S> {
 }
 
 impl<S> StateCache<S> {
-    /// Takes the entry out, so the run that continues the thread holds the only reference
-    /// and changes it in place; the run puts its own end state back when it finishes.
-    fn take(&self, thread: &str, ns: &str, checkpoint_id: &str) -> Option<Arc<S>> {
+    /// The state at `checkpoint_id`, if cached. `take` removes the entry, so the run that
+    /// continues the thread holds the only reference and changes it in place (it puts its
+    /// own end state back when it finishes).
+    fn lookup(&self, thread: &str, ns: &str, checkpoint_id: &str, take: bool) -> Option<Arc<S>> {
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         let key = (thread.to_owned(), ns.to_owned());
-        if entries
-            .map
-            .get(&key)
-            .is_some_and(|(id, _)| id == checkpoint_id)
-        {
-            entries.order.retain(|k| *k != key);
-            return entries.map.remove(&key).map(|(_, state)| state);
+        let (id, state) = entries.map.get(&key)?;
+        if id != checkpoint_id {
+            return None;
         }
-        None
+        if !take {
+            return Some(Arc::clone(state));
+        }
+        entries.order.retain(|k| *k != key);
+        entries.map.remove(&key).map(|(_, state)| state)
     }
 
     fn put(&self, thread: &str, ns: &str, checkpoint_id: String, state: Arc<S>) {
@@ -516,10 +517,14 @@ impl<S: State> CompiledGraph<S> {
     }
 
     /// Decodes a stored checkpoint, rebuilding its appending channels from their history.
+    ///
+    /// A run continuing the thread takes the cached state (`take`), so it alone holds it and
+    /// changes it in place; readers (`get_state`, `update_state`) leave it for the next run.
     pub(crate) async fn load(
         &self,
         saver: &Arc<dyn CheckpointSaver>,
         tuple: CheckpointTuple,
+        take: bool,
     ) -> Result<Frame<S>> {
         let config = tuple.config.clone();
         let mut frame = self.load_frame(tuple)?;
@@ -527,7 +532,7 @@ impl<S: State> CompiledGraph<S> {
             return Ok(frame);
         }
         let cached = match (&frame.thread, &frame.checkpoint_id) {
-            (Some(thread), Some(id)) => self.inner.cache.take(thread, &frame.ns, id),
+            (Some(thread), Some(id)) => self.inner.cache.lookup(thread, &frame.ns, id, take),
             _ => None,
         };
         match cached {
@@ -1167,7 +1172,7 @@ impl<'g, S: State> Run<'g, S> {
             match saver.get_tuple(&config).await? {
                 Some(tuple) => {
                     let saver = Arc::clone(saver);
-                    self.frame = self.graph.load(&saver, tuple).await?;
+                    self.frame = self.graph.load(&saver, tuple, true).await?;
                 }
                 None if replaying => {
                     return Err(Error::InvalidConfig(format!(
