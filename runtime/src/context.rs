@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 use waypoint_checkpoint::{BoxError, CheckpointSaver};
 
 use crate::interrupt::{Interrupt, SharedScratch};
-use crate::pregel::{CompiledGraph, Nested};
+use crate::pregel::CompiledGraph;
+use crate::run::Nested;
 use crate::{Command, Input, RunConfig, State};
 
 /// Where `write_custom` values go: the node name and the value.

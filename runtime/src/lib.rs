@@ -44,6 +44,7 @@
 // The derive's generated code names `::waypoint_runtime`, also inside this crate's tests.
 extern crate self as waypoint_runtime;
 
+mod cache;
 mod command;
 mod config;
 mod context;
@@ -54,6 +55,7 @@ mod history;
 mod interrupt;
 mod lease;
 mod pregel;
+mod run;
 pub mod state;
 mod stream;
 

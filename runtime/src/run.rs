@@ -1,0 +1,970 @@
+//! One run of the loop on one thread: loading the thread, the steps, interrupts and
+//! breakpoints, saving checkpoints in the chosen durability, and what a subgraph inherits.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use futures::future::join_all;
+use waypoint_checkpoint::{
+    CheckpointConfig, CheckpointMetadata, CheckpointSaver, CheckpointSource, PendingWrite, Save,
+    SerializedValue, Slot, channels,
+};
+
+use crate::command::Command;
+use crate::config::{Durability, RunConfig};
+use crate::context::{CallSite, Context, CustomSink};
+use crate::interrupt::{Input, Interrupt, Resume, Scratch, SharedScratch};
+use crate::pregel::{
+    CompiledGraph, FORKED_FROM, Frame, INPUT, INTERRUPT_SEEN, SavedTask, StepEnd, Task, TaskEnd,
+    TaskOutput, UnsavedWrites, decode, dump, open,
+};
+use crate::state::State;
+use crate::stream::{Emitter, StreamMode};
+use crate::{Error, Result};
+
+/// What a subgraph run inherits from the node that calls it.
+#[derive(Clone, Default)]
+pub(crate) struct Nested {
+    /// The parent run's checkpointer (used instead of the subgraph's own).
+    pub(crate) saver: Option<Arc<dyn CheckpointSaver>>,
+    /// Namespace to checkpoint id of every ancestor (the `parents` metadata).
+    pub(crate) parents: BTreeMap<String, String>,
+    /// Namespace to checkpoint id to travel back to (time travel into a subgraph).
+    pub(crate) checkpoint_map: Arc<BTreeMap<String, String>>,
+    /// Continue an unfinished run in the namespace instead of starting a new one.
+    pub(crate) continue_unfinished: bool,
+    /// Ignore what the namespace holds: the caller replays a step from before it existed.
+    pub(crate) start_over: bool,
+}
+
+/// One run of the loop on one thread.
+pub(crate) struct Run<'g, S: State> {
+    graph: &'g CompiledGraph<S>,
+    config: Arc<RunConfig>,
+    emitter: &'g Emitter<S>,
+    thread: Option<String>,
+    ns: String,
+    pub(crate) frame: Frame<S>,
+    /// Writes of finished tasks in exit durability, kept until the final put.
+    exit_writes: Vec<(String, Vec<(String, SerializedValue)>)>,
+    custom: Option<CustomSink>,
+    /// Why the frame's checkpoint was made.
+    last_source: CheckpointSource,
+    /// Async durability: the background writer, started with the first save.
+    writer: Option<Writer>,
+    /// The resume command's answers, for the interrupted tasks.
+    resume: Option<Resume>,
+    /// Sync durability: writes that go with the next checkpoint, in its transaction.
+    step_writes: Vec<Save>,
+    /// What a subgraph run inherits; default for a root run.
+    pub(crate) nested: Nested,
+    /// Whether the current step replays a past checkpoint (its subgraphs start over).
+    replaying: bool,
+}
+
+/// Saves at most this many calls in one batch (one transaction).
+const MAX_BATCH: usize = 256;
+
+/// The background writer of async durability: saves leave in order, and whatever queued
+/// up while the previous batch was being written goes out together in one `save_batch`
+/// (one commit), so a slow commit is shared by several steps.
+struct Writer {
+    queue: tokio::sync::mpsc::UnboundedSender<Save>,
+    task: tokio::task::JoinHandle<Result<()>>,
+}
+
+impl Writer {
+    fn spawn(saver: Arc<dyn CheckpointSaver>) -> Self {
+        let (queue, mut rx) = tokio::sync::mpsc::unbounded_channel::<Save>();
+        let task = tokio::spawn(async move {
+            while let Some(save) = rx.recv().await {
+                let mut batch = vec![save];
+                while batch.len() < MAX_BATCH {
+                    match rx.try_recv() {
+                        Ok(save) => batch.push(save),
+                        Err(_) => break,
+                    }
+                }
+                // After a failure nothing more is written: a later checkpoint without the
+                // one before it would break the thread's chain.
+                saver.save_batch(batch).await?;
+            }
+            Ok(())
+        });
+        Writer { queue, task }
+    }
+
+    /// Queues a save; a writer that already failed reports it when the run finishes.
+    fn send(&self, save: Save) {
+        let _ = self.queue.send(save);
+    }
+
+    /// Waits until everything queued is saved.
+    async fn close(self) -> Result<()> {
+        drop(self.queue);
+        self.task
+            .await
+            .map_err(|e| Error::Checkpoint(waypoint_checkpoint::Error::backend("runtime", e)))?
+    }
+}
+
+impl<'g, S: State> Run<'g, S> {
+    pub(crate) fn new(
+        graph: &'g CompiledGraph<S>,
+        config: &RunConfig,
+        emitter: &'g Emitter<S>,
+        nested: Nested,
+    ) -> Result<Self> {
+        let thread = match &nested.saver {
+            Some(_) => config.thread_id.clone(),
+            None => graph.thread_of(config)?.map(str::to_owned),
+        };
+        let custom = emitter.custom_sink();
+        Ok(Run {
+            graph,
+            config: Arc::new(config.clone()),
+            emitter,
+            thread,
+            ns: config.checkpoint_ns.clone(),
+            frame: graph.fresh_frame(),
+            exit_writes: Vec::new(),
+            custom,
+            last_source: CheckpointSource::Loop,
+            writer: None,
+            resume: None,
+            step_writes: Vec::new(),
+            nested,
+            replaying: false,
+        })
+    }
+
+    /// Keeps the state the run ended at, when it is the thread's stored latest checkpoint
+    /// and has channels a load would otherwise rebuild from history.
+    pub(crate) fn remember(&self) {
+        let frame = &self.frame;
+        let appending = self
+            .graph
+            .inner
+            .channel_names
+            .iter()
+            .any(|c| self.graph.is_delta(c));
+        if let (true, Some(thread), Some(id), true) = (
+            appending,
+            &self.thread,
+            &frame.checkpoint_id,
+            frame.checkpoint_id == frame.persisted_id,
+        ) {
+            self.graph
+                .inner
+                .cache
+                .put(thread, &self.ns, id.clone(), Arc::clone(&frame.state));
+        }
+    }
+
+    pub(crate) fn saver(&self) -> Option<(&Arc<dyn CheckpointSaver>, &str)> {
+        let saver = self
+            .nested
+            .saver
+            .as_ref()
+            .or(self.graph.inner.checkpointer.as_ref());
+        match (saver, &self.thread) {
+            (Some(saver), Some(thread)) => Some((saver, thread.as_str())),
+            _ => None,
+        }
+    }
+
+    fn sync(&self) -> bool {
+        self.config.durability == Durability::Sync
+    }
+
+    /// Runs the loop; `Some(interrupts)` when the run paused instead of finishing.
+    pub(crate) async fn execute(&mut self, input: Input<S>) -> Result<Option<Vec<Interrupt>>> {
+        if matches!(input, Input::Continue) {
+            self.travel_into_subgraph().await?;
+        }
+        let replaying = self.config.checkpoint_id.is_some();
+        if let Some((saver, thread)) = self.saver().filter(|_| !self.nested.start_over) {
+            let config = self.config.checkpoint_config(thread);
+            match saver.get_tuple(&config).await? {
+                Some(tuple) => {
+                    let saver = Arc::clone(saver);
+                    self.frame = self.graph.load(&saver, tuple, true).await?;
+                }
+                None if replaying => {
+                    return Err(Error::InvalidConfig(format!(
+                        "checkpoint `{}` of thread `{thread}` does not exist",
+                        self.config.checkpoint_id.as_deref().unwrap_or("")
+                    )));
+                }
+                None => {}
+            }
+        }
+        let fresh_thread = self.frame.checkpoint_id.is_none();
+        let input = match input {
+            // A command without resume on an empty thread is plain input.
+            Input::Command(Command {
+                update: Some(update),
+                resume: None,
+                ..
+            }) if fresh_thread => Input::Update(update),
+            other => other,
+        };
+        let mut skip_done = !replaying;
+        let unfinished = !self.graph.prepare(&self.frame, &self.ns).is_empty();
+        let input = match input {
+            // A subgraph called again by a node that re-runs picks up where it stopped.
+            Input::Update(_) if self.nested.continue_unfinished && unfinished => Input::Continue,
+            other => other,
+        };
+        match input {
+            Input::Update(update) => self.start(update).await?,
+            Input::Continue if fresh_thread => return Ok(None),
+            Input::Continue => {
+                self.mark_resumed();
+                // A branch head made by `update_state` (or a fork) is continued as it is.
+                let branch_head = matches!(
+                    self.frame.source,
+                    Some(CheckpointSource::Update | CheckpointSource::Fork)
+                );
+                if !replaying {
+                    self.apply_null_writes()?;
+                } else if unfinished && !branch_head {
+                    self.fork_for_replay().await?;
+                } else {
+                    self.replaying = true;
+                }
+            }
+            Input::Command(command) => {
+                if fresh_thread {
+                    return Err(Error::InvalidUpdate(
+                        "nothing to resume: the thread has no checkpoint".into(),
+                    ));
+                }
+                self.mark_resumed();
+                self.save_command(command).await?;
+                self.apply_null_writes()?;
+                skip_done = true;
+            }
+        }
+
+        let mut steps = 0usize;
+        loop {
+            let tasks = self.graph.prepare(&self.frame, &self.ns);
+            if tasks.is_empty() {
+                return Ok(None);
+            }
+            if self.breakpoint(
+                &tasks,
+                &self.config.interrupt_before,
+                &self.graph.inner.interrupt_before,
+            ) {
+                self.emitter.interrupts(&[]);
+                return Ok(Some(Vec::new()));
+            }
+            if steps >= self.config.recursion_limit {
+                return Err(Error::Recursion {
+                    limit: self.config.recursion_limit,
+                });
+            }
+            steps += 1;
+            let step = self.frame.step + 1;
+            for task in &tasks {
+                self.emitter.debug(|| {
+                    serde_json::json!({"type": "task", "step": step,
+                        "payload": {"id": task.id, "name": task.name}})
+                });
+            }
+            let (outputs, unsaved) = self.run_tasks(&tasks, skip_done).await;
+            self.keep_writes(unsaved);
+            let outputs = match outputs? {
+                StepEnd::Done(outputs, delta_bytes) => {
+                    for (channel, bytes) in delta_bytes {
+                        let counter = self.frame.delta.entry(channel).or_default();
+                        counter.updates += 1;
+                        counter.bytes += bytes;
+                    }
+                    outputs
+                }
+                StepEnd::Interrupted(interrupts) => {
+                    self.emitter.interrupts(&interrupts);
+                    return Ok(Some(interrupts));
+                }
+            };
+            for (task, output) in tasks.iter().zip(&outputs) {
+                self.emitter.debug(|| {
+                    serde_json::json!({"type": "task_result", "step": step,
+                        "payload": {"id": task.id, "name": task.name,
+                            "result": serde_json::to_value(&output.update).unwrap_or_default()}})
+                });
+            }
+            skip_done = true;
+            self.emit_updates(&tasks, &outputs);
+            let version = self.graph.next_version(&self.frame)?;
+            self.graph
+                .apply(&mut self.frame, &tasks, outputs, &version)?;
+            self.checkpoint(CheckpointSource::Loop, step).await?;
+            self.emitter.values(&self.frame.state);
+            if self.breakpoint(
+                &tasks,
+                &self.config.interrupt_after,
+                &self.graph.inner.interrupt_after,
+            ) {
+                self.emitter.interrupts(&[]);
+                return Ok(Some(Vec::new()));
+            }
+        }
+    }
+
+    /// Time travel to a subgraph's checkpoint (a config naming a subgraph namespace and
+    /// checkpoint): replay the root graph from the checkpoint that was current when the
+    /// subgraph's was written, and have the subgraph (and any between) start from theirs,
+    /// so the subgraph resumes at that checkpoint instead of starting over.
+    async fn travel_into_subgraph(&mut self) -> Result<()> {
+        if !self.nested.parents.is_empty() || self.ns.is_empty() {
+            return Ok(());
+        }
+        let (Some((saver, thread)), Some(_)) = (self.saver(), &self.config.checkpoint_id) else {
+            return Ok(());
+        };
+        let config = self.config.checkpoint_config(thread);
+        let Some(tuple) = saver.get_tuple(&config).await? else {
+            return Ok(());
+        };
+        let parents = tuple.metadata.parents.unwrap_or_default();
+        let Some(root) = parents.get("").cloned() else {
+            return Ok(());
+        };
+        let mut map: BTreeMap<String, String> = parents
+            .into_iter()
+            .filter(|(ns, _)| !ns.is_empty())
+            .collect();
+        map.insert(self.ns.clone(), tuple.checkpoint.id);
+        self.nested.checkpoint_map = Arc::new(map);
+        self.ns = String::new();
+        self.config = Arc::new(RunConfig {
+            checkpoint_ns: String::new(),
+            checkpoint_id: Some(root),
+            ..(*self.config).clone()
+        });
+        Ok(())
+    }
+
+    /// Replaying a past checkpoint first copies it as the thread's newest (`source: fork`),
+    /// so whatever the replay leaves pending (an interrupt) is found by the next resume. The
+    /// copy keeps the original's task ids, so its subgraphs keep their namespaces.
+    async fn fork_for_replay(&mut self) -> Result<()> {
+        let original = self.frame.checkpoint_id.clone().unwrap_or_default();
+        self.frame.task_base = Some(self.frame.task_base.clone().unwrap_or(original));
+        self.frame.checkpoint_id = Some(waypoint_checkpoint::checkpoint_id(self.frame.step));
+        self.frame.pending.clear();
+        self.frame.snapshot_all = true;
+        self.last_source = CheckpointSource::Fork;
+        self.replaying = true;
+        if self.config.durability != Durability::Exit {
+            self.persist(BTreeSet::new()).await?;
+        }
+        Ok(())
+    }
+
+    /// Starts a new run with `update` as input: the input checkpoint.
+    async fn start(&mut self, update: S::Update) -> Result<()> {
+        // A new input drops the tasks an earlier run left unfinished; their saved writes
+        // must then not count towards the appending channels' history.
+        if !self.frame.pending.is_empty() {
+            self.frame.snapshot_all = true;
+        }
+        let version = self.graph.next_version(&self.frame)?;
+        if !self.frame.triggered.is_empty() || !self.frame.sends.is_empty() {
+            let stale = self.graph.prepare(&self.frame, &self.ns);
+            let outputs = stale.iter().map(|_| TaskOutput::default()).collect();
+            self.graph
+                .apply(&mut self.frame, &stale, outputs, &version)?;
+        }
+        self.frame.input = Some(update);
+        self.frame.versions.insert(INPUT.to_owned(), version);
+        self.frame.dirty.insert(INPUT.to_owned());
+        let step = self.frame.step + 1;
+        self.checkpoint(CheckpointSource::Input, step).await
+    }
+
+    /// Records that the thread was resumed at its current versions, so a static breakpoint
+    /// that paused this step does not pause it again.
+    fn mark_resumed(&mut self) {
+        let versions = self.frame.versions.clone();
+        self.frame.seen.insert(INTERRUPT_SEEN.to_owned(), versions);
+    }
+
+    /// Whether a static breakpoint in `run_list` (or, without one, `compiled`) stops before
+    /// (or after) `tasks`: one of them is listed and a channel changed since the last resume.
+    fn breakpoint(
+        &self,
+        tasks: &[Task<S>],
+        run_list: &Option<Vec<String>>,
+        compiled: &[String],
+    ) -> bool {
+        let nodes = run_list.as_deref().unwrap_or(compiled);
+        if nodes.is_empty()
+            || !tasks
+                .iter()
+                .any(|t| t.node.is_some() && nodes.contains(&t.name))
+        {
+            return false;
+        }
+        let seen = self.frame.seen.get(INTERRUPT_SEEN);
+        self.frame.versions.iter().any(|(channel, version)| {
+            seen.and_then(|s| s.get(channel))
+                .is_none_or(|old| version.counter() > old.counter())
+        })
+    }
+
+    /// Saves a resume command as writes of no task (so a crash before the step ends keeps
+    /// them) and queues them for this run.
+    async fn save_command(&mut self, command: Command<S>) -> Result<()> {
+        let inner = &self.graph.inner;
+        let mut writes = Vec::new();
+        if let Some(resume) = &command.resume {
+            let pending = self.pending_interrupts();
+            if matches!(resume, Resume::One(_)) && pending.len() > 1 {
+                return Err(Error::InvalidUpdate(format!(
+                    "{} interrupts are pending; resume them by id with Command::resume_by_id",
+                    pending.len()
+                )));
+            }
+            writes.push((
+                channels::RESUME.to_owned(),
+                inner
+                    .serde
+                    .dumps(resume)
+                    .map_err(|e| crate::state::channel_error(channels::RESUME, e))?,
+            ));
+        }
+        let routed = self
+            .graph
+            .route(&inner.start, &self.frame.state, None, command.goto)?;
+        let output = TaskOutput {
+            update: command.update,
+            triggers: routed
+                .triggers
+                .into_iter()
+                .filter(|i| !inner.start.edges.contains(i))
+                .collect(),
+            sends: routed.sends,
+        };
+        if output.update.is_some() || !output.triggers.is_empty() || !output.sends.is_empty() {
+            writes.extend(self.graph.encode_writes(&self.frame.state, &output)?);
+        }
+        // Update writes of an earlier resume of this checkpoint were applied then: a new
+        // command replaces them.
+        self.frame
+            .pending
+            .retain(|w| w.task_id != channels::NULL_TASK_ID);
+        if writes.is_empty() {
+            return Ok(());
+        }
+        let checkpoint_id = self.frame.checkpoint_id.clone().unwrap_or_default();
+        let sealed = self.seal_writes(writes.clone(), &checkpoint_id, channels::NULL_TASK_ID)?;
+        if let Some((saver, thread)) = self.saver() {
+            let config = CheckpointConfig::of(thread, &self.ns, &checkpoint_id);
+            saver
+                .put_writes(&config, sealed.clone(), channels::NULL_TASK_ID, "")
+                .await?;
+        }
+        self.frame
+            .pending
+            .extend(sealed.into_iter().map(|(channel, value)| PendingWrite {
+                task_id: channels::NULL_TASK_ID.to_owned(),
+                channel,
+                value,
+            }));
+        Ok(())
+    }
+
+    /// Pending interrupts of the frame's checkpoint, by task id.
+    fn pending_interrupts(&self) -> BTreeMap<String, Vec<Interrupt>> {
+        self.graph.pending_interrupts(&self.frame)
+    }
+
+    /// Applies the writes of no task (a resume command's update and routing) before the next
+    /// step, and takes its resume value for the interrupted task.
+    fn apply_null_writes(&mut self) -> Result<()> {
+        let checkpoint_id = self.frame.checkpoint_id.clone().unwrap_or_default();
+        let null: Vec<&PendingWrite> = self
+            .frame
+            .pending
+            .iter()
+            .filter(|w| w.task_id == channels::NULL_TASK_ID)
+            .collect();
+        if null.is_empty() {
+            return Ok(());
+        }
+        let mut resume = None;
+        for (position, write) in null.iter().enumerate() {
+            if write.channel == channels::RESUME {
+                let value = self.open_write(write, &checkpoint_id, position)?;
+                resume = Some(decode::<Resume>(
+                    &self.graph.inner.serde,
+                    &value,
+                    channels::RESUME,
+                )?);
+            }
+        }
+        // The rest are an update and routing, decoded like a task's writes. Positions stay
+        // those of the stored writes, which the sealing slots name.
+        let open_slot = |w: &PendingWrite, _: usize| {
+            let position = null.iter().position(|n| std::ptr::eq(*n, w)).unwrap_or(0);
+            self.open_write(w, &checkpoint_id, position)
+        };
+        let rest: Vec<&PendingWrite> = null
+            .iter()
+            .copied()
+            .filter(|w| w.channel != channels::RESUME)
+            .collect();
+        let saved = self
+            .graph
+            .decode_writes(&self.frame.state, &rest, open_slot)?;
+        self.resume = resume;
+        if let SavedTask::Done(output) = saved {
+            let version = self.graph.next_version(&self.frame)?;
+            self.graph
+                .apply(&mut self.frame, &[], vec![output], &version)?;
+        }
+        Ok(())
+    }
+
+    /// Runs a step's tasks concurrently; each task's writes are saved as it finishes
+    /// (in sync durability) or returned for later. Tasks whose writes the checkpoint already
+    /// holds are not run again (unless replaying). A failure wins over interrupts.
+    async fn run_tasks(
+        &self,
+        tasks: &[Task<S>],
+        skip_done: bool,
+    ) -> (Result<StepEnd<S>>, Vec<UnsavedWrites>) {
+        let graph = self.graph;
+        let mut saved: HashMap<&str, Vec<&PendingWrite>> = HashMap::new();
+        if skip_done {
+            for write in &self.frame.pending {
+                saved.entry(write.task_id.as_str()).or_default().push(write);
+            }
+        }
+        let checkpoint_id = self.frame.checkpoint_id.as_deref().unwrap_or("");
+        let interrupted = if self.resume.is_some() {
+            self.pending_interrupts()
+        } else {
+            BTreeMap::new()
+        };
+        // A step's only task needs no separate save of its writes: the step's checkpoint is
+        // the very next write and holds them, so a crash loses no more than it would between
+        // the task's end and its `put_writes`. Failures and interrupts are always saved.
+        let sole = tasks.len() == 1;
+        let delta_bytes: std::sync::Mutex<BTreeMap<String, u64>> = Default::default();
+        let delta_bytes = &delta_bytes;
+        let futures = tasks.iter().map(|task| {
+            let saved = saved.get(task.id.as_str());
+            let interrupted = &interrupted;
+            async move {
+                let mut answered = Vec::new();
+                if let Some(saved) = saved {
+                    let open_slot = |w: &PendingWrite, position: usize| {
+                        self.open_write(w, checkpoint_id, position)
+                    };
+                    match graph.decode_writes(&self.frame.state, saved, open_slot)? {
+                        SavedTask::Done(output) => return Ok((TaskEnd::Done(output), None)),
+                        SavedTask::Unfinished { answered: earlier } => answered = earlier,
+                    }
+                }
+                let fresh = match &self.resume {
+                    Some(Resume::One(value))
+                        if interrupted.contains_key(&task.id) || interrupted.is_empty() && sole =>
+                    {
+                        Some(Resume::One(value.clone()))
+                    }
+                    Some(Resume::ById(answers)) => Some(Resume::ById(answers.clone())),
+                    _ => None,
+                };
+                let scratch = Scratch::new(&task.id, answered, fresh);
+                let end = self.run_task(task, Arc::clone(&scratch)).await;
+                if self.saver().is_none() {
+                    return Ok((end, None));
+                }
+                let serde = &graph.inner.serde;
+                let writes = match &end {
+                    TaskEnd::Done(output) => {
+                        let mut writes = graph.encode_writes(&self.frame.state, output)?;
+                        for (channel, value) in &writes {
+                            if graph.is_delta(channel) {
+                                let mut counted =
+                                    delta_bytes.lock().unwrap_or_else(|p| p.into_inner());
+                                *counted.entry(channel.clone()).or_default() +=
+                                    value.bytes.len() as u64;
+                            }
+                        }
+                        if sole {
+                            // The step's checkpoint follows in the same transaction and holds
+                            // everything but the appended items, which it leaves to these.
+                            writes.retain(|(channel, _)| graph.is_delta(channel));
+                            if writes.is_empty() {
+                                return Ok((end, None));
+                            }
+                            let writes = self.seal_writes(writes, checkpoint_id, &task.id)?;
+                            return Ok((end, Some((task.id.clone(), writes))));
+                        }
+                        writes
+                    }
+                    TaskEnd::Failed(err) => vec![dump(serde, channels::ERROR, &err.to_string())?],
+                    TaskEnd::Interrupted(interrupt) => {
+                        let answered = scratch
+                            .lock()
+                            .map(|s| s.answered.clone())
+                            .unwrap_or_default();
+                        let mut writes = Vec::new();
+                        if !answered.is_empty() {
+                            writes.push(dump(serde, channels::RESUME, &answered)?);
+                        }
+                        writes.push(dump(serde, channels::INTERRUPT, &vec![interrupt.clone()])?);
+                        writes
+                    }
+                };
+                let writes = self.seal_writes(writes, checkpoint_id, &task.id)?;
+                match self.saver() {
+                    Some((saver, thread)) if self.sync() => {
+                        let config = CheckpointConfig::of(thread, &self.ns, checkpoint_id);
+                        saver
+                            .put_writes(&config, writes, &task.id, &task.name)
+                            .await?;
+                        Ok::<_, Error>((end, None))
+                    }
+                    _ => Ok((end, Some((task.id.clone(), writes)))),
+                }
+            }
+        });
+        let results = join_all(futures).await;
+        let mut outputs = Vec::with_capacity(tasks.len());
+        let mut unsaved = Vec::new();
+        let mut interrupts = Vec::new();
+        let mut failure = None;
+        for result in results {
+            match result {
+                Ok((end, writes)) => {
+                    unsaved.extend(writes);
+                    match end {
+                        TaskEnd::Done(output) => outputs.push(output),
+                        TaskEnd::Interrupted(interrupt) => interrupts.push(interrupt),
+                        TaskEnd::Failed(err) => {
+                            failure.get_or_insert(err);
+                        }
+                    }
+                }
+                Err(err) => {
+                    failure.get_or_insert(err);
+                }
+            }
+        }
+        let end = match failure {
+            Some(err) => Err(err),
+            None if !interrupts.is_empty() => Ok(StepEnd::Interrupted(interrupts)),
+            None => Ok(StepEnd::Done(
+                outputs,
+                delta_bytes.lock().map(|b| b.clone()).unwrap_or_default(),
+            )),
+        };
+        (end, unsaved)
+    }
+
+    /// Calls one task's node and routes its result.
+    async fn run_task(&self, task: &Task<S>, scratch: SharedScratch) -> TaskEnd<S> {
+        let inner = &self.graph.inner;
+        let Some(index) = task.node else {
+            // The start task writes the input and follows START's edges.
+            return match self.graph.route(
+                &inner.start,
+                &self.frame.state,
+                self.frame.input.as_ref(),
+                Vec::new(),
+            ) {
+                Ok(output) => TaskEnd::Done(output),
+                Err(err) => TaskEnd::Failed(err),
+            };
+        };
+        let node = &inner.nodes[index];
+        let Some(func) = &node.func else {
+            return TaskEnd::Done(TaskOutput::default());
+        };
+        let ctx = Context {
+            config: Arc::clone(&self.config),
+            store: inner.store.clone(),
+            custom: self.custom.clone(),
+            node: Arc::from(node.name.as_str()),
+            step: self.frame.step + 1,
+            scratch: Some(scratch),
+            call: Some(Arc::new(CallSite {
+                saver: self.saver().map(|(saver, _)| Arc::clone(saver)),
+                task_id: task.id.clone(),
+                ns: self.ns.clone(),
+                parents: {
+                    let mut parents = self.nested.parents.clone();
+                    if let Some(id) = &self.frame.checkpoint_id {
+                        parents.insert(self.ns.clone(), id.clone());
+                    }
+                    parents
+                },
+                checkpoint_map: Arc::clone(&self.nested.checkpoint_map),
+                replaying: self.replaying,
+            })),
+        };
+        let input = task
+            .input
+            .clone()
+            .unwrap_or_else(|| Arc::clone(&self.frame.state));
+        let command = match func(input, ctx).await {
+            Ok(command) => command,
+            Err(source) => {
+                return match source.downcast::<Interrupt>() {
+                    Ok(interrupt) => TaskEnd::Interrupted(*interrupt),
+                    Err(source) => TaskEnd::Failed(Error::Node {
+                        node: node.name.clone(),
+                        source,
+                    }),
+                };
+            }
+        };
+        match self.graph.route(
+            node,
+            &self.frame.state,
+            command.update.as_ref(),
+            command.goto,
+        ) {
+            Ok(output) => TaskEnd::Done(output),
+            Err(err) => TaskEnd::Failed(err),
+        }
+    }
+
+    fn open_write(
+        &self,
+        write: &PendingWrite,
+        checkpoint_id: &str,
+        position: usize,
+    ) -> Result<SerializedValue> {
+        let Some(thread) = &self.thread else {
+            return Ok(write.value.clone());
+        };
+        let slot = Slot::Write {
+            thread_id: thread,
+            checkpoint_ns: &self.ns,
+            checkpoint_id,
+            task_id: &write.task_id,
+            channel: &write.channel,
+            idx: channels::write_index(&write.channel, position),
+        };
+        open(&self.graph.inner.serde, &write.value, &slot, &write.channel)
+    }
+
+    fn seal_writes(
+        &self,
+        writes: Vec<(String, SerializedValue)>,
+        checkpoint_id: &str,
+        task_id: &str,
+    ) -> Result<Vec<(String, SerializedValue)>> {
+        let serde = &self.graph.inner.serde;
+        let Some(thread) = self.thread.as_deref().filter(|_| serde.is_encrypted()) else {
+            return Ok(writes);
+        };
+        writes
+            .into_iter()
+            .enumerate()
+            .map(|(position, (channel, value))| {
+                let slot = Slot::Write {
+                    thread_id: thread,
+                    checkpoint_ns: &self.ns,
+                    checkpoint_id,
+                    task_id,
+                    channel: &channel,
+                    idx: channels::write_index(&channel, position),
+                };
+                let sealed = serde
+                    .seal(&value, &slot)
+                    .map_err(|e| crate::state::channel_error(&channel, e))?;
+                Ok((channel, sealed))
+            })
+            .collect()
+    }
+
+    fn emit_updates(&self, tasks: &[Task<S>], outputs: &[TaskOutput<S>]) {
+        if !self.emitter.wants(StreamMode::Updates) {
+            return;
+        }
+        for (task, output) in tasks.iter().zip(outputs) {
+            if task.node.is_some() {
+                self.emitter.update(&task.name, output.update.clone());
+            }
+        }
+    }
+
+    /// Makes the frame a new checkpoint, and writes it unless durability is exit-only.
+    async fn checkpoint(&mut self, source: CheckpointSource, step: i64) -> Result<()> {
+        self.frame.step = step;
+        self.frame.checkpoint_id = Some(waypoint_checkpoint::checkpoint_id(step));
+        self.frame.task_base = None;
+        self.replaying = false;
+        self.frame.pending.clear();
+        self.exit_writes.clear();
+        self.resume = None;
+        self.last_source = source;
+        if self.config.durability != Durability::Exit {
+            let changed = std::mem::take(&mut self.frame.dirty);
+            self.persist(changed).await?;
+        }
+        self.emitter.debug(|| self.checkpoint_event());
+        Ok(())
+    }
+
+    /// Writes that `run_tasks` did not save: in the background (async durability) or at
+    /// the end of the run (exit durability).
+    fn keep_writes(&mut self, unsaved: Vec<UnsavedWrites>) {
+        if self.config.durability == Durability::Exit {
+            self.exit_writes.extend(unsaved);
+            return;
+        }
+        let Some((_, thread)) = self.saver() else {
+            return;
+        };
+        let config = CheckpointConfig::of(
+            thread,
+            &self.ns,
+            self.frame.checkpoint_id.as_deref().unwrap_or(""),
+        );
+        for (task_id, writes) in unsaved {
+            let save = Save::Writes {
+                config: config.clone(),
+                writes,
+                task_id,
+                task_path: String::new(),
+            };
+            match self.config.durability {
+                Durability::Async => self.background(save),
+                // Written with the step's checkpoint, in one transaction.
+                _ => self.step_writes.push(save),
+            }
+        }
+    }
+
+    /// Hands a save to the background writer, starting it if needed.
+    fn background(&mut self, save: Save) {
+        if self.writer.is_none() {
+            let Some((saver, _)) = self.saver() else {
+                return;
+            };
+            self.writer = Some(Writer::spawn(Arc::clone(saver)));
+        }
+        if let Some(writer) = &self.writer {
+            writer.send(save);
+        }
+    }
+
+    /// The debug event of the frame's checkpoint.
+    fn checkpoint_event(&self) -> serde_json::Value {
+        let next: Vec<String> = self
+            .graph
+            .prepare(&self.frame, &self.ns)
+            .into_iter()
+            .map(|t| t.name)
+            .collect();
+        serde_json::json!({
+            "type": "checkpoint",
+            "step": self.frame.step,
+            "payload": {
+                "config": {
+                    "thread_id": self.thread,
+                    "checkpoint_ns": self.ns,
+                    "checkpoint_id": self.frame.checkpoint_id,
+                },
+                "values": serde_json::to_value(&*self.frame.state).unwrap_or_default(),
+                "metadata": {"source": self.last_source, "step": self.frame.step},
+                "next": next,
+            },
+        })
+    }
+
+    /// Writes the frame's checkpoint with `channels` changed since the last one stored.
+    async fn persist(&mut self, changed: BTreeSet<String>) -> Result<()> {
+        let Some((saver, thread)) = self.saver() else {
+            return Ok(());
+        };
+        let saver = Arc::clone(saver);
+        let thread = thread.to_owned();
+        // Exit durability keeps no step writes, so appending channels store their values.
+        let snapshot_all = std::mem::take(&mut self.frame.snapshot_all)
+            || self.config.durability == Durability::Exit;
+        let (checkpoint, new_versions) = self.graph.build_checkpoint(
+            &mut self.frame,
+            changed,
+            snapshot_all,
+            &thread,
+            &self.ns,
+        )?;
+        let frame = &self.frame;
+        let mut metadata = CheckpointMetadata::new(self.last_source, frame.step);
+        crate::delta::write_counters(&frame.delta, &mut metadata.extra);
+        metadata.parents = Some(self.nested.parents.clone());
+        if let (CheckpointSource::Fork, Some(base)) = (self.last_source, &frame.task_base) {
+            metadata = metadata.with(FORKED_FROM, base.clone());
+        }
+        if let Some(run_id) = &self.config.run_id {
+            metadata = metadata.with_run_id(run_id.clone());
+        }
+        let parent = CheckpointConfig {
+            thread_id: thread,
+            checkpoint_ns: Some(self.ns.clone()),
+            checkpoint_id: frame.persisted_id.clone(),
+        };
+        if self.config.durability == Durability::Sync && self.step_writes.is_empty() {
+            saver
+                .put(&parent, checkpoint, metadata, new_versions)
+                .await?;
+        } else {
+            let put = Save::Put {
+                config: parent,
+                checkpoint,
+                metadata,
+                new_versions,
+            };
+            if self.config.durability == Durability::Async {
+                self.background(put);
+            } else {
+                let mut batch = std::mem::take(&mut self.step_writes);
+                batch.push(put);
+                saver.save_batch(batch).await?;
+            }
+        }
+        self.frame.persisted_id = self.frame.checkpoint_id.clone();
+        Ok(())
+    }
+
+    /// At the end of a run: waits for background saves (async durability), or writes the
+    /// last checkpoint and its writes (exit durability).
+    pub(crate) async fn finish(&mut self) -> Result<()> {
+        if let Some(writer) = self.writer.take() {
+            writer.close().await?;
+        }
+        if self.config.durability != Durability::Exit
+            || self.frame.dirty.is_empty() && self.exit_writes.is_empty()
+        {
+            return Ok(());
+        }
+        if !self.frame.dirty.is_empty() {
+            let dirty = std::mem::take(&mut self.frame.dirty);
+            self.persist(dirty).await?;
+        }
+        let unsaved = std::mem::take(&mut self.exit_writes);
+        if let Some((saver, thread)) = self.saver() {
+            let config = CheckpointConfig::of(
+                thread,
+                &self.ns,
+                self.frame.checkpoint_id.as_deref().unwrap_or(""),
+            );
+            for (task_id, writes) in unsaved {
+                saver.put_writes(&config, writes, &task_id, "").await?;
+            }
+        }
+        Ok(())
+    }
+}
