@@ -42,6 +42,31 @@ async fn subgraph_checkpoints(
         .collect())
 }
 
+/// The newest checkpoint of the thread's (one) subgraph namespace whose next node is `node`.
+async fn subgraph_checkpoint_before(
+    saver: &Saver,
+    sub: &CompiledGraph<JsonState>,
+    config: &RunConfig,
+    node: &str,
+) -> Result<waypoint_runtime::StateSnapshot<JsonState>, Box<dyn std::error::Error + Send + Sync>> {
+    let thread_id = config.thread_id.clone().unwrap_or_default();
+    let (ns, _) = subgraph_checkpoints(saver, &thread_id)
+        .await?
+        .into_iter()
+        .next()
+        .ok_or("no subgraph checkpoint")?;
+    let sub_config = RunConfig {
+        checkpoint_ns: ns,
+        ..config.clone()
+    };
+    Ok(sub
+        .get_state_history(&sub_config, &ListOptions::default())
+        .await?
+        .into_iter()
+        .find(|s| s.next == [node])
+        .ok_or_else(|| format!("no checkpoint before {node}"))?)
+}
+
 /// A three-node subgraph `a -> b -> c` (with `b` optionally asking a question); each node
 /// counts its calls and appends its name to `trail`.
 fn abc(
@@ -271,21 +296,7 @@ pub async fn time_travel_into_subgraph_resumes_there(saver: Saver) -> TestResult
     let thread_id = thread();
     let config = RunConfig::thread(thread_id.clone());
     graph.invoke(Some(obj(json!({}))), &config).await?;
-    let (ns, _) = subgraph_checkpoints(&saver, &thread_id)
-        .await?
-        .into_iter()
-        .next()
-        .ok_or("no subgraph checkpoint")?;
-    let sub_config = RunConfig {
-        checkpoint_ns: ns,
-        ..config.clone()
-    };
-    let before_b = sub
-        .get_state_history(&sub_config, &ListOptions::default())
-        .await?
-        .into_iter()
-        .find(|s| s.next == ["b"])
-        .ok_or("no checkpoint before b")?;
+    let before_b = subgraph_checkpoint_before(&saver, &sub, &config, "b").await?;
 
     let out = graph.invoke(None, &before_b.config).await?;
     assert_eq!(out.get("result"), Some(&json!(["start", "a", "b", "c"])));
@@ -351,21 +362,7 @@ pub async fn time_travel_to_interrupt_then_resume(saver: Saver) -> TestResult {
     let out = graph.invoke(Command::resume("first"), &config).await?;
     assert_eq!(out.get("answer"), Some(&json!("first")));
 
-    let (ns, _) = subgraph_checkpoints(&saver, &thread_id)
-        .await?
-        .into_iter()
-        .next()
-        .ok_or("no subgraph checkpoint")?;
-    let sub_config = RunConfig {
-        checkpoint_ns: ns,
-        ..config.clone()
-    };
-    let before_b = sub
-        .get_state_history(&sub_config, &ListOptions::default())
-        .await?
-        .into_iter()
-        .find(|s| s.next == ["b"])
-        .ok_or("no checkpoint before b")?;
+    let before_b = subgraph_checkpoint_before(&saver, &sub, &config, "b").await?;
     let out = graph.invoke(None, &before_b.config).await?;
     assert!(out.interrupted, "b asks again");
     let out = graph.invoke(Command::resume("second"), &config).await?;
