@@ -8,6 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+# CI builds once from clean: incremental caches would only take disk.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 export WAYPOINT_REQUIRE_BACKENDS=1
 export RUST_BACKTRACE=1
 
