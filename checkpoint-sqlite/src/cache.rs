@@ -9,8 +9,6 @@
 //! value under the very same version string (only possible with hand-made versions); set
 //! `cache_bytes` to 0 to rule that out.
 
-use std::collections::HashMap;
-
 use parking_lot::Mutex;
 
 use crate::convert::RawBlob;
@@ -27,7 +25,7 @@ pub(crate) struct BlobCache {
 
 #[derive(Debug, Default)]
 struct Inner {
-    entries: HashMap<BlobKey, (Option<RawBlob>, u64)>,
+    entries: foldhash::HashMap<BlobKey, (Option<RawBlob>, u64)>,
     bytes: usize,
     tick: u64,
 }

@@ -46,6 +46,7 @@ fn deadline(thread_id: &str, ttl: Duration) -> Result<(i64, i64, SystemTime)> {
 }
 
 /// The arguments checked and prepared for one statement on the writer.
+#[derive(Clone)]
 pub(crate) struct Claim {
     thread_id: String,
     token: String,

@@ -8,6 +8,7 @@
 //! connection thread was measured first: the cross-thread wake-ups cost 10-40 us per
 //! operation on a virtual machine, more than the SQL itself.)
 
+use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
@@ -19,17 +20,33 @@ use rusqlite::Connection;
 use tokio::runtime::{Handle, RuntimeFlavor};
 use waypoint_checkpoint::{Error, Result};
 
+use crate::convert::sqlite_error;
+
 /// A set of connections; an operation takes whichever is free.
 #[derive(Debug, Clone)]
 pub(crate) struct Pool {
     conns: Arc<Vec<Mutex<Connection>>>,
     next: Arc<AtomicUsize>,
+    /// The connections' busy timeout, restored after a quick attempt.
+    busy_timeout: Duration,
+}
+
+thread_local! {
+    /// Set when a quick attempt met a lock held by another connection.
+    static GAVE_UP: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The busy handler of a quick attempt: never wait, remember that it did not.
+fn give_up(_retries: i32) -> bool {
+    GAVE_UP.set(true);
+    false
 }
 
 impl Pool {
     /// Opens `count` connections with `open`.
     pub(crate) fn open(
         count: usize,
+        busy_timeout: Duration,
         open: impl Fn() -> Result<Connection> + Send + Sync + Clone + 'static,
     ) -> Result<Self> {
         let conns = (0..count.max(1))
@@ -38,7 +55,29 @@ impl Pool {
         Ok(Pool {
             conns: Arc::new(conns),
             next: Arc::new(AtomicUsize::new(0)),
+            busy_timeout,
         })
+    }
+
+    /// Runs a short operation (a few rows): first right here on the async worker, if a
+    /// connection is free and no other connection holds a lock it needs, since handing the
+    /// worker to another thread for the duration costs more than such an operation; else as
+    /// [`Self::run`] does, where waiting is allowed. `f` may be called twice: the first
+    /// attempt's transaction is rolled back before the second.
+    pub(crate) async fn run_quick<T: Send + 'static>(
+        &self,
+        mut f: impl FnMut(&mut Connection) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        if let Some(mut conn) = self.conns.iter().find_map(|c| c.try_lock()) {
+            GAVE_UP.set(false);
+            conn.busy_handler(Some(give_up)).map_err(sqlite_error)?;
+            let done = f(&mut conn);
+            conn.busy_timeout(self.busy_timeout).map_err(sqlite_error)?;
+            if done.is_ok() || !GAVE_UP.get() {
+                return done;
+            }
+        }
+        self.run(f).await
     }
 
     /// Runs `f` on a free connection without blocking the async executor.
@@ -63,16 +102,15 @@ impl Pool {
         }
     }
 
-    /// A free connection if there is one, else waits for the next in turn.
+    /// The first free connection, else waits for one in turn. Taking the first free one
+    /// (not rotating) keeps sequential work on one connection: a connection that sees
+    /// another's commit drops its whole page cache at its next transaction.
     fn take(&self) -> parking_lot::MutexGuard<'_, Connection> {
-        let start = self.next.fetch_add(1, Ordering::Relaxed);
-        let n = self.conns.len();
-        for i in 0..n {
-            if let Some(conn) = self.conns[(start + i) % n].try_lock() {
-                return conn;
-            }
+        if let Some(conn) = self.conns.iter().find_map(|c| c.try_lock()) {
+            return conn;
         }
-        self.conns[start % n].lock()
+        let n = self.conns.len();
+        self.conns[self.next.fetch_add(1, Ordering::Relaxed) % n].lock()
     }
 }
 
@@ -95,18 +133,11 @@ pub(crate) fn spawn_checkpointer(
             while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
                 stopped.recv_timeout(CHECKPOINT_EVERY)
             {
-                let passive: rusqlite::Result<(i64, i64, i64)> =
-                    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
-                        Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-                    });
-                // Once everything is copied back, empty the WAL so readers are served from the
-                // memory-mapped database file instead of reading WAL frames one by one.
-                if let Ok((0, log, done)) = passive
-                    && log > 0
-                    && log == done
-                {
-                    let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
-                }
+                // No TRUNCATE: once a checkpoint is complete the next writer restarts the WAL
+                // from its beginning, overwriting blocks the file already has, which costs
+                // commits less than growing a truncated file again (`journal_size_limit` caps
+                // it after bursts).
+                let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
             }
             let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
         })

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use rusqlite::Connection;
 use waypoint_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
     CheckpointSaver, CheckpointTuple, DeltaChannelHistory, Error, Lease, ListOptions, PendingWrite,
@@ -37,6 +38,20 @@ pub struct SqliteSaver {
     config: Arc<SqliteConfig>,
 }
 
+/// Opens reader connections with a small page cache. A reader drops its whole cache at its
+/// first transaction after any commit, and that costs time in proportion to the cache's size,
+/// so a large one only slows every read (the writer's, never dropped, keeps the full size).
+fn reader(
+    open: impl Fn() -> Result<Connection> + Send + Sync + Clone + 'static,
+) -> impl Fn() -> Result<Connection> + Send + Sync + Clone + 'static {
+    move || {
+        let conn = open()?;
+        conn.execute_batch("PRAGMA cache_size=-1024")
+            .map_err(sqlite_error)?;
+        Ok(conn)
+    }
+}
+
 impl SqliteSaver {
     /// Opens (creating if needed) the database `config` names; runs [`Self::setup`] unless
     /// `auto_setup` is off. Fails clearly on a file that is not a SQLite database or whose
@@ -47,10 +62,10 @@ impl SqliteSaver {
             let config = config.clone();
             move || schema::open_connection(&config)
         };
-        let writer = Pool::open(1, open.clone())?;
+        let writer = Pool::open(1, config.busy_timeout, open.clone())?;
         let (readers, checkpointer) = match config.target {
             Target::File(_) => (
-                Pool::open(config.readers, open.clone())?,
+                Pool::open(config.readers, config.busy_timeout, reader(open.clone()))?,
                 Some(crate::pool::spawn_checkpointer(open)?),
             ),
             // A private in-memory database exists on one connection only, without a WAL.
@@ -178,7 +193,7 @@ impl CheckpointSaver for SqliteSaver {
         let id = config.checkpoint_id.clone().filter(|id| !id.is_empty());
         let raw = self
             .readers
-            .run({
+            .run_quick({
                 let cache = self.cache.clone();
                 move |conn| {
                     queries::read(conn, |conn| {
@@ -227,10 +242,16 @@ impl CheckpointSaver for SqliteSaver {
         let returned = put.config();
         let (checkpoint, metadata) = (json_text(&put.checkpoint)?, json_text(&put.metadata)?);
         let cache = self.cache.clone();
+        let mut put = Some(put);
         self.writer
-            .run(move |conn| {
-                queries::put(conn, &put, &checkpoint, &metadata)?;
-                cache_blobs(&cache, put);
+            .run_quick(move |conn| {
+                let Some(done) = put.as_ref() else {
+                    return Ok(());
+                };
+                queries::put(conn, done, &checkpoint, &metadata)?;
+                put.take()
+                    .into_iter()
+                    .for_each(|put| cache_blobs(&cache, put));
                 Ok(())
             })
             .await?;
@@ -244,10 +265,14 @@ impl CheckpointSaver for SqliteSaver {
             return Ok(());
         }
         let cache = self.cache.clone();
+        let mut prepared = Some(prepared);
         self.writer
-            .run(move |conn| {
+            .run_quick(move |conn| {
+                let Some(saves) = prepared.as_ref() else {
+                    return Ok(());
+                };
                 let tx = conn.transaction().map_err(sqlite_error)?;
-                for save in &prepared {
+                for save in saves {
                     match save {
                         PreparedSave::Put(put) => {
                             let checkpoint = json_text(&put.checkpoint)?;
@@ -257,7 +282,7 @@ impl CheckpointSaver for SqliteSaver {
                     }
                 }
                 tx.commit().map_err(sqlite_error)?;
-                for save in prepared {
+                for save in prepared.take().into_iter().flatten() {
                     if let PreparedSave::Put(put) = save {
                         cache_blobs(&cache, *put);
                     }
@@ -278,7 +303,7 @@ impl CheckpointSaver for SqliteSaver {
             return Ok(());
         };
         self.writer
-            .run(move |conn| queries::put_writes(conn, &w))
+            .run_quick(move |conn| queries::put_writes(conn, &w))
             .await
     }
 
@@ -414,18 +439,22 @@ impl CheckpointSaver for SqliteSaver {
 
     async fn acquire_lease(&self, thread_id: &str, ttl: Duration) -> Result<Lease> {
         let claim = Claim::acquire(thread_id, ttl)?;
-        self.writer.run(move |conn| claim.run_acquire(conn)).await
+        self.writer
+            .run_quick(move |conn| claim.clone().run_acquire(conn))
+            .await
     }
 
     async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease> {
         let claim = Claim::renew(lease, ttl)?;
-        self.writer.run(move |conn| claim.run_renew(conn)).await
+        self.writer
+            .run_quick(move |conn| claim.clone().run_renew(conn))
+            .await
     }
 
     async fn release_lease(&self, lease: &Lease) -> Result<()> {
         let (thread_id, token) = (lease.thread_id.clone(), lease.token.clone());
         self.writer
-            .run(move |conn| lease::release(conn, &thread_id, &token))
+            .run_quick(move |conn| lease::release(conn, &thread_id, &token))
             .await
     }
 }

@@ -99,7 +99,8 @@ pub(crate) fn open_connection(config: &SqliteConfig) -> Result<Connection> {
     // writer never wait for the checkpoint's fsync.
     conn.execute_batch(
         "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=OFF; PRAGMA temp_store=MEMORY;
-         PRAGMA cache_size=-16384; PRAGMA mmap_size=268435456; PRAGMA wal_autocheckpoint=0;",
+         PRAGMA cache_size=-2048; PRAGMA mmap_size=268435456; PRAGMA wal_autocheckpoint=0;
+         PRAGMA journal_size_limit=67108864;",
     )
     .map_err(|e| not_a_database(config, e))?;
     conn.create_scalar_function(

@@ -355,6 +355,50 @@ async fn setup_is_idempotent_and_concurrent_safe() -> waypoint_checkpoint::Resul
     Ok(())
 }
 
+/// A write that meets another connection's write lock waits for it (up to the busy timeout)
+/// instead of failing, on both runtime flavours; nothing is lost.
+async fn a_held_write_lock_delays_a_put(saver: SqliteSaver, db: &Path) {
+    let conn = rusqlite::Connection::open(db).expect("open raw");
+    conn.execute_batch("BEGIN IMMEDIATE")
+        .expect("take the write lock");
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        conn.execute_batch("COMMIT")
+            .expect("release the write lock");
+    });
+    let started = Instant::now();
+    let config = CheckpointConfig::new("busy");
+    let stored = saver
+        .put(
+            &config,
+            Checkpoint::new(0),
+            CheckpointMetadata::new(CheckpointSource::Input, -1),
+            BTreeMap::new(),
+        )
+        .await
+        .expect("the put waits for the lock, then succeeds");
+    assert!(started.elapsed() >= Duration::from_millis(250));
+    release.join().expect("the lock holder");
+    let tuple = saver
+        .get_tuple(&config)
+        .await
+        .expect("read")
+        .expect("stored");
+    assert_eq!(Some(tuple.checkpoint.id), stored.checkpoint_id);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_write_lock_delays_a_put_multi_thread() {
+    let db = temp_db();
+    a_held_write_lock_delays_a_put(SqliteSaver::from_path(&db).await.expect("open"), &db).await;
+}
+
+#[tokio::test]
+async fn a_held_write_lock_delays_a_put_current_thread() {
+    let db = temp_db();
+    a_held_write_lock_delays_a_put(SqliteSaver::from_path(&db).await.expect("open"), &db).await;
+}
+
 #[tokio::test]
 async fn without_setup_operations_say_so() {
     let db = temp_db();

@@ -355,7 +355,7 @@ impl<S: State> StateGraph<S> {
     /// conditional edges naming unknown nodes, a missing entry point, and nodes that no path
     /// from [`START`] reaches.
     pub fn compile(self, options: CompileOptions) -> Result<CompiledGraph<S>> {
-        let mut index = HashMap::new();
+        let mut index = foldhash::HashMap::default();
         for (i, node) in self.nodes.iter().enumerate() {
             let name = node.name.as_str();
             if name == START || name == END || name.is_empty() || name.contains(':') {

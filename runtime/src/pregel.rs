@@ -15,7 +15,7 @@
 //! This module holds the compiled graph and a step's parts (loading a checkpoint, preparing
 //! tasks, routing, folding writes, building the next checkpoint); `run` drives them.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -105,7 +105,7 @@ pub(crate) struct Inner<S: State> {
     pub(crate) template: S,
     pub(crate) start: Node<S>,
     pub(crate) nodes: Vec<Node<S>>,
-    pub(crate) index: HashMap<String, usize>,
+    pub(crate) index: foldhash::HashMap<String, usize>,
     pub(crate) checkpointer: Option<Arc<dyn CheckpointSaver>>,
     pub(crate) store: Option<Arc<dyn Store>>,
     pub(crate) serde: Serde,
@@ -225,7 +225,7 @@ impl<S: State> CompiledGraph<S> {
         template: S,
         start: Node<S>,
         nodes: Vec<Node<S>>,
-        index: HashMap<String, usize>,
+        index: foldhash::HashMap<String, usize>,
         options: CompileOptions,
     ) -> Self {
         let channel_names = template
