@@ -22,6 +22,7 @@
 mod cache;
 mod config;
 mod convert;
+mod history;
 mod lease;
 mod pool;
 mod queries;

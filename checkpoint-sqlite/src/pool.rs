@@ -59,25 +59,37 @@ impl Pool {
         })
     }
 
-    /// Runs a short operation (a few rows): first right here on the async worker, if a
-    /// connection is free and no other connection holds a lock it needs, since handing the
-    /// worker to another thread for the duration costs more than such an operation; else as
-    /// [`Self::run`] does, where waiting is allowed. `f` may be called twice: the first
-    /// attempt's transaction is rolled back before the second.
+    /// Runs a short operation (a few rows): first right here on the async worker (see
+    /// [`Self::try_here`]), else as [`Self::run`] does, where waiting is allowed. `f` may be
+    /// called twice: the first attempt's transaction is rolled back before the second.
     pub(crate) async fn run_quick<T: Send + 'static>(
         &self,
         mut f: impl FnMut(&mut Connection) -> Result<T> + Send + 'static,
     ) -> Result<T> {
-        if let Some(mut conn) = self.conns.iter().find_map(|c| c.try_lock()) {
-            GAVE_UP.set(false);
-            conn.busy_handler(Some(give_up)).map_err(sqlite_error)?;
-            let done = f(&mut conn);
-            conn.busy_timeout(self.busy_timeout).map_err(sqlite_error)?;
-            if done.is_ok() || !GAVE_UP.get() {
-                return done;
-            }
+        match self.try_here(&mut f) {
+            Some(done) => done,
+            None => self.run(f).await,
         }
-        self.run(f).await
+    }
+
+    /// Runs a short operation right here on the caller's thread, if a connection is free and
+    /// no other connection holds a lock it needs (`None` otherwise, its transaction rolled
+    /// back): handing an async worker to another thread for the duration costs more than
+    /// such an operation.
+    pub(crate) fn try_here<T>(
+        &self,
+        f: &mut impl FnMut(&mut Connection) -> Result<T>,
+    ) -> Option<Result<T>> {
+        let mut conn = self.conns.iter().find_map(|c| c.try_lock())?;
+        GAVE_UP.set(false);
+        if let Err(e) = conn.busy_handler(Some(give_up)) {
+            return Some(Err(sqlite_error(e)));
+        }
+        let done = f(&mut conn);
+        if let Err(e) = conn.busy_timeout(self.busy_timeout) {
+            return Some(Err(sqlite_error(e)));
+        }
+        (done.is_ok() || !GAVE_UP.get()).then_some(done)
     }
 
     /// Runs `f` on a free connection without blocking the async executor.

@@ -110,6 +110,19 @@ impl SqliteSaver {
         &self.config
     }
 
+    /// Runs a short read: on the writer's connection when it is idle, since its page cache is
+    /// the one this process's commits leave warm (a reader drops its cache at its first read
+    /// after any commit), else on a reader.
+    async fn read<T: Send + 'static>(
+        &self,
+        mut f: impl FnMut(&mut rusqlite::Connection) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        match self.writer.try_here(&mut f) {
+            Some(done) => done,
+            None => self.readers.run_quick(f).await,
+        }
+    }
+
     /// Runs a write that may remove or move stored values, then forgets cached values.
     async fn write_then_forget<T: Send + 'static>(
         &self,
@@ -191,15 +204,12 @@ impl CheckpointSaver for SqliteSaver {
     async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
         let (thread_id, ns) = (config.thread_id.clone(), config.ns().to_owned());
         let id = config.checkpoint_id.clone().filter(|id| !id.is_empty());
+        let cache = self.cache.clone();
         let raw = self
-            .readers
-            .run_quick({
-                let cache = self.cache.clone();
-                move |conn| {
-                    queries::read(conn, |conn| {
-                        queries::get(conn, &thread_id, &ns, id.as_deref(), &cache)
-                    })
-                }
+            .read(move |conn| {
+                queries::read(conn, |conn| {
+                    queries::get(conn, &thread_id, &ns, id.as_deref(), &cache)
+                })
             })
             .await?;
         raw.map(|r| r.into_tuple(&self.serde)).transpose()
@@ -407,8 +417,11 @@ impl CheckpointSaver for SqliteSaver {
         let id = config.checkpoint_id.clone().filter(|id| !id.is_empty());
         let wanted = channels.to_vec();
         let found = self
-            .readers
-            .run(move |conn| queries::delta_history(conn, &thread_id, &ns, id.as_deref(), &wanted))
+            .read(move |conn| {
+                queries::read(conn, |conn| {
+                    crate::history::delta_history(conn, &thread_id, &ns, id.as_deref(), &wanted)
+                })
+            })
             .await?;
         let mut out = BTreeMap::new();
         for (channel, raw) in found {

@@ -1,0 +1,651 @@
+//! Delta histories: what rebuilds an appending channel at a checkpoint (its seed value and the
+//! writes since), read in one transaction.
+//!
+//! The usual thread is a chain whose ids fall as parent links are followed (ids are
+//! time-ordered and a parent is made before its children). Then one range scan of the
+//! thread's checkpoints, newest first, meets the chain in order; a checkpoint's version of a
+//! channel is read straight from its text when it has the layout this crate writes (parsed as
+//! JSON otherwise), and the writes come from one range scan per channel. Anything else (ids out of that
+//! order) takes the general recursive statement, which parses every ancestor's JSON.
+
+use std::collections::{BTreeMap, HashSet};
+
+use bytes::Bytes;
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::Deserialize;
+use serde_json::Value;
+use waypoint_checkpoint::{Error, Result};
+
+use crate::convert::{RawBlob, RawWrite, sqlite_error};
+
+/// For each channel, its writes (oldest first) and seed, walking parent links from the
+/// parent of `target` (the latest when `None`); an unknown target gives empty histories.
+pub(crate) fn delta_history(
+    conn: &Connection,
+    thread_id: &str,
+    ns: &str,
+    target: Option<&str>,
+    channels: &[String],
+) -> Result<BTreeMap<String, RawHistory>> {
+    match linear_delta_history(conn, thread_id, ns, target, channels)? {
+        Some(found) => Ok(found),
+        None => chained_delta_history(conn, thread_id, ns, target, channels),
+    }
+}
+
+/// The stored (non-empty) versions of one channel: the values a walk can stop at.
+#[derive(Default)]
+struct Seeds {
+    versions: HashSet<String>,
+}
+
+impl Seeds {
+    /// The version of `channel` that `text` (a checkpoint's JSON) names, when it is stored.
+    fn found_in(&self, text: &str, channel: &str) -> Result<Option<String>> {
+        let version = match scan_version(text, channel) {
+            Some(found) => found.map(str::to_owned),
+            None => parse_version(text, channel)?,
+        };
+        Ok(version.filter(|v| self.versions.contains(v)))
+    }
+}
+
+/// The version of `channel` in checkpoint JSON as this crate writes it (`..."channel_values":
+/// {},"channel_versions":{"name":"version",...}...`), read without parsing the rest; `None`
+/// when the text is not in that form (escapes, other layouts), for [`parse_version`].
+fn scan_version<'t>(text: &'t str, channel: &str) -> Option<Option<&'t str>> {
+    const OPEN: &str = "\"channel_values\":{},\"channel_versions\":{";
+    let mut rest = &text[text.find(OPEN)? + OPEN.len()..];
+    loop {
+        if rest.starts_with('}') {
+            return Some(None);
+        }
+        let (key, after) = quoted(rest)?;
+        let after = after.strip_prefix(':')?;
+        let (value, after) = match after.strip_prefix('"') {
+            Some(_) => quoted(after)?,
+            None => {
+                let end = after.find([',', '}'])?;
+                let digits = &after[..end];
+                if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                    return None;
+                }
+                (digits, &after[end..])
+            }
+        };
+        if key == channel {
+            return Some(Some(value));
+        }
+        rest = match after.strip_prefix(',') {
+            Some(next) => next,
+            None if after.starts_with('}') => after,
+            None => return None,
+        };
+    }
+}
+
+/// A JSON string without escapes at the start of `text`, and what follows it.
+fn quoted(text: &str) -> Option<(&str, &str)> {
+    let body = text.strip_prefix('"')?;
+    // One pass: the closing quote, unless an escape comes first.
+    let end = body.bytes().position(|b| b == b'"' || b == b'\\')?;
+    (body.as_bytes()[end] == b'"').then(|| (&body[..end], &body[end + 1..]))
+}
+
+/// The version of `channel` in any checkpoint JSON, read as `CAST(json_extract(..) AS TEXT)`
+/// reads it: integer versions of older savers match their text.
+fn parse_version(text: &str, channel: &str) -> Result<Option<String>> {
+    #[derive(Deserialize)]
+    struct Versions {
+        #[serde(default)]
+        channel_versions: serde_json::Map<String, Value>,
+    }
+    let parsed: Versions =
+        serde_json::from_str(text).map_err(|e| Error::serialization("json", e))?;
+    Ok(match parsed.channel_versions.get(channel) {
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        _ => None,
+    })
+}
+
+/// The fast walk of [`delta_history`]; `None` when the chain's ids do not fall.
+fn linear_delta_history(
+    conn: &Connection,
+    thread_id: &str,
+    ns: &str,
+    target: Option<&str>,
+    channels: &[String],
+) -> Result<Option<BTreeMap<String, RawHistory>>> {
+    let mut out: BTreeMap<String, RawHistory> = channels
+        .iter()
+        .map(|c| (c.clone(), RawHistory::default()))
+        .collect();
+    let found = match target {
+        Some(id) => conn
+            .prepare_cached(
+                "SELECT checkpoint_id, parent_checkpoint_id FROM checkpoints
+                 WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3",
+            )
+            .and_then(|mut s| {
+                s.query_row(params![thread_id, ns, id], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()
+            }),
+        None => conn
+            .prepare_cached(
+                "SELECT checkpoint_id, parent_checkpoint_id FROM checkpoints
+                 WHERE thread_id = ?1 AND checkpoint_ns = ?2
+                 ORDER BY checkpoint_id DESC LIMIT 1",
+            )
+            .and_then(|mut s| {
+                s.query_row(params![thread_id, ns], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()
+            }),
+    }
+    .map_err(sqlite_error)?;
+    let Some((target_id, parent)): Option<(String, Option<String>)> = found else {
+        return Ok(Some(out));
+    };
+
+    let mut seeds: BTreeMap<String, Seeds> = BTreeMap::new();
+    {
+        let wanted = serde_json::to_string(&out.keys().collect::<Vec<_>>())
+            .map_err(|e| Error::serialization("json", e))?;
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT channel, version FROM checkpoint_blobs
+                 WHERE thread_id = ?1 AND checkpoint_ns = ?2
+                     AND channel IN (SELECT value FROM json_each(?3))
+                     AND type <> 'empty' AND blob IS NOT NULL",
+            )
+            .map_err(sqlite_error)?;
+        let mut rows = stmt
+            .query(params![thread_id, ns, wanted])
+            .map_err(sqlite_error)?;
+        while let Some(row) = rows.next().map_err(sqlite_error)? {
+            let (channel, version): (String, String) = (
+                row.get(0).map_err(sqlite_error)?,
+                row.get(1).map_err(sqlite_error)?,
+            );
+            seeds.entry(channel).or_default().versions.insert(version);
+        }
+    }
+
+    // The ancestors, parent first; each channel's walk ends at its seed (an index into it).
+    let mut chain: Vec<String> = Vec::new();
+    let mut seeded: BTreeMap<String, (usize, String)> = BTreeMap::new();
+    let mut child = target_id;
+    let mut next = parent;
+    {
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT checkpoint_id, parent_checkpoint_id, checkpoint FROM checkpoints
+                 WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id < ?3
+                 ORDER BY checkpoint_id DESC",
+            )
+            .map_err(sqlite_error)?;
+        let mut rows = stmt
+            .query(params![thread_id, ns, child])
+            .map_err(sqlite_error)?;
+        while let Some(wanted) = next.take() {
+            if wanted >= child {
+                return Ok(None);
+            }
+            // Rows newer than the wanted id are other branches; older ones mean it is missing.
+            let row = loop {
+                match rows.next().map_err(sqlite_error)? {
+                    Some(row) => {
+                        let id = text_at(row, 0)?;
+                        if id > wanted.as_str() {
+                            continue;
+                        }
+                        break (id == wanted.as_str()).then_some(row);
+                    }
+                    None => break None,
+                }
+            };
+            let Some(row) = row else {
+                break;
+            };
+            for channel in out.keys() {
+                let Some(seeds) = seeds.get(channel).filter(|_| !seeded.contains_key(channel))
+                else {
+                    continue;
+                };
+                if let Some(version) = seeds.found_in(text_at(row, 2)?, channel)? {
+                    seeded.insert(channel.clone(), (chain.len(), version));
+                }
+            }
+            next = row.get(1).map_err(sqlite_error)?;
+            chain.push(wanted.clone());
+            child = wanted;
+            if seeded.len() == out.len() {
+                break;
+            }
+        }
+    }
+
+    for (channel, history) in out.iter_mut() {
+        let seed = seeded.get(channel);
+        let ancestors = match seed {
+            Some((at, _)) => &chain[..=*at],
+            None => &chain[..],
+        };
+        if let (Some(oldest), Some(newest)) = (ancestors.last(), ancestors.first()) {
+            let members: HashSet<&str> = ancestors.iter().map(String::as_str).collect();
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT checkpoint_id, task_id, idx, type, blob FROM checkpoint_writes
+                     WHERE thread_id = ?1 AND checkpoint_ns = ?2
+                         AND checkpoint_id BETWEEN ?3 AND ?4 AND channel = ?5
+                     ORDER BY checkpoint_id, task_id, idx",
+                )
+                .map_err(sqlite_error)?;
+            let mut rows = stmt
+                .query(params![thread_id, ns, oldest, newest, channel])
+                .map_err(sqlite_error)?;
+            while let Some(row) = rows.next().map_err(sqlite_error)? {
+                let at = text_at(row, 0)?;
+                if !members.contains(at) {
+                    continue;
+                }
+                let write = RawWrite {
+                    task_id: row.get(1).map_err(sqlite_error)?,
+                    idx: row.get(2).map_err(sqlite_error)?,
+                    channel: channel.clone(),
+                    type_tag: row.get(3).map_err(sqlite_error)?,
+                    blob: row.get(4).map_err(sqlite_error)?,
+                };
+                history.writes.push((at.to_owned(), write));
+            }
+        }
+        if let Some((_, version)) = seed {
+            history.seed = conn
+                .prepare_cached(
+                    "SELECT type, blob FROM checkpoint_blobs WHERE thread_id = ?1
+                         AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4",
+                )
+                .and_then(|mut s| {
+                    s.query_row(params![thread_id, ns, channel, version], |r| {
+                        Ok(RawBlob {
+                            channel: channel.clone(),
+                            version: version.clone(),
+                            type_tag: r.get(0)?,
+                            blob: Bytes::from(r.get::<_, Vec<u8>>(1)?),
+                        })
+                    })
+                    .optional()
+                })
+                .map_err(sqlite_error)?;
+        }
+    }
+    Ok(Some(out))
+}
+
+/// Column `i` of `row` as text (a checkpoint's JSON may also be stored as a blob).
+fn text_at<'r>(row: &'r rusqlite::Row<'_>, i: usize) -> Result<&'r str> {
+    match row.get_ref(i).map_err(sqlite_error)? {
+        ValueRef::Text(bytes) | ValueRef::Blob(bytes) => {
+            std::str::from_utf8(bytes).map_err(|e| Error::serialization("json", e))
+        }
+        other => Err(Error::backend(
+            "sqlite",
+            format!("expected text in column {i}, found {:?}", other.data_type()),
+        )),
+    }
+}
+
+/// One channel's history as read: its writes oldest first, each with the id of the
+/// checkpoint it belongs to, and the seed value if an ancestor has one.
+#[derive(Debug, Default)]
+pub(crate) struct RawHistory {
+    pub(crate) writes: Vec<(String, RawWrite)>,
+    pub(crate) seed: Option<RawBlob>,
+}
+
+/// The delta history of some channels in one statement, whatever the chain's length (the
+/// general case of [`delta_history`]).
+///
+/// `chain` walks parent links from the target (depth 0), once per channel (channels end
+/// independently), and stops at the first ancestor with a stored value for the channel
+/// (`seeded`): a non-`empty` blob under the version the checkpoint JSON names. The version
+/// is read by a JSON path that quotes the channel name (`json_quote` escapes it, and SQLite
+/// reads escapes in quoted path labels since 3.45; the bundled one is newer), so names with
+/// dots, quotes or a leading `$` stay one key; `CAST` matches integer versions of older
+/// savers to their text key, as `get` matches them. `CROSS JOIN` fixes the loop order, so
+/// each ancestor is one probe by key: SQLite would otherwise scan the thread's writes (or
+/// blobs) and probe the chain for each.
+///
+/// The result holds the ancestors' writes to each channel (`task_id` not null), oldest
+/// ancestor first and by `(task_id, idx)` within one, and each channel's seed (`task_id`
+/// null, the last column is then its version).
+///
+/// `?1` thread, `?2` namespace, `?3` target id (`NULL`: the latest), `?4` the channels as a
+/// JSON array of distinct names.
+const DELTA_HISTORY: &str =
+    "WITH RECURSIVE chain (channel, path, checkpoint_id, parent_id, depth, seeded) AS (
+    SELECT o.value, '$.channel_versions.' || json_quote(o.value), t.checkpoint_id,
+        t.parent_checkpoint_id, 0, 0
+    FROM checkpoints t CROSS JOIN json_each(?4) o
+    WHERE t.thread_id = ?1 AND t.checkpoint_ns = ?2 AND t.checkpoint_id = coalesce(?3,
+        (SELECT max(checkpoint_id) FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2))
+    UNION ALL
+    SELECT chain.channel, chain.path, c.checkpoint_id, c.parent_checkpoint_id, chain.depth + 1,
+        EXISTS (SELECT 1 FROM checkpoint_blobs b
+            WHERE b.thread_id = ?1 AND b.checkpoint_ns = ?2 AND b.channel = chain.channel
+                AND b.version = CAST(json_extract(c.checkpoint, chain.path) AS TEXT)
+                AND b.type <> 'empty' AND b.blob IS NOT NULL)
+    FROM chain CROSS JOIN checkpoints c
+    WHERE NOT chain.seeded
+        AND c.thread_id = ?1 AND c.checkpoint_ns = ?2 AND c.checkpoint_id = chain.parent_id
+)
+SELECT chain.depth, w.channel, w.task_id, w.idx, w.type, w.blob, chain.checkpoint_id
+FROM chain CROSS JOIN checkpoint_writes w
+WHERE chain.depth > 0 AND w.thread_id = ?1 AND w.checkpoint_ns = ?2
+    AND w.checkpoint_id = chain.checkpoint_id AND w.channel = chain.channel
+UNION ALL
+SELECT chain.depth, b.channel, NULL, NULL, b.type, b.blob, b.version
+FROM chain CROSS JOIN checkpoints c CROSS JOIN checkpoint_blobs b
+WHERE chain.seeded
+    AND c.thread_id = ?1 AND c.checkpoint_ns = ?2 AND c.checkpoint_id = chain.checkpoint_id
+    AND b.thread_id = ?1 AND b.checkpoint_ns = ?2 AND b.channel = chain.channel
+    AND b.version = CAST(json_extract(c.checkpoint, chain.path) AS TEXT)
+ORDER BY 1 DESC, 3, 4";
+
+/// [`DELTA_HISTORY`], read into histories.
+fn chained_delta_history(
+    conn: &Connection,
+    thread_id: &str,
+    ns: &str,
+    target: Option<&str>,
+    channels: &[String],
+) -> Result<BTreeMap<String, RawHistory>> {
+    let mut out: BTreeMap<String, RawHistory> = channels
+        .iter()
+        .map(|c| (c.clone(), RawHistory::default()))
+        .collect();
+    let wanted: Vec<&String> = out.keys().collect();
+    let wanted = serde_json::to_string(&wanted)
+        .map_err(|e| waypoint_checkpoint::Error::serialization("json", e))?;
+    let mut stmt = conn.prepare_cached(DELTA_HISTORY).map_err(sqlite_error)?;
+    let mut rows = stmt
+        .query(params![thread_id, ns, target, wanted])
+        .map_err(sqlite_error)?;
+    while let Some(row) = rows.next().map_err(sqlite_error)? {
+        let get = |i| row.get::<_, String>(i).map_err(sqlite_error);
+        let channel = get(1)?;
+        let Some(history) = out.get_mut(&channel) else {
+            continue;
+        };
+        let task_id: Option<String> = row.get(2).map_err(sqlite_error)?;
+        match task_id {
+            Some(task_id) => {
+                let write = RawWrite {
+                    task_id,
+                    idx: row.get(3).map_err(sqlite_error)?,
+                    channel,
+                    type_tag: get(4)?,
+                    blob: row.get(5).map_err(sqlite_error)?,
+                };
+                history.writes.push((get(6)?, write));
+            }
+            None => {
+                history.seed = Some(RawBlob {
+                    channel,
+                    version: get(6)?,
+                    type_tag: get(4)?,
+                    blob: Bytes::from(row.get::<_, Vec<u8>>(5).map_err(sqlite_error)?),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    /// The text scan reads what the JSON parse reads, or declines.
+    #[test]
+    fn scanned_versions_agree_with_parsed_ones() {
+        let texts = [
+            r#"{"v":4,"id":"x","channel_values":{},"channel_versions":{"a":"01.5","m":"02.7"},"versions_seen":{"n":{"m":"09.1"}}}"#,
+            r#"{"v":4,"channel_values":{},"channel_versions":{"m":3,"a":"1"}}"#,
+            r#"{"v":4,"channel_values":{},"channel_versions":{}}"#,
+            r#"{"v":4,"channel_values":{},"channel_versions":{"q\"x":"5","m":"6"}}"#,
+            r#"{"v":4,"channel_versions":{"m":"7"},"channel_values":{}}"#,
+            r#"{"v":4,"channel_values":{},"channel_versions":{"m":3.5}}"#,
+        ];
+        for text in texts {
+            for channel in ["m", "a", "q\"x", "absent"] {
+                let parsed = super::parse_version(text, channel).expect("valid JSON");
+                if let Some(scanned) = super::scan_version(text, channel) {
+                    assert_eq!(scanned.map(str::to_owned), parsed, "{channel} in {text}");
+                }
+            }
+        }
+        // Declined: escapes, another layout, a non-integer number.
+        assert_eq!(super::scan_version(texts[3], "m"), None);
+        assert_eq!(super::scan_version(texts[4], "m"), None);
+        assert_eq!(super::scan_version(texts[5], "m"), None);
+        assert_eq!(super::scan_version(texts[0], "m"), Some(Some("02.7")));
+        assert_eq!(super::scan_version(texts[1], "m"), Some(Some("3")));
+    }
+
+    use waypoint_checkpoint::{
+        ChannelVersion, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
+        CheckpointSaver, CheckpointSource, SerializedValue, walk_delta_history,
+    };
+
+    use crate::SqliteSaver;
+
+    fn val(text: &str) -> SerializedValue {
+        SerializedValue::new("json", format!("{text:?}").into_bytes())
+    }
+
+    /// Names a JSON path would need escaped, a channel nobody wrote, and a repeated name: the
+    /// one-statement history agrees with the generic walk at every checkpoint.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn delta_history_matches_generic_walk_for_odd_channel_names() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let saver = SqliteSaver::from_path(dir.path().join("d.db"))
+            .await
+            .expect("open");
+        let names = ["a.b", "q\"x", "$.c", "plain", "back\\slash"];
+        let mut parent = CheckpointConfig::new("t").with_ns("");
+        let mut configs = Vec::new();
+        let mut versions = ChannelVersions::new();
+        for step in 0..9i64 {
+            let mut cp = Checkpoint::new(step);
+            let mut new_versions = ChannelVersions::new();
+            for (i, name) in names.iter().enumerate() {
+                let next = ChannelVersion::next(versions.get(*name)).expect("version");
+                versions.insert((*name).to_owned(), next.clone());
+                new_versions.insert((*name).to_owned(), next);
+                if step % (i as i64 + 2) == 0 {
+                    cp.channel_values
+                        .insert((*name).to_owned(), val(&format!("seed {step}")));
+                }
+            }
+            cp.channel_versions = versions.clone();
+            let meta = CheckpointMetadata::new(CheckpointSource::Loop, step);
+            parent = saver
+                .put(&parent, cp, meta, new_versions)
+                .await
+                .expect("put");
+            for (task, name) in ["t2", "t1"].iter().zip(names.iter().rev()) {
+                let writes = vec![
+                    ((*name).to_owned(), val(&format!("{task} {step}"))),
+                    ("a.b".to_owned(), val(&format!("{task} {step} again"))),
+                ];
+                saver
+                    .put_writes(&parent, writes, task, "")
+                    .await
+                    .expect("writes");
+            }
+            configs.push(parent.clone());
+        }
+        let mut wanted: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+        wanted.extend(["missing".to_owned(), "a.b".to_owned()]);
+        configs.push(CheckpointConfig::new("t").with_ns(""));
+        for config in &configs {
+            let fast = saver
+                .delta_channel_history(config, &wanted)
+                .await
+                .expect("history");
+            let slow = walk_delta_history(&saver, config, &wanted)
+                .await
+                .expect("walk");
+            assert_eq!(fast, slow, "at {config:?}");
+        }
+    }
+
+    /// A branching thread (forks, snapshots on some branches, hand-made ids that break time
+    /// order): wherever the range-scan walk answers, it answers as the recursive statement
+    /// does, and the saver agrees with the generic walk everywhere.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn range_walk_agrees_with_the_recursive_statement_on_branching_threads() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("d.db");
+        let saver = SqliteSaver::from_path(&path).await.expect("open");
+        let mut lcg = 0x2545_f491_4f6c_dd1du64;
+        let mut roll = move |n: u64| {
+            lcg = lcg.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            (lcg >> 33) % n
+        };
+        let channels = ["messages", "notes"];
+        // (config, channel versions) of every checkpoint so far.
+        let mut made: Vec<(CheckpointConfig, ChannelVersions)> = Vec::new();
+        for step in 0..60i64 {
+            let (parent, mut versions) = match made.len() {
+                0 => (
+                    CheckpointConfig::new("t").with_ns(""),
+                    ChannelVersions::new(),
+                ),
+                n => {
+                    // Mostly extend the newest checkpoint, sometimes fork an older one.
+                    let at = if roll(4) == 0 {
+                        roll(n as u64) as usize
+                    } else {
+                        n - 1
+                    };
+                    made[at].clone()
+                }
+            };
+            let mut cp = Checkpoint::new(step);
+            if roll(8) == 0 {
+                // An id that sorts before its parent's: the range walk must step aside.
+                cp.id = format!("0-hand-made-{step:03}");
+            }
+            let mut new_versions = ChannelVersions::new();
+            for channel in channels {
+                if roll(2) == 0 {
+                    let next = ChannelVersion::next(versions.get(channel)).expect("version");
+                    versions.insert(channel.to_owned(), next.clone());
+                    new_versions.insert(channel.to_owned(), next);
+                    if roll(5) == 0 {
+                        cp.channel_values
+                            .insert(channel.to_owned(), val(&format!("snapshot {step}")));
+                    }
+                }
+            }
+            cp.channel_versions = versions.clone();
+            let meta = CheckpointMetadata::new(CheckpointSource::Loop, step);
+            let config = saver
+                .put(&parent, cp, meta, new_versions)
+                .await
+                .expect("put");
+            for task in ["t1", "t2"] {
+                if roll(3) > 0 {
+                    let channel = channels[roll(2) as usize];
+                    let writes = vec![(channel.to_owned(), val(&format!("{task} {step}")))];
+                    saver
+                        .put_writes(&config, writes, task, "")
+                        .await
+                        .expect("writes");
+                }
+            }
+            made.push((config, versions));
+        }
+        let wanted: Vec<String> = ["messages", "notes", "missing"]
+            .iter()
+            .map(|c| (*c).to_owned())
+            .collect();
+        let conn = rusqlite::Connection::open(&path).expect("open raw");
+        let (mut linear, mut fallbacks) = (0, 0);
+        for (config, _) in &made {
+            let id = config.checkpoint_id.as_deref();
+            let general = super::chained_delta_history(&conn, "t", "", id, &wanted)
+                .expect("recursive statement");
+            match super::linear_delta_history(&conn, "t", "", id, &wanted).expect("range walk") {
+                Some(found) => {
+                    linear += 1;
+                    assert_eq!(format!("{found:?}"), format!("{general:?}"), "at {id:?}");
+                }
+                None => fallbacks += 1,
+            }
+            let fast = saver
+                .delta_channel_history(config, &wanted)
+                .await
+                .expect("history");
+            let slow = walk_delta_history(&saver, config, &wanted)
+                .await
+                .expect("walk");
+            assert_eq!(fast, slow, "at {config:?}");
+        }
+        assert!(
+            linear > 10 && fallbacks > 0,
+            "{linear} linear, {fallbacks} fallbacks"
+        );
+    }
+
+    /// Versions stored as JSON integers (older savers) find their values, as `get` finds them.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn delta_history_reads_integer_versions() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("d.db");
+        let saver = SqliteSaver::from_path(&path).await.expect("open");
+        let conn = rusqlite::Connection::open(&path).expect("open raw");
+        let ids: Vec<String> = (0..3).map(waypoint_checkpoint::checkpoint_id).collect();
+        for (i, id) in ids.iter().enumerate() {
+            let checkpoint = serde_json::json!({
+                "v": 4, "id": id, "ts": "2026-01-01T00:00:00+00:00",
+                "channel_versions": {"ch": i + 1}, "versions_seen": {}
+            });
+            let parent = i.checked_sub(1).map(|p| ids[p].clone());
+            conn.execute(
+                "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata)
+                 VALUES ('t', '', ?1, ?2, 'json', ?3, '{}')",
+                rusqlite::params![id, parent, checkpoint.to_string()],
+            )
+            .expect("checkpoint");
+            conn.execute(
+                "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob)
+                 VALUES ('t', '', ?1, 'task', 0, 'ch', 'json', ?2)",
+                rusqlite::params![id, format!("{i}").into_bytes()],
+            )
+            .expect("write");
+        }
+        conn.execute(
+            "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
+             VALUES ('t', '', 'ch', '1', 'json', CAST('[0]' AS BLOB))",
+            [],
+        )
+        .expect("blob");
+        let config = CheckpointConfig::new("t").with_ns("");
+        let wanted = ["ch".to_owned()];
+        let fast = saver
+            .delta_channel_history(&config, &wanted)
+            .await
+            .expect("history");
+        assert_eq!(fast["ch"].writes.len(), 2);
+        assert_eq!(
+            fast["ch"].seed.as_ref().map(|s| s.bytes.to_vec()),
+            Some(b"[0]".to_vec())
+        );
+        let slow = walk_delta_history(&saver, &config, &wanted)
+            .await
+            .expect("walk");
+        assert_eq!(fast, slow);
+    }
+}
