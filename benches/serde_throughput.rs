@@ -1,5 +1,6 @@
 //! Serialization throughput: encode and decode per format, plain and sealed with AES-256-GCM,
-//! on three seeded payloads, beside `memcpy` of the same bytes as the physical limit.
+//! on three seeded payloads (LangChain-shaped records, plain records, and the runtime's
+//! `Message` values), beside `memcpy` of the same bytes as the physical limit.
 
 #![allow(missing_docs)] // criterion_group! generates undocumented items.
 
@@ -9,7 +10,7 @@ use std::time::Duration;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use waypoint_benches::{SIZES, conversation, plain_conversation};
+use waypoint_benches::{SIZES, conversation, plain_conversation, runtime_conversation};
 use waypoint_checkpoint::{Format, Keyring, Serde, Slot};
 
 const SLOT: Slot<'static> = Slot::Channel {
@@ -64,6 +65,7 @@ fn serde_throughput(c: &mut Criterion) {
     for size in SIZES {
         bench_shape(c, "messages", size.name, &conversation(size));
         bench_shape(c, "plain", size.name, &plain_conversation(size));
+        bench_shape(c, "message", size.name, &runtime_conversation(size));
     }
 }
 

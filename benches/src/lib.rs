@@ -161,6 +161,22 @@ pub fn conversation(size: PayloadSize) -> Conversation<ChatMessage> {
     Conversation { messages, data }
 }
 
+/// The same conversation as the runtime's [`waypoint_runtime::Message`] values (the state
+/// `MessagesState` holds), with its nested map left out.
+pub fn runtime_conversation(size: PayloadSize) -> Vec<waypoint_runtime::Message> {
+    conversation(size)
+        .messages
+        .into_iter()
+        .map(|m| {
+            let message = match m.kind {
+                MessageKind::Human => waypoint_runtime::Message::human(m.content),
+                MessageKind::Ai => waypoint_runtime::Message::ai(m.content),
+            };
+            message.with_id(m.id)
+        })
+        .collect()
+}
+
 /// The same conversation with plain `{type, content, id}` messages.
 pub fn plain_conversation(size: PayloadSize) -> Conversation<PlainMessage> {
     let c = conversation(size);

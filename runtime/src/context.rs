@@ -1,4 +1,5 @@
-//! What a running node can reach: its run's config, the store, the custom stream.
+//! What a running node can reach: its run's config, the store, the custom and messages
+//! streams.
 
 use std::sync::Arc;
 
@@ -11,12 +12,17 @@ use std::collections::BTreeMap;
 use waypoint_checkpoint::{BoxError, CheckpointSaver};
 
 use crate::interrupt::{Interrupt, SharedScratch};
+use crate::messages::AiMessageChunk;
 use crate::pregel::CompiledGraph;
 use crate::run::Nested;
+use crate::stream::MessageMetadata;
 use crate::{Command, Input, RunConfig, State};
 
 /// Where `write_custom` values go: the node name and the value.
 pub(crate) type CustomSink = Arc<dyn Fn(&str, Value) + Send + Sync>;
+
+/// Where `stream_message` chunks go.
+pub(crate) type MessageSink = Arc<dyn Fn(AiMessageChunk, MessageMetadata) + Send + Sync>;
 
 /// The context passed to every node call.
 #[derive(Clone)]
@@ -24,6 +30,7 @@ pub struct Context {
     pub(crate) config: Arc<RunConfig>,
     pub(crate) store: Option<Arc<dyn Store>>,
     pub(crate) custom: Option<CustomSink>,
+    pub(crate) messages: Option<MessageSink>,
     pub(crate) node: Arc<str>,
     pub(crate) step: i64,
     pub(crate) scratch: Option<SharedScratch>,
@@ -162,6 +169,21 @@ impl Context {
         match outcome.interrupts.into_iter().next() {
             Some(interrupt) => Err(Box::new(interrupt)),
             None => Ok(outcome.values),
+        }
+    }
+
+    /// Sends a piece of the message this node is producing to the `messages` stream (dropped
+    /// when nobody streams that mode). Give every chunk of one message the same id, and put
+    /// the whole message, with that id, in the node's update.
+    pub fn stream_message(&self, chunk: AiMessageChunk) {
+        if let Some(sink) = &self.messages {
+            let metadata = MessageMetadata {
+                node: self.node.to_string(),
+                step: self.step,
+                namespace: self.config.checkpoint_ns.clone(),
+                id: chunk.id.clone(),
+            };
+            sink(chunk, metadata);
         }
     }
 

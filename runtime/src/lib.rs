@@ -54,6 +54,7 @@ mod graph;
 mod history;
 mod interrupt;
 mod lease;
+pub mod messages;
 mod pregel;
 mod run;
 pub mod state;
@@ -68,9 +69,10 @@ pub use graph::{CompileOptions, END, NodeResult, PathMap, Route, START, StateGra
 pub use history::{StateSnapshot, TaskInfo};
 pub use interrupt::{Input, Interrupt, Outcome, Resume};
 pub use lease::LEASE_TTL;
+pub use messages::{Message, MessagesState, MessagesStateUpdate, add_messages};
 pub use pregel::CompiledGraph;
 pub use state::{ChannelSpec, JsonSchema, JsonState, State, reducers};
-pub use stream::{StreamMode, StreamPart};
+pub use stream::{MessageMetadata, StreamMode, StreamPart};
 pub use waypoint_checkpoint::{BoxError, ListOptions, Serde, SerializedValue};
 
 /// What `#[derive(State)]` expands to refers to, so users need no extra dependencies.

@@ -12,7 +12,7 @@ use waypoint_checkpoint::{
 
 use crate::command::Command;
 use crate::config::{Durability, RunConfig};
-use crate::context::{CallSite, Context, CustomSink};
+use crate::context::{CallSite, Context, CustomSink, MessageSink};
 use crate::interrupt::{Input, Interrupt, Resume, Scratch, SharedScratch};
 use crate::pregel::{
     CompiledGraph, FORKED_FROM, Frame, INPUT, INTERRUPT_SEEN, SavedTask, StepEnd, Task, TaskEnd,
@@ -48,6 +48,7 @@ pub(crate) struct Run<'g, S: State> {
     /// Writes of finished tasks in exit durability, kept until the final put.
     exit_writes: Vec<(String, Vec<(String, SerializedValue)>)>,
     custom: Option<CustomSink>,
+    messages: Option<MessageSink>,
     /// Why the frame's checkpoint was made.
     last_source: CheckpointSource,
     /// Async durability: the background writer, started with the first save.
@@ -120,6 +121,7 @@ impl<'g, S: State> Run<'g, S> {
             None => graph.thread_of(config)?.map(str::to_owned),
         };
         let custom = emitter.custom_sink();
+        let messages = emitter.message_sink();
         Ok(Run {
             graph,
             config: Arc::new(config.clone()),
@@ -129,6 +131,7 @@ impl<'g, S: State> Run<'g, S> {
             frame: graph.fresh_frame(),
             exit_writes: Vec::new(),
             custom,
+            messages,
             last_source: CheckpointSource::Loop,
             writer: None,
             resume: None,
@@ -693,6 +696,7 @@ impl<'g, S: State> Run<'g, S> {
             config: Arc::clone(&self.config),
             store: inner.store.clone(),
             custom: self.custom.clone(),
+            messages: self.messages.clone(),
             node: Arc::from(node.name.as_str()),
             step: self.frame.step + 1,
             scratch: Some(scratch),

@@ -144,6 +144,8 @@ pub mod reducers {
     pub fn append<T>(current: &mut Vec<T>, update: Vec<T>) {
         current.extend(update);
     }
+
+    pub use crate::messages::add_messages;
 }
 
 /// Maps a codec error of channel `name` to the runtime's error.

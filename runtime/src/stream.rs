@@ -6,8 +6,9 @@ use futures::Stream;
 use futures::channel::mpsc::{UnboundedSender, unbounded};
 use serde_json::Value;
 
-use crate::context::CustomSink;
+use crate::context::{CustomSink, MessageSink};
 use crate::interrupt::{Input, Interrupt};
+use crate::messages::AiMessageChunk;
 use crate::pregel::CompiledGraph;
 use crate::{Result, RunConfig, State};
 
@@ -22,6 +23,9 @@ pub enum StreamMode {
     Custom,
     /// Checkpoint and task events as JSON.
     Debug,
+    /// Message chunks nodes stream with [`crate::Context::stream_message`] (an LLM's
+    /// tokens), each with where it came from.
+    Messages,
 }
 
 impl StreamMode {
@@ -31,6 +35,7 @@ impl StreamMode {
             StreamMode::Updates => 2,
             StreamMode::Custom => 4,
             StreamMode::Debug => 8,
+            StreamMode::Messages => 16,
         }
     }
 }
@@ -56,6 +61,13 @@ pub enum StreamPart<S: State> {
     },
     /// A debug event: `{"type": "checkpoint" | "task" | "task_result", "step", "payload"}`.
     Debug(Value),
+    /// A piece of a message a node is streaming.
+    Messages {
+        /// The piece; pieces with one id add up (`+`) to one message.
+        chunk: AiMessageChunk,
+        /// Where it came from.
+        metadata: MessageMetadata,
+    },
     /// The run paused: LangGraph's `__interrupt__` event, with the pending interrupts
     /// (empty for a static breakpoint). Sent with the `updates` or `values` modes.
     Interrupt(Vec<Interrupt>),
@@ -69,9 +81,23 @@ impl<S: State> StreamPart<S> {
             StreamPart::Updates { .. } => StreamMode::Updates,
             StreamPart::Custom { .. } => StreamMode::Custom,
             StreamPart::Debug(_) => StreamMode::Debug,
+            StreamPart::Messages { .. } => StreamMode::Messages,
             StreamPart::Interrupt(_) => StreamMode::Updates,
         }
     }
+}
+
+/// Where a streamed message chunk came from (LangGraph's `langgraph_*` metadata keys).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MessageMetadata {
+    /// The node streaming it.
+    pub node: String,
+    /// The super-step it runs in.
+    pub step: i64,
+    /// The checkpoint namespace of the node's graph (empty at the root).
+    pub namespace: String,
+    /// The message's id, shared by all its chunks.
+    pub id: Option<String>,
 }
 
 /// Where a run sends stream items; a no-op for `invoke`.
@@ -119,6 +145,18 @@ impl<S: State> Emitter<S> {
         if self.wants(StreamMode::Debug) {
             self.send(StreamPart::Debug(event()));
         }
+    }
+
+    pub(crate) fn message_sink(&self) -> Option<MessageSink> {
+        if !self.wants(StreamMode::Messages) {
+            return None;
+        }
+        let tx = self.tx.clone()?;
+        Some(Arc::new(
+            move |chunk: AiMessageChunk, metadata: MessageMetadata| {
+                let _ = tx.unbounded_send(Ok(StreamPart::Messages { chunk, metadata }));
+            },
+        ))
     }
 
     pub(crate) fn custom_sink(&self) -> Option<CustomSink> {

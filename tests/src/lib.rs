@@ -8,6 +8,7 @@
 pub mod cases;
 pub mod graphs;
 pub mod hitl;
+pub mod messages;
 pub mod savers;
 pub mod subgraphs;
 
@@ -76,6 +77,10 @@ macro_rules! runtime_suite {
             static_breakpoints_pause_and_continue,
             update_state_skips_interrupted_node,
             parallel_interrupts_resume_by_id,
+        );
+        $crate::runtime_suite!(@module messages $factory;
+            add_messages_history_matches_full_values,
+            streamed_replies_rebuild_by_id,
         );
         $crate::runtime_suite!(@module subgraphs $factory;
             subgraph_as_node_shares_keys,
