@@ -81,6 +81,7 @@ macro_rules! runtime_suite {
         $crate::runtime_suite!(@module messages $factory;
             add_messages_history_matches_full_values,
             streamed_replies_rebuild_by_id,
+            human_review_edits_the_last_message_by_id,
         );
         $crate::runtime_suite!(@module subgraphs $factory;
             subgraph_as_node_shares_keys,

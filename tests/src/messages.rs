@@ -166,3 +166,76 @@ pub async fn streamed_replies_rebuild_by_id(saver: Saver) -> TestResult {
     }
     Ok(())
 }
+
+/// LangGraph's review-a-tool-call pattern: the graph pauses before the tool runs, a human
+/// edits the pending tool call by putting a message with the same id through
+/// `update_state`, and the tool then runs with the edited arguments; the conversation keeps
+/// one AI message, edited in place.
+pub async fn human_review_edits_the_last_message_by_id(saver: Saver) -> TestResult {
+    use serde_json::json;
+    use waypoint_runtime::messages::{AiMessage, ToolCall};
+
+    let mut graph = StateGraph::<MessagesState>::new();
+    graph.add_node(
+        "agent",
+        |_s: Arc<MessagesState>, _ctx: Context| async move {
+            let call = ToolCall::new("call-1", "book_flight", json!({"to": "SFO"}));
+            let ask = Message::Ai(AiMessage {
+                content: "booking".into(),
+                tool_calls: vec![call],
+                ..AiMessage::default()
+            })
+            .with_id("ai-1");
+            Ok::<_, waypoint_runtime::BoxError>(MessagesStateUpdate::default().messages(vec![ask]))
+        },
+    );
+    graph.add_node(
+        "tools",
+        |state: Arc<MessagesState>, _ctx: Context| async move {
+            let last = state.messages.last().ok_or("a message to answer")?;
+            let call = last.tool_calls().first().ok_or("a tool call to run")?;
+            let done = Message::tool(
+                call.id.clone().unwrap_or_default(),
+                format!("booked to {}", call.args["to"]),
+            );
+            Ok::<_, waypoint_runtime::BoxError>(MessagesStateUpdate::default().messages(vec![done]))
+        },
+    );
+    graph.add_edge(START, "agent").add_edge("agent", "tools");
+    let options = CompileOptions {
+        interrupt_before: vec!["tools".into()],
+        ..CompileOptions::default()
+    };
+    let graph = graph.compile(options.checkpointer(Arc::clone(&saver)))?;
+    let config = RunConfig::thread(thread());
+    let input = MessagesStateUpdate::default().messages(vec![Message::human("fly me")]);
+    let paused = graph.invoke(Some(input), &config).await?;
+    assert!(paused.interrupted);
+    let state = graph.get_state(&config).await?;
+    assert_eq!(state.next, ["tools"]);
+
+    // The reviewer edits the pending call: same message id, new arguments.
+    let mut edited = state
+        .values
+        .messages
+        .last()
+        .cloned()
+        .ok_or("the AI message")?;
+    if let Message::Ai(ai) = &mut edited {
+        ai.tool_calls[0].args = json!({"to": "LAX"});
+    }
+    let update = MessagesStateUpdate::default().messages(vec![edited]);
+    graph
+        .update_state(&config, Some(update), Some("agent"))
+        .await?;
+    let done = graph.invoke(None, &config).await?;
+    let messages = &done.values.messages;
+    assert_eq!(
+        messages.iter().map(Message::kind).collect::<Vec<_>>(),
+        ["human", "ai", "tool"]
+    );
+    assert_eq!(messages[1].id(), Some("ai-1"));
+    assert_eq!(messages[1].tool_calls()[0].args, json!({"to": "LAX"}));
+    assert_eq!(messages[2].text(), "booked to \"LAX\"");
+    Ok(())
+}
