@@ -2,11 +2,13 @@
 //! channels, one changing per step), puts from 16 concurrent writers on distinct threads,
 //! `put_writes`, `get_tuple` latest and by id (median via criterion, p50/p99 printed), `list`
 //! of a 1,000-checkpoint history, `delta_channel_history` in the middle of a 600-checkpoint
-//! chain (300 ancestors back to the snapshot), bytes on disk per checkpoint, and limit lines: plain
-//! rusqlite inserts of the same bytes for SQLite, `pgbench` single-row inserts for PostgreSQL.
+//! chain (300 ancestors back to the snapshot), bytes on disk per checkpoint (memory for Redis),
+//! and limit lines: plain rusqlite inserts of the same bytes for SQLite, `pgbench` single-row
+//! inserts for PostgreSQL, `redis-benchmark`'s pipelined HSET for Redis.
 //!
 //! PostgreSQL runs when `WAYPOINT_BENCH_POSTGRES_URL` (or `WAYPOINT_TEST_POSTGRES_URL`) names
-//! a server; each run uses fresh schemas on it.
+//! a server; each run uses fresh schemas on it. Redis runs when `WAYPOINT_BENCH_REDIS_URL` (or
+//! `WAYPOINT_TEST_REDIS_URL`) names a server; each run uses fresh key prefixes on it.
 #![allow(missing_docs)] // criterion's macros and this harness's main need no docs.
 
 use std::sync::Arc;
@@ -21,6 +23,7 @@ use waypoint_checkpoint::{
     CheckpointSaver, CheckpointSource, InMemorySaver, ListOptions, SerializedValue,
 };
 use waypoint_checkpoint_postgres::{PostgresConfig, PostgresSaver};
+use waypoint_checkpoint_redis::{RedisConfig, RedisSaver, redis};
 use waypoint_checkpoint_sqlite::SqliteSaver;
 
 /// Concurrent writers in the concurrent put benchmark.
@@ -40,6 +43,7 @@ enum Storage {
     Memory,
     Sqlite,
     Postgres(String),
+    Redis(String),
 }
 
 /// The PostgreSQL server to measure, if any.
@@ -61,6 +65,21 @@ async fn postgres_saver(url: &str) -> PostgresSaver {
     .expect("connect to PostgreSQL");
     saver.setup().await.expect("setup");
     saver
+}
+
+/// The Redis server to measure, if any.
+fn redis_url() -> Option<String> {
+    ["WAYPOINT_BENCH_REDIS_URL", "WAYPOINT_TEST_REDIS_URL"]
+        .iter()
+        .find_map(|var| std::env::var(var).ok().filter(|u| !u.is_empty()))
+}
+
+/// A saver on a fresh key prefix of the server at `url`.
+async fn redis_saver(url: &str) -> RedisSaver {
+    let prefix = format!("bench-{}", uuid::Uuid::new_v4().simple());
+    RedisSaver::connect(RedisConfig::new(url).prefix(prefix))
+        .await
+        .expect("connect to Redis")
 }
 
 fn backends(rt: &tokio::runtime::Runtime, dir: &std::path::Path) -> Vec<Backend> {
@@ -87,6 +106,14 @@ fn backends(rt: &tokio::runtime::Runtime, dir: &std::path::Path) -> Vec<Backend>
             storage: Storage::Postgres(url),
         }),
         None => eprintln!("PostgreSQL skipped: set WAYPOINT_BENCH_POSTGRES_URL"),
+    }
+    match redis_url() {
+        Some(url) => backends.push(Backend {
+            name: "redis",
+            saver: Arc::new(rt.block_on(redis_saver(&url))),
+            storage: Storage::Redis(url),
+        }),
+        None => eprintln!("Redis skipped: set WAYPOINT_BENCH_REDIS_URL"),
     }
     backends
 }
@@ -333,6 +360,7 @@ fn main() {
             Storage::Memory => 0,
             Storage::Sqlite => bytes_per_checkpoint(&rt, &value),
             Storage::Postgres(url) => postgres_bytes_per_checkpoint(&rt, url, &value),
+            Storage::Redis(url) => redis_bytes_per_checkpoint(&rt, url, &value),
         };
         let ms = |d: Duration| format!("{:.4} ms", d.as_secs_f64() * 1e3);
         let bytes = if bytes > 0 {
@@ -353,6 +381,9 @@ fn main() {
     rusqlite_limit(dir.path(), &value);
     if let Some(url) = postgres_url() {
         pgbench_limit(&rt, &url, &value);
+    }
+    if let Some(url) = redis_url() {
+        redis_benchmark_limit(&url);
     }
     c.final_summary();
 }
@@ -538,4 +569,87 @@ fn pgbench_limit(rt: &tokio::runtime::Runtime, url: &str, value: &SerializedValu
         }
     }
     let _ = std::fs::remove_file(&script);
+}
+
+/// Bytes of server memory per checkpoint (`MEMORY USAGE` of every key) of a fresh prefix
+/// holding one 1,000-checkpoint thread.
+fn redis_bytes_per_checkpoint(
+    rt: &tokio::runtime::Runtime,
+    url: &str,
+    value: &SerializedValue,
+) -> u64 {
+    rt.block_on(async {
+        let saver = redis_saver(url).await;
+        checkpoints::put_all(&saver, "size", checkpoints::history(HISTORY, value))
+            .await
+            .expect("history");
+        let mut conn = saver.connection();
+        let pattern = format!("{}:*", saver.config().prefix);
+        let (mut cursor, mut bytes) = (0u64, 0u64);
+        loop {
+            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(&mut conn)
+                .await
+                .expect("scan");
+            for key in keys {
+                let used: Option<u64> = redis::cmd("MEMORY")
+                    .arg("USAGE")
+                    .arg(&key)
+                    .arg("SAMPLES")
+                    .arg(0)
+                    .query_async(&mut conn)
+                    .await
+                    .expect("memory usage");
+                bytes += used.unwrap_or(0);
+            }
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+        bytes / HISTORY as u64
+    })
+}
+
+/// The physical limit: `redis-benchmark`'s HSET with 16 commands per pipeline, on the same
+/// server.
+fn redis_benchmark_limit(url: &str) {
+    // redis://host:port/... (the benchmark tool takes host and port apart).
+    let authority = url
+        .trim_start_matches("redis://")
+        .split('/')
+        .next()
+        .unwrap_or("")
+        .rsplit('@')
+        .next()
+        .unwrap_or("");
+    let (host, port) = authority.rsplit_once(':').unwrap_or((authority, "6379"));
+    let out = std::process::Command::new("redis-benchmark")
+        .args([
+            "-h", host, "-p", port, "-t", "hset", "-P", "16", "-n", "200000", "-q",
+        ])
+        .output();
+    match out {
+        Ok(out) if out.status.success() => {
+            let text = String::from_utf8_lossy(&out.stdout);
+            let line = text
+                .split(['\r', '\n'])
+                .rfind(|l| l.contains("requests per second"))
+                .unwrap_or("?");
+            println!(
+                "redis-benchmark limit line (HSET, pipeline 16): {}",
+                line.trim()
+            );
+        }
+        Ok(out) => eprintln!(
+            "redis-benchmark failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+        Err(e) => eprintln!("redis-benchmark not run: {e}"),
+    }
 }

@@ -4,7 +4,9 @@
 //! vectors. Throughput via criterion; a Markdown table gives p50/p99 latencies.
 //!
 //! PostgreSQL runs when `WAYPOINT_BENCH_POSTGRES_URL` (or `WAYPOINT_TEST_POSTGRES_URL`) names a
-//! server; each store uses a fresh schema. The peer is `benches/peers/langgraph_store.py`.
+//! server; each store uses a fresh schema. Redis runs when `WAYPOINT_BENCH_REDIS_URL` (or
+//! `WAYPOINT_TEST_REDIS_URL`) names a server; each store uses a fresh key prefix. The peer is
+//! `benches/peers/langgraph_store.py`.
 #![allow(missing_docs)] // criterion's macros and this harness's main need no docs.
 
 use std::future::Future;
@@ -32,6 +34,12 @@ struct Backend {
 
 fn postgres_url() -> Option<String> {
     ["WAYPOINT_BENCH_POSTGRES_URL", "WAYPOINT_TEST_POSTGRES_URL"]
+        .iter()
+        .find_map(|var| std::env::var(var).ok().filter(|u| !u.is_empty()))
+}
+
+fn redis_url() -> Option<String> {
+    ["WAYPOINT_BENCH_REDIS_URL", "WAYPOINT_TEST_REDIS_URL"]
         .iter()
         .find_map(|var| std::env::var(var).ok().filter(|u| !u.is_empty()))
 }
@@ -68,6 +76,16 @@ fn backends(dir: &std::path::Path) -> Vec<Backend> {
         }),
         None => eprintln!("PostgreSQL skipped: set WAYPOINT_BENCH_POSTGRES_URL"),
     }
+    match redis_url() {
+        Some(url) => backends.push(Backend {
+            name: "redis",
+            open: Box::new(move |config| {
+                let url = url.clone();
+                Box::pin(async move { redis_store(&url, config).await })
+            }),
+        }),
+        None => eprintln!("Redis skipped: set WAYPOINT_BENCH_REDIS_URL"),
+    }
     backends
 }
 
@@ -81,6 +99,18 @@ async fn postgres_store(url: &str, config: StoreConfig) -> Arc<dyn Store> {
     .await
     .expect("connect to PostgreSQL");
     store.setup().await.expect("setup");
+    Arc::new(store)
+}
+
+async fn redis_store(url: &str, config: StoreConfig) -> Arc<dyn Store> {
+    let prefix = format!("bench-{}", uuid::Uuid::new_v4().simple());
+    let store = waypoint_store::RedisStore::connect(
+        waypoint_store::RedisStoreConfig::new(url)
+            .prefix(prefix)
+            .store(config),
+    )
+    .await
+    .expect("connect to Redis");
     Arc::new(store)
 }
 

@@ -1,6 +1,7 @@
 # Throwaway database servers for tests and benchmarks; source this file, then call
-# `start_postgres DIR NAME VAR` (exports WAYPOINT_TEST_<VAR>_URL) and `stop_services` (also from a
-# trap). Servers listen on loopback only, on a free random port, with their data in DIR.
+# `start_postgres DIR NAME VAR` or `start_redis DIR NAME VAR` (each exports
+# WAYPOINT_TEST_<VAR>_URL) and `stop_services` (also from a trap). Servers listen on loopback
+# only, on a free random port, with their data in DIR.
 
 _waypoint_stops=()
 
@@ -69,6 +70,56 @@ CTL
     export "WAYPOINT_TEST_${var}_URL=postgres://waypoint@127.0.0.1:$port/postgres"
     export "WAYPOINT_TEST_${var}_CTL=$ctl"
     echo "PostgreSQL $("$bin/postgres" --version | awk '{print $3}') on 127.0.0.1:$port ($2, data in $root/data)"
+}
+
+# The redis-server binary; installs Redis when it is missing.
+redis_bin() {
+    if ! command -v redis-server >/dev/null 2>&1; then
+        echo "Redis not found: installing it from Debian's packages" >&2
+        if [ "$(id -u)" = 0 ]; then
+            apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >&2
+        else
+            sudo apt-get update -qq >&2 && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >&2
+        fi
+    fi
+    command -v redis-server
+}
+
+# Starts a fresh Redis under DIR/NAME (no persistence) and exports WAYPOINT_TEST_<VAR>_URL
+# (and _CTL, a script taking `start` or `stop`, for tests that take the server away).
+start_redis() {
+    local root="$1/$2" var="$3" bin port ctl
+    bin="$(redis_bin)"
+    port="$(free_port)"
+    mkdir -p "$root"
+    ctl="$root/ctl.sh"
+    cat >"$ctl" <<CTL
+#!/usr/bin/env bash
+# start | stop the throwaway Redis server in $root
+set -euo pipefail
+case "\$1" in
+    start)
+        $bin --bind 127.0.0.1 --port $port --dir $root --save '' --appendonly no \\
+            --daemonize yes --pidfile $root/redis.pid --logfile $root/server.log
+        for _ in \$(seq 100); do
+            redis-cli -p $port ping >/dev/null 2>&1 && exit 0
+            sleep 0.05
+        done
+        echo "Redis did not start" >&2; exit 1 ;;
+    stop)
+        redis-cli -p $port shutdown nosave >/dev/null 2>&1 || true
+        for _ in \$(seq 100); do
+            redis-cli -p $port ping >/dev/null 2>&1 || exit 0
+            sleep 0.05
+        done ;;
+esac
+CTL
+    chmod +x "$ctl"
+    "$ctl" start || { cat "$root/server.log" >&2; return 1; }
+    _waypoint_stops+=("$ctl stop 2>/dev/null || true")
+    export "WAYPOINT_TEST_${var}_URL=redis://127.0.0.1:$port/"
+    export "WAYPOINT_TEST_${var}_CTL=$ctl"
+    echo "Redis $("$bin" --version | awk '{print $3}' | cut -d= -f2) on 127.0.0.1:$port ($2, data in $root)"
 }
 
 # Stops every server started here.

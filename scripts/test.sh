@@ -35,10 +35,13 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --all-features --no-deps --quie
 step "fuzz targets build"
 cargo build --quiet --manifest-path fuzz/Cargo.toml --bins
 
-step "throwaway servers and the LangGraph venv"
+step "throwaway servers (PostgreSQL, Redis) and the LangGraph venv"
 start_postgres "$scratch" postgres POSTGRES
 # A second server for the fault tests, which stop and restart it mid-run.
 start_postgres "$scratch" postgres-faults POSTGRES_FAULTS
+start_redis "$scratch" redis REDIS
+# A second server for the fault tests, which stop and restart it mid-run.
+start_redis "$scratch" redis-faults REDIS_FAULTS
 langgraph_venv
 export TMPDIR="$scratch"
 

@@ -24,11 +24,12 @@
 //! | [`InMemoryStore`] | always | process memory |
 //! | `SqliteStore` | `sqlite` | LangGraph's `store` table in a SQLite file, vectors as BLOBs |
 //! | `PostgresStore` | `postgres` | LangGraph's `store` table (shared with Python), vectors as BYTEA, a change log for other processes |
+//! | `RedisStore` | `redis` | plain Redis 7: a hash per item, sorted sets per namespace, vectors in hashes |
 //!
 //! | feature | enables |
 //! |---|---|
 //! | `hnsw` (default) | the HNSW graph (hnsw_rs); without it every semantic search is exact |
-//! | `sqlite`, `postgres` | the backends above |
+//! | `sqlite`, `postgres`, `redis` | the backends above |
 //! | `conformance` | the `conformance` module: the suite every backend runs |
 
 mod backend;
@@ -48,9 +49,13 @@ mod types;
 pub mod conformance;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "redis")]
+mod redis;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
+#[cfg(feature = "redis")]
+pub use crate::redis::{RedisStore, RedisStoreConfig};
 pub use config::{AnnConfig, Distance, IndexConfig, StoreConfig, TtlConfig};
 pub use connect::connect;
 pub use embed::{Embedder, HashingEmbedder, OpenAiConfig, OpenAiEmbedder};

@@ -1,0 +1,1217 @@
+//! `RedisSaver`: the `CheckpointSaver` trait on plain Redis 7.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+use std::time::{Duration, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{RedisError, ScriptInvocation, Value};
+use serde_json::Value as Json;
+use waypoint_checkpoint::{
+    Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
+    CheckpointSaver, CheckpointTuple, DELTA_COUNTERS_KEY, Error, Lease, ListOptions, PreparedPut,
+    PreparedSave, PreparedWrites, PruneStrategy, Result, Save, Serde, SerializedValue, Slot,
+    json_contains,
+};
+
+use crate::config::RedisConfig;
+use crate::convert::{
+    self, Head, array, bytes, decode_value, decode_write, encode_value, encode_write, pairs,
+    parse_fields, parse_metadata, required, text,
+};
+use crate::keys::{
+    self, KeyKind, ThreadKeys, blob_field, enc, enc_successor, parse_blob_field,
+    parse_global_member, parse_index_member, parse_write_field, write_field,
+};
+use crate::scripts;
+
+/// How long a lapsed lease stays renewable by its holder (unless someone takes it over).
+const LEASE_GRACE_MS: u64 = 24 * 60 * 60 * 1000;
+
+/// Candidates fetched per round trip when `list` has a metadata filter.
+const FILTERED_PAGE: usize = 256;
+
+/// Largest page of `list` without a filter, and of the scans over the global index.
+const PAGE: usize = 512;
+
+/// How often `prune` and `delete_for_runs` re-plan a thread that changed under them.
+const APPLY_ATTEMPTS: usize = 8;
+
+/// Runs `$body` (a future of a `RedisResult`, using `$conn: ConnectionManager`) within the
+/// saver's timeout. A failure of the connection itself (the server restarted) makes the
+/// connection manager reconnect; with `retry = true` (idempotent operations) the body then
+/// runs once more, so a restart costs no failed call once the server is back.
+macro_rules! with_conn {
+    ($saver:expr, $what:expr, retry = $retry:expr, |$conn:ident| $body:expr) => {{
+        let saver = &$saver;
+        let work = async {
+            let mut attempts: u8 = if $retry { 2 } else { 1 };
+            loop {
+                attempts -= 1;
+                #[allow(unused_mut)]
+                let mut $conn = saver.conn.clone();
+                match $body.await {
+                    Err(e) if attempts > 0 && is_broken(&e) => continue,
+                    Err(e) => break Err(failure($what, e)),
+                    Ok(v) => break Ok(v),
+                }
+            }
+        };
+        match tokio::time::timeout(saver.config.timeout, work).await {
+            Ok(done) => done,
+            Err(_) => Err(timed_out($what, saver.config.timeout)),
+        }
+    }};
+}
+
+/// A checkpointer on a Redis 7 server (no modules), in a key layout of its own (see the
+/// crate docs): every key of a thread carries the thread's hash tag.
+///
+/// Operations share one multiplexed connection that reconnects by itself. Each has a
+/// deadline ([`RedisConfig::timeout`]) and fails with [`Error::Backend`] while the server is
+/// unreachable; idempotent operations are retried once after a broken connection, so the
+/// saver recovers from a server restart without being rebuilt.
+#[derive(Clone)]
+pub struct RedisSaver {
+    conn: ConnectionManager,
+    config: RedisConfig,
+}
+
+impl fmt::Debug for RedisSaver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisSaver")
+            .field("prefix", &self.config.prefix)
+            .field("timeout", &self.config.timeout)
+            .field("ttl", &self.config.ttl)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What failed, kept as the source of [`Error::Backend`].
+#[derive(Debug)]
+struct Failure {
+    operation: &'static str,
+    detail: String,
+    source: Option<RedisError>,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "`{}` failed: {}", self.operation, self.detail)
+    }
+}
+
+impl std::error::Error for Failure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_ref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+fn failure(operation: &'static str, e: RedisError) -> Error {
+    let detail = if is_broken(&e) {
+        format!("the Redis server is unreachable ({e})")
+    } else {
+        e.to_string()
+    };
+    Error::backend(
+        "redis",
+        Failure {
+            operation,
+            detail,
+            source: Some(e),
+        },
+    )
+}
+
+fn timed_out(operation: &'static str, timeout: Duration) -> Error {
+    Error::backend(
+        "redis",
+        Failure {
+            operation,
+            detail: format!("no answer from the Redis server within {timeout:?}"),
+            source: None,
+        },
+    )
+}
+
+/// Whether an error means the connection failed (rather than the command).
+fn is_broken(e: &RedisError) -> bool {
+    e.is_unrecoverable_error()
+        || e.is_io_error()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_timeout()
+}
+
+fn json_bytes(value: &impl serde::Serialize) -> Result<Vec<u8>> {
+    serde_json::to_vec(value).map_err(|e| Error::serialization("json", e))
+}
+
+/// `(` + member: an exclusive bound of a lexicographic range.
+fn exclusive(member: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(member.len() + 1);
+    out.push(b'(');
+    out.extend_from_slice(member);
+    out
+}
+
+/// Where `list` reads its candidates from.
+enum Source {
+    /// Every thread: the global index.
+    Global,
+    /// One thread, every namespace: the thread index.
+    Thread(String),
+    /// One namespace of a thread.
+    Ns(String, String),
+    /// One id of a thread, in every namespace.
+    ThreadId(String, String),
+    /// One checkpoint.
+    One(String, String, String),
+}
+
+/// A checkpoint `list` considers: thread, namespace, id.
+type Candidate = (String, String, String);
+
+/// One deletion of a prune plan.
+enum Removal {
+    Key(String),
+    Member(String, Vec<u8>),
+    Field(String, String),
+    Global(Vec<u8>),
+}
+
+/// A thread as [`scripts::DUMP`] returned it.
+struct Dump {
+    generation: Vec<u8>,
+    entries: Vec<(String, Vec<Vec<u8>>)>,
+}
+
+/// What a plan needs of one stored checkpoint.
+struct Stored {
+    parent: Option<String>,
+    versions: ChannelVersions,
+    metadata: serde_json::Map<String, Json>,
+}
+
+/// What a plan needs of one namespace of a thread.
+#[derive(Default)]
+struct NsState {
+    checkpoints: BTreeMap<String, Stored>,
+    /// Blobs-hash field to whether it holds a value.
+    blobs: HashMap<String, bool>,
+    /// Ids that have a writes hash.
+    writes: Vec<String>,
+}
+
+impl NsState {
+    fn has_value(&self, stored: &Stored, channel: &str) -> bool {
+        stored.versions.get(channel).is_some_and(|v| {
+            self.blobs
+                .get(&blob_field(channel, v.as_str()))
+                .copied()
+                .unwrap_or(false)
+        })
+    }
+
+    /// The newest checkpoint, and the ancestors the delta channels its metadata names still
+    /// need to rebuild their value.
+    fn ids_to_keep(&self) -> BTreeSet<String> {
+        let mut keep = BTreeSet::new();
+        let Some((latest_id, latest)) = self.checkpoints.last_key_value() else {
+            return keep;
+        };
+        keep.insert(latest_id.clone());
+        let mut open: Vec<&str> = match latest.metadata.get(DELTA_COUNTERS_KEY) {
+            Some(Json::Object(counters)) => counters
+                .keys()
+                .map(String::as_str)
+                .filter(|ch| !self.has_value(latest, ch))
+                .collect(),
+            _ => Vec::new(),
+        };
+        let mut next = latest.parent.as_deref();
+        while let (false, Some(id)) = (open.is_empty(), next) {
+            let Some(ancestor) = self.checkpoints.get(id) else {
+                break;
+            };
+            keep.insert(id.to_owned());
+            open.retain(|ch| !self.has_value(ancestor, ch));
+            next = ancestor.parent.as_deref();
+        }
+        keep
+    }
+}
+
+impl RedisSaver {
+    /// Connects to the server `config` names and checks that it answers.
+    pub async fn connect(config: RedisConfig) -> Result<Self> {
+        config.check()?;
+        let client = redis::Client::open(config.url.as_str())
+            .map_err(|e| Error::InvalidConfig(format!("invalid Redis URL: {e}")))?;
+        // Few, short reconnection attempts per call: during an outage calls fail fast with
+        // a clear error instead of each waiting out a long backoff.
+        let manager = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(config.timeout))
+            .set_response_timeout(Some(config.timeout))
+            .set_number_of_retries(1)
+            .set_min_delay(Duration::from_millis(50))
+            .set_max_delay(Duration::from_millis(500));
+        let connecting = ConnectionManager::new_with_config(client, manager);
+        let conn = match tokio::time::timeout(config.timeout, connecting).await {
+            Ok(Ok(conn)) => conn,
+            Ok(Err(e)) => return Err(failure("connect", e)),
+            Err(_) => return Err(timed_out("connect", config.timeout)),
+        };
+        let saver = RedisSaver { conn, config };
+        let ping = redis::cmd("PING");
+        with_conn!(saver, "connect", retry = false, |conn| ping
+            .query_async::<Value>(&mut conn))?;
+        Ok(saver)
+    }
+
+    /// Connects to `redis://...` with default settings.
+    pub async fn from_url(url: &str) -> Result<Self> {
+        Self::connect(RedisConfig::new(url)).await
+    }
+
+    /// The serde values are sealed and opened with.
+    pub fn serde(&self) -> &Serde {
+        &self.config.serde
+    }
+
+    /// The settings this saver was created with.
+    pub fn config(&self) -> &RedisConfig {
+        &self.config
+    }
+
+    /// The connection, for callers that want to run their own commands next to the saver.
+    pub fn connection(&self) -> ConnectionManager {
+        self.conn.clone()
+    }
+
+    /// Keeps every key of `thread_id` (present and future) from expiring, until
+    /// [`Self::unpin_thread`] or `delete_thread`.
+    pub async fn pin_thread(&self, thread_id: &str) -> Result<()> {
+        self.pin(thread_id, true).await
+    }
+
+    /// Lets a pinned thread expire again after the configured ttl, from now.
+    pub async fn unpin_thread(&self, thread_id: &str) -> Result<()> {
+        self.pin(thread_id, false).await
+    }
+
+    async fn pin(&self, thread_id: &str, pinned: bool) -> Result<()> {
+        if thread_id.is_empty() {
+            return Err(Error::InvalidConfig(
+                "pinning needs a non-empty thread_id".into(),
+            ));
+        }
+        let k = self.keys(thread_id);
+        let mut inv = scripts::PIN.prepare_invoke();
+        inv.key(k.registry())
+            .key(k.meta())
+            .arg(if pinned { "1" } else { "0" })
+            .arg(self.config.ttl_ms());
+        let what = if pinned { "pin_thread" } else { "unpin_thread" };
+        with_conn!(self, what, retry = true, |conn| inv
+            .invoke_async::<Value>(&mut conn))?;
+        Ok(())
+    }
+
+    fn keys(&self, thread_id: &str) -> ThreadKeys {
+        ThreadKeys::new(&self.config.prefix, thread_id)
+    }
+
+    fn global(&self) -> String {
+        keys::global_index(&self.config.prefix)
+    }
+
+    fn add_put(&self, inv: &mut ScriptInvocation<'_>, put: &PreparedPut) -> Result<()> {
+        let k = self.keys(&put.thread_id);
+        let (ns, id) = (put.checkpoint_ns.as_str(), put.checkpoint.id.as_str());
+        let fields: Vec<String> = put
+            .checkpoint
+            .channel_versions
+            .iter()
+            .map(|(channel, version)| blob_field(channel, version.as_str()))
+            .collect();
+        inv.key(k.registry())
+            .key(k.meta())
+            .key(k.checkpoint(ns, id))
+            .key(k.ns_index(ns))
+            .key(k.index())
+            .key(k.blobs(ns))
+            .key(self.global());
+        inv.arg("P")
+            .arg(id)
+            .arg(json_bytes(&put.checkpoint)?)
+            .arg(json_bytes(&put.metadata)?)
+            .arg(put.parent.as_deref().unwrap_or(""))
+            .arg(json_bytes(&fields)?)
+            .arg(ThreadKeys::index_member(id, ns))
+            .arg(k.global_member(id, ns))
+            .arg(put.values.len());
+        for v in &put.values {
+            inv.arg(blob_field(&v.channel, v.version.as_str()))
+                .arg(encode_value(v.value.as_ref()));
+        }
+        Ok(())
+    }
+
+    fn add_writes(&self, inv: &mut ScriptInvocation<'_>, w: &PreparedWrites) {
+        let k = self.keys(&w.thread_id);
+        inv.key(k.registry())
+            .key(k.meta())
+            .key(k.writes(&w.checkpoint_ns, &w.checkpoint_id));
+        inv.arg("W")
+            .arg(if w.replace { "1" } else { "0" })
+            .arg(w.rows.len());
+        for row in &w.rows {
+            inv.arg(write_field(&w.task_id, row.idx)).arg(encode_write(
+                &row.channel,
+                &w.task_path,
+                &row.value,
+            ));
+        }
+    }
+
+    /// Up to `count` members of `source` below `upper` (exclusive), newest first.
+    async fn page(
+        &self,
+        source: &Source,
+        upper: Option<&[u8]>,
+        count: usize,
+    ) -> Result<Vec<Candidate>> {
+        let (key, thread) = match source {
+            Source::Global => (self.global(), None),
+            Source::Thread(t) => (self.keys(t).index(), Some(t.as_str())),
+            Source::Ns(t, ns) => (self.keys(t).ns_index(ns), Some(t.as_str())),
+            Source::ThreadId(t, id) => {
+                // Every namespace's checkpoint with this id: members starting with enc(id).
+                let k = self.keys(t);
+                let (low, high) = (
+                    [b"[".as_slice(), &enc(id.as_bytes())].concat(),
+                    exclusive(&enc_successor(id.as_bytes())),
+                );
+                let mut cmd = redis::cmd("ZRANGEBYLEX");
+                cmd.arg(k.index()).arg(&low).arg(&high);
+                let reply: Vec<Vec<u8>> = with_conn!(self, "list", retry = true, |conn| cmd
+                    .query_async(&mut conn))?;
+                let mut out = Vec::with_capacity(reply.len());
+                for m in reply.iter().rev() {
+                    let (id, ns) = parse_index_member(m)?;
+                    out.push((t.clone(), ns, id));
+                }
+                return Ok(out);
+            }
+            Source::One(t, ns, id) => return Ok(vec![(t.clone(), ns.clone(), id.clone())]),
+        };
+        let max = upper.map_or_else(|| b"+".to_vec(), exclusive);
+        let mut cmd = redis::cmd("ZREVRANGEBYLEX");
+        cmd.arg(&key)
+            .arg(&max)
+            .arg("-")
+            .arg("LIMIT")
+            .arg(0)
+            .arg(count);
+        let reply: Vec<Vec<u8>> = with_conn!(self, "list", retry = true, |conn| cmd
+            .query_async(&mut conn))?;
+        reply
+            .iter()
+            .map(|m| match (source, thread) {
+                (Source::Ns(t, ns), _) => Ok((
+                    t.clone(),
+                    ns.clone(),
+                    String::from_utf8(m.clone())
+                        .map_err(|_| keys::corrupt("a checkpoint id is not UTF-8"))?,
+                )),
+                (_, Some(t)) => {
+                    let (id, ns) = parse_index_member(m)?;
+                    Ok((t.to_owned(), ns, id))
+                }
+                _ => parse_global_member(m),
+            })
+            .collect()
+    }
+
+    /// The tuples of `candidates` that exist and match the filter, at most `wanted`.
+    async fn load(
+        &self,
+        candidates: &[Candidate],
+        filter: Option<&Json>,
+        wanted: usize,
+    ) -> Result<Vec<CheckpointTuple>> {
+        if candidates.is_empty() || wanted == 0 {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for (t, ns, id) in candidates {
+            pipe.cmd("HMGET")
+                .arg(self.keys(t).checkpoint(ns, id))
+                .arg("c")
+                .arg("m")
+                .arg("p")
+                .arg("b");
+        }
+        let replies: Vec<Value> = with_conn!(self, "list", retry = true, |conn| pipe
+            .query_async(&mut conn))?;
+        let mut heads = Vec::new();
+        let mut dangling = Vec::new();
+        for ((t, ns, id), reply) in candidates.iter().zip(replies) {
+            if heads.len() >= wanted {
+                break;
+            }
+            let mut fields = array(reply)?.into_iter();
+            let (Some(c), Some(m), Some(p), Some(b)) =
+                (fields.next(), fields.next(), fields.next(), fields.next())
+            else {
+                return Err(keys::corrupt("a checkpoint hash reply is short"));
+            };
+            let Some(checkpoint) = bytes(c)? else {
+                // The index outlived the checkpoint (expired with its thread): forget it.
+                dangling.push((t, ns, id));
+                continue;
+            };
+            let metadata = Json::Object(parse_metadata(&required(m, "metadata")?)?);
+            if filter.is_some_and(|f| !json_contains(&metadata, f)) {
+                continue;
+            }
+            let Json::Object(metadata) = metadata else {
+                continue;
+            };
+            heads.push(Head {
+                thread_id: t.clone(),
+                ns: ns.clone(),
+                id: id.clone(),
+                checkpoint,
+                metadata: CheckpointMetadata::from_json(metadata)?,
+                parent: bytes(p)?
+                    .map(String::from_utf8)
+                    .transpose()
+                    .map_err(|_| keys::corrupt("a parent id is not UTF-8"))?,
+                fields: parse_fields(&required(b, "the blob field list")?)?,
+            });
+        }
+        if heads.is_empty() && dangling.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Writes, then values (each distinct field of a namespace once), then ttl renewals
+        // and index cleanups, in one round trip.
+        let mut pipe = redis::pipe();
+        for head in &heads {
+            pipe.cmd("HGETALL")
+                .arg(self.keys(&head.thread_id).writes(&head.ns, &head.id));
+        }
+        let mut groups: BTreeMap<(&str, &str), BTreeSet<&str>> = BTreeMap::new();
+        for head in &heads {
+            let group = groups.entry((&head.thread_id, &head.ns)).or_default();
+            group.extend(head.fields.iter().map(String::as_str));
+        }
+        let groups: Vec<((&str, &str), Vec<&str>)> = groups
+            .into_iter()
+            .filter(|(_, fields)| !fields.is_empty())
+            .map(|(scope, fields)| (scope, fields.into_iter().collect()))
+            .collect();
+        for ((t, ns), fields) in &groups {
+            pipe.cmd("HMGET").arg(self.keys(t).blobs(ns)).arg(fields);
+        }
+        let ttl = self.config.ttl_ms();
+        if ttl > 0 {
+            let mut touched: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+            for head in &heads {
+                let k = self.keys(&head.thread_id);
+                let keys = touched.entry(&head.thread_id).or_default();
+                keys.extend([
+                    k.checkpoint(&head.ns, &head.id),
+                    k.writes(&head.ns, &head.id),
+                    k.ns_index(&head.ns),
+                    k.blobs(&head.ns),
+                    k.index(),
+                ]);
+            }
+            for (t, keys) in touched {
+                let k = self.keys(t);
+                pipe.cmd("EVAL")
+                    .arg(&*scripts::TOUCH_SOURCE)
+                    .arg(2)
+                    .arg(k.registry())
+                    .arg(k.meta())
+                    .arg(ttl)
+                    .arg(keys)
+                    .ignore();
+            }
+        }
+        for (t, ns, id) in dangling {
+            let k = self.keys(t);
+            pipe.cmd("EVAL")
+                .arg(scripts::CLEAN)
+                .arg(4)
+                .arg(k.checkpoint(ns, id))
+                .arg(k.ns_index(ns))
+                .arg(k.index())
+                .arg(self.global())
+                .arg(id)
+                .arg(ThreadKeys::index_member(id, ns))
+                .arg(k.global_member(id, ns))
+                .ignore();
+        }
+        let replies: Vec<Value> = with_conn!(self, "list", retry = true, |conn| pipe
+            .query_async(&mut conn))?;
+        let mut replies = replies.into_iter();
+        let mut writes = Vec::with_capacity(heads.len());
+        for _ in &heads {
+            writes.push(pairs(replies.next().unwrap_or(Value::Nil))?);
+        }
+        let mut values: HashMap<(String, String), HashMap<String, Vec<u8>>> = HashMap::new();
+        for ((t, ns), fields) in &groups {
+            let reply = array(replies.next().unwrap_or(Value::Nil))?;
+            let group = values
+                .entry(((*t).to_owned(), (*ns).to_owned()))
+                .or_default();
+            for (field, value) in fields.iter().zip(reply) {
+                if let Some(value) = bytes(value)? {
+                    group.insert((*field).to_owned(), value);
+                }
+            }
+        }
+        let serde = self.serde();
+        let none = HashMap::new();
+        let mut out = Vec::with_capacity(heads.len());
+        for (head, writes) in heads.into_iter().zip(writes) {
+            let group = values
+                .get(&(head.thread_id.clone(), head.ns.clone()))
+                .unwrap_or(&none);
+            let value_of = |field: &str| group.get(field).map(Vec::as_slice);
+            out.push(convert::tuple(serde, head, value_of, writes)?);
+        }
+        Ok(out)
+    }
+
+    /// Everything of a thread, read atomically.
+    async fn dump(&self, thread_id: &str, light: bool) -> Result<Dump> {
+        let k = self.keys(thread_id);
+        let mut inv = scripts::DUMP.prepare_invoke();
+        inv.key(k.registry())
+            .key(k.meta())
+            .arg(&k.base)
+            .arg(if light { "1" } else { "0" });
+        let reply: Value = with_conn!(self, "dump", retry = true, |conn| inv
+            .invoke_async(&mut conn))?;
+        let mut items = array(reply)?.into_iter();
+        let generation = required(items.next().unwrap_or(Value::Nil), "the thread generation")?;
+        let mut entries = Vec::new();
+        while let (Some(key), Some(content)) = (items.next(), items.next()) {
+            let key = text(key, "a key name")?;
+            let content = array(content)?
+                .into_iter()
+                .map(|v| required(v, "a stored item"))
+                .collect::<Result<Vec<_>>>()?;
+            entries.push((key, content));
+        }
+        Ok(Dump {
+            generation,
+            entries,
+        })
+    }
+
+    /// The namespaces of a dumped thread, as plans need them.
+    fn namespaces(&self, k: &ThreadKeys, dump: &Dump) -> Result<BTreeMap<String, NsState>> {
+        let mut out: BTreeMap<String, NsState> = BTreeMap::new();
+        for (key, content) in &dump.entries {
+            match k.parse(key) {
+                Some(KeyKind::Checkpoint(ns, id)) => {
+                    let fields: HashMap<&[u8], &[u8]> = content
+                        .chunks_exact(2)
+                        .map(|p| (p[0].as_slice(), p[1].as_slice()))
+                        .collect();
+                    let (Some(c), Some(m)) =
+                        (fields.get(b"c".as_slice()), fields.get(b"m".as_slice()))
+                    else {
+                        continue;
+                    };
+                    let checkpoint: Checkpoint =
+                        serde_json::from_slice(c).map_err(|e| Error::serialization("json", e))?;
+                    let parent = fields
+                        .get(b"p".as_slice())
+                        .map(|p| String::from_utf8(p.to_vec()))
+                        .transpose()
+                        .map_err(|_| keys::corrupt("a parent id is not UTF-8"))?;
+                    out.entry(ns).or_default().checkpoints.insert(
+                        id,
+                        Stored {
+                            parent,
+                            versions: checkpoint.channel_versions,
+                            metadata: parse_metadata(m)?,
+                        },
+                    );
+                }
+                Some(KeyKind::Blobs(ns)) => {
+                    let blobs = &mut out.entry(ns).or_default().blobs;
+                    for pair in content.chunks_exact(2) {
+                        let field = String::from_utf8(pair[0].clone())
+                            .map_err(|_| keys::corrupt("a value field is not UTF-8"))?;
+                        blobs.insert(field, !pair[1].is_empty());
+                    }
+                }
+                Some(KeyKind::Writes(ns, id)) => out.entry(ns).or_default().writes.push(id),
+                _ => {}
+            }
+        }
+        Ok(out)
+    }
+
+    /// The deletions that drop `doomed` checkpoints (and the writes `drop_writes` names) of
+    /// one namespace, and every value no remaining checkpoint refers to.
+    fn removals(
+        &self,
+        k: &ThreadKeys,
+        ns: &str,
+        state: &NsState,
+        doomed: &BTreeSet<String>,
+        drop_writes: impl Fn(&str) -> bool,
+    ) -> Vec<Removal> {
+        let mut out = Vec::new();
+        for id in doomed {
+            out.push(Removal::Key(k.checkpoint(ns, id)));
+            out.push(Removal::Member(k.ns_index(ns), id.as_bytes().to_vec()));
+            out.push(Removal::Member(k.index(), ThreadKeys::index_member(id, ns)));
+            out.push(Removal::Global(k.global_member(id, ns)));
+        }
+        for id in &state.writes {
+            if drop_writes(id) {
+                out.push(Removal::Key(k.writes(ns, id)));
+            }
+        }
+        let live: std::collections::HashSet<String> = state
+            .checkpoints
+            .iter()
+            .filter(|(id, _)| !doomed.contains(*id))
+            .flat_map(|(_, s)| {
+                s.versions
+                    .iter()
+                    .map(|(channel, version)| blob_field(channel, version.as_str()))
+            })
+            .collect();
+        for field in state.blobs.keys() {
+            if !live.contains(field) {
+                out.push(Removal::Field(k.blobs(ns), field.clone()));
+            }
+        }
+        out
+    }
+
+    /// Plans deletions on a consistent dump of a thread and applies them if the thread did
+    /// not change meanwhile; re-plans otherwise.
+    async fn replan(
+        &self,
+        thread_id: &str,
+        what: &'static str,
+        plan: impl Fn(&ThreadKeys, &BTreeMap<String, NsState>) -> Vec<Removal>,
+    ) -> Result<()> {
+        let k = self.keys(thread_id);
+        for _ in 0..APPLY_ATTEMPTS {
+            let dump = self.dump(thread_id, true).await?;
+            let removals = plan(&k, &self.namespaces(&k, &dump)?);
+            if removals.is_empty() {
+                return Ok(());
+            }
+            let mut inv = scripts::APPLY.prepare_invoke();
+            inv.key(k.registry())
+                .key(k.meta())
+                .key(self.global())
+                .arg(&dump.generation)
+                .arg(self.config.ttl_ms());
+            for r in &removals {
+                match r {
+                    Removal::Key(key) => inv.arg("D").arg(key),
+                    Removal::Member(key, m) => inv.arg("Z").arg(key).arg(m),
+                    Removal::Field(key, f) => inv.arg("H").arg(key).arg(f),
+                    Removal::Global(m) => inv.arg("G").arg(m),
+                };
+            }
+            let applied: i64 =
+                with_conn!(self, what, retry = true, |conn| inv.invoke_async(&mut conn))?;
+            if applied == 1 {
+                return Ok(());
+            }
+        }
+        Err(Error::Conflict(format!(
+            "thread `{thread_id}` kept changing during `{what}`; try again"
+        )))
+    }
+}
+
+#[async_trait]
+impl CheckpointSaver for RedisSaver {
+    fn backend(&self) -> &'static str {
+        "redis"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            delta_history: false,
+            ..Capabilities::ALL
+        }
+    }
+
+    async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
+        if config.thread_id.is_empty() {
+            return Ok(None);
+        }
+        let (thread_id, ns) = (config.thread_id.as_str(), config.ns());
+        let id = config.checkpoint_id.as_deref().unwrap_or("");
+        let k = self.keys(thread_id);
+        let mut inv = scripts::GET.prepare_invoke();
+        inv.key(k.registry())
+            .key(k.meta())
+            .key(k.ns_index(ns))
+            .key(k.index())
+            .key(k.blobs(ns))
+            .arg(self.config.ttl_ms())
+            .arg(k.checkpoint_prefix(ns))
+            .arg(k.writes_prefix(ns))
+            .arg(id);
+        let reply: Value = with_conn!(self, "get_tuple", retry = true, |conn| inv
+            .invoke_async(&mut conn))?;
+        if matches!(reply, Value::Nil) {
+            return Ok(None);
+        }
+        let mut items = array(reply)?.into_iter();
+        let mut next = || items.next().unwrap_or(Value::Nil);
+        let id = text(next(), "the checkpoint id")?;
+        let checkpoint = required(next(), "the checkpoint")?;
+        let metadata =
+            CheckpointMetadata::from_json(parse_metadata(&required(next(), "metadata")?)?)?;
+        let parent = bytes(next())?
+            .map(String::from_utf8)
+            .transpose()
+            .map_err(|_| keys::corrupt("a parent id is not UTF-8"))?;
+        let fields = parse_fields(&required(next(), "the blob field list")?)?;
+        let values = array(next())?;
+        let writes = pairs(next())?;
+        let mut by_field: HashMap<&str, Vec<u8>> = HashMap::with_capacity(fields.len());
+        for (field, value) in fields.iter().zip(values) {
+            if let Some(value) = bytes(value)? {
+                by_field.insert(field, value);
+            }
+        }
+        let head = Head {
+            thread_id: thread_id.to_owned(),
+            ns: ns.to_owned(),
+            id,
+            checkpoint,
+            metadata,
+            parent,
+            fields: fields.clone(),
+        };
+        let value_of = |field: &str| by_field.get(field).map(Vec::as_slice);
+        convert::tuple(self.serde(), head, value_of, writes).map(Some)
+    }
+
+    async fn list(
+        &self,
+        config: Option<&CheckpointConfig>,
+        options: &ListOptions,
+    ) -> Result<Vec<CheckpointTuple>> {
+        let limit = options.limit.unwrap_or(usize::MAX);
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let source = match config {
+            None => Source::Global,
+            Some(c) if c.thread_id.is_empty() => return Ok(Vec::new()),
+            Some(c) => {
+                let t = c.thread_id.clone();
+                match (c.checkpoint_ns.clone(), c.checkpoint_id.clone()) {
+                    (Some(ns), Some(id)) => Source::One(t, ns, id),
+                    (None, Some(id)) => Source::ThreadId(t, id),
+                    (Some(ns), None) => Source::Ns(t, ns),
+                    (None, None) => Source::Thread(t),
+                }
+            }
+        };
+        let before = options.before.as_deref();
+        if let (Source::One(_, _, id) | Source::ThreadId(_, id), Some(b)) = (&source, before)
+            && id.as_str() >= b
+        {
+            return Ok(Vec::new());
+        }
+        // The first page starts below `before`: ns indexes hold bare ids, the others
+        // encoded ids followed by more (which sort after the encoded bound itself).
+        let mut upper: Option<Vec<u8>> = before.map(|b| match source {
+            Source::Ns(..) => b.as_bytes().to_vec(),
+            _ => enc(b.as_bytes()),
+        });
+        let filter = options.filter.as_ref();
+        let mut out = Vec::new();
+        loop {
+            let remaining = limit - out.len();
+            let count = if filter.is_some() {
+                FILTERED_PAGE
+            } else {
+                remaining.clamp(1, PAGE)
+            };
+            let candidates = self.page(&source, upper.as_deref(), count).await?;
+            let single = matches!(source, Source::One(..) | Source::ThreadId(..));
+            let exhausted = single || candidates.len() < count;
+            upper = candidates.last().map(|(t, ns, id)| match &source {
+                Source::Ns(..) => id.as_bytes().to_vec(),
+                Source::Global => self.keys(t).global_member(id, ns),
+                _ => ThreadKeys::index_member(id, ns),
+            });
+            out.extend(self.load(&candidates, filter, remaining).await?);
+            if out.len() >= limit || exhausted {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    async fn put(
+        &self,
+        config: &CheckpointConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> Result<CheckpointConfig> {
+        let put = PreparedPut::new(self.serde(), config, checkpoint, metadata, new_versions)?;
+        let mut inv = scripts::SAVE.prepare_invoke();
+        inv.arg(self.config.ttl_ms());
+        self.add_put(&mut inv, &put)?;
+        with_conn!(self, "put", retry = true, |conn| inv
+            .invoke_async::<Value>(&mut conn))?;
+        Ok(put.config())
+    }
+
+    async fn put_writes(
+        &self,
+        config: &CheckpointConfig,
+        writes: Vec<(String, SerializedValue)>,
+        task_id: &str,
+        task_path: &str,
+    ) -> Result<()> {
+        let Some(w) = PreparedWrites::new(self.serde(), config, writes, task_id, task_path)? else {
+            return Ok(());
+        };
+        let mut inv = scripts::SAVE.prepare_invoke();
+        inv.arg(self.config.ttl_ms());
+        self.add_writes(&mut inv, &w);
+        with_conn!(self, "put_writes", retry = true, |conn| inv
+            .invoke_async::<Value>(&mut conn))?;
+        Ok(())
+    }
+
+    async fn save_batch(&self, saves: Vec<Save>) -> Result<()> {
+        // Prepared (validated, sealed) first, then applied by one script call: atomic.
+        let prepared = PreparedSave::batch(self.serde(), saves)?;
+        if prepared.is_empty() {
+            return Ok(());
+        }
+        let mut inv = scripts::SAVE.prepare_invoke();
+        inv.arg(self.config.ttl_ms());
+        for save in &prepared {
+            match save {
+                PreparedSave::Put(put) => self.add_put(&mut inv, put)?,
+                PreparedSave::Writes(w) => self.add_writes(&mut inv, w),
+            }
+        }
+        // Every operation is idempotent, so a batch cut off by a broken connection (never
+        // half-applied: a script runs whole or not at all) is safe to send again.
+        with_conn!(self, "save_batch", retry = true, |conn| inv
+            .invoke_async::<Value>(&mut conn))?;
+        Ok(())
+    }
+
+    async fn delete_thread(&self, thread_id: &str) -> Result<()> {
+        let k = self.keys(thread_id);
+        let mut inv = scripts::DELETE.prepare_invoke();
+        inv.key(k.registry())
+            .key(k.meta())
+            .key(k.index())
+            .key(self.global())
+            .arg(&k.member);
+        with_conn!(self, "delete_thread", retry = true, |conn| inv
+            .invoke_async::<Value>(&mut conn))?;
+        Ok(())
+    }
+
+    async fn delete_for_runs(&self, run_ids: &[String]) -> Result<()> {
+        if run_ids.is_empty() {
+            return Ok(());
+        }
+        let runs: BTreeSet<&str> = run_ids.iter().map(String::as_str).collect();
+        // No index by run: one pass over the global index finds the threads concerned.
+        let global = self.global();
+        let mut threads: BTreeSet<String> = BTreeSet::new();
+        let mut lower = b"-".to_vec();
+        loop {
+            let mut cmd = redis::cmd("ZRANGEBYLEX");
+            cmd.arg(&global)
+                .arg(&lower)
+                .arg("+")
+                .arg("LIMIT")
+                .arg(0)
+                .arg(PAGE);
+            let members: Vec<Vec<u8>> =
+                with_conn!(self, "delete_for_runs", retry = true, |conn| cmd
+                    .query_async(&mut conn))?;
+            let Some(last) = members.last() else { break };
+            lower = exclusive(last);
+            let candidates = members
+                .iter()
+                .map(|m| parse_global_member(m))
+                .collect::<Result<Vec<_>>>()?;
+            let mut pipe = redis::pipe();
+            for (t, ns, id) in &candidates {
+                pipe.cmd("HGET")
+                    .arg(self.keys(t).checkpoint(ns, id))
+                    .arg("m");
+            }
+            let replies: Vec<Value> = with_conn!(self, "delete_for_runs", retry = true, |conn| {
+                pipe.query_async(&mut conn)
+            })?;
+            for ((t, _, _), reply) in candidates.iter().zip(replies) {
+                let Some(m) = bytes(reply)? else { continue };
+                let meta = parse_metadata(&m)?;
+                if meta
+                    .get("run_id")
+                    .and_then(Json::as_str)
+                    .is_some_and(|r| runs.contains(r))
+                {
+                    threads.insert(t.clone());
+                }
+            }
+            if members.len() < PAGE {
+                break;
+            }
+        }
+        for thread_id in &threads {
+            self.replan(thread_id, "delete_for_runs", |k, namespaces| {
+                let mut out = Vec::new();
+                for (ns, state) in namespaces {
+                    let doomed: BTreeSet<String> = state
+                        .checkpoints
+                        .iter()
+                        .filter(|(_, s)| {
+                            s.metadata
+                                .get("run_id")
+                                .and_then(Json::as_str)
+                                .is_some_and(|r| runs.contains(r))
+                        })
+                        .map(|(id, _)| id.clone())
+                        .collect();
+                    if !doomed.is_empty() {
+                        out.extend(self.removals(k, ns, state, &doomed, |id| doomed.contains(id)));
+                    }
+                }
+                out
+            })
+            .await?;
+        }
+        Ok(())
+    }
+
+    async fn copy_thread(&self, source_thread_id: &str, target_thread_id: &str) -> Result<()> {
+        if source_thread_id == target_thread_id {
+            return Err(Error::Conflict("cannot copy a thread onto itself".into()));
+        }
+        let conflict = || {
+            Error::Conflict(format!(
+                "target thread `{target_thread_id}` already has checkpoints"
+            ))
+        };
+        let (from, to) = (self.keys(source_thread_id), self.keys(target_thread_id));
+        let dump = self.dump(source_thread_id, false).await?;
+        let has_checkpoints = dump
+            .entries
+            .iter()
+            .any(|(key, _)| from.parse(key) == Some(KeyKind::Index));
+        if !has_checkpoints {
+            let target_index = to.index();
+            let mut cmd = redis::cmd("ZCARD");
+            cmd.arg(&target_index);
+            let taken: i64 = with_conn!(self, "copy_thread", retry = true, |conn| cmd
+                .query_async(&mut conn))?;
+            return if taken > 0 { Err(conflict()) } else { Ok(()) };
+        }
+        let encrypted = self.serde().is_encrypted();
+        let mut inv = scripts::RESTORE.prepare_invoke();
+        inv.key(to.registry())
+            .key(to.meta())
+            .key(to.index())
+            .key(self.global())
+            .arg(self.config.ttl_ms());
+        for (key, content) in &dump.entries {
+            let Some(kind) = from.parse(key) else {
+                continue;
+            };
+            let (target_key, zset) = match &kind {
+                KeyKind::Index => (to.index(), true),
+                KeyKind::NsIndex(ns) => (to.ns_index(ns), true),
+                KeyKind::Blobs(ns) => (to.blobs(ns), false),
+                KeyKind::Checkpoint(ns, id) => (to.checkpoint(ns, id), false),
+                KeyKind::Writes(ns, id) => (to.writes(ns, id), false),
+            };
+            if zset {
+                inv.arg("Z").arg(&target_key).arg(content.len());
+                for m in content {
+                    inv.arg(m);
+                }
+                if kind == KeyKind::Index {
+                    for m in content {
+                        let (id, ns) = parse_index_member(m)?;
+                        inv.arg("G").arg(to.global_member(&id, &ns));
+                    }
+                }
+                continue;
+            }
+            inv.arg("H").arg(&target_key).arg(content.len() / 2);
+            for pair in content.chunks_exact(2) {
+                let (field, value) = (&pair[0], &pair[1]);
+                let value = match (&kind, encrypted) {
+                    (KeyKind::Blobs(ns), true) => {
+                        // Sealed values are bound to their slot, thread included.
+                        let (channel, version) = parse_blob_field(field)?;
+                        match decode_value(value)? {
+                            None => Vec::new(),
+                            Some(sealed) => {
+                                let slot = |thread_id| Slot::Channel {
+                                    thread_id,
+                                    checkpoint_ns: ns,
+                                    channel: &channel,
+                                    version: &version,
+                                };
+                                let plain = self.serde().open(&sealed, &slot(source_thread_id))?;
+                                let resealed =
+                                    self.serde().seal(&plain, &slot(target_thread_id))?;
+                                encode_value(Some(&resealed))
+                            }
+                        }
+                    }
+                    (KeyKind::Writes(ns, id), true) => {
+                        let (task_id, idx) = parse_write_field(field)?;
+                        let (channel, path, sealed) = decode_write(value)?;
+                        let slot = |thread_id| Slot::Write {
+                            thread_id,
+                            checkpoint_ns: ns,
+                            checkpoint_id: id,
+                            task_id: &task_id,
+                            channel: &channel,
+                            idx,
+                        };
+                        let plain = self.serde().open(&sealed, &slot(source_thread_id))?;
+                        let resealed = self.serde().seal(&plain, &slot(target_thread_id))?;
+                        encode_write(&channel, &path, &resealed)
+                    }
+                    _ => value.clone(),
+                };
+                inv.arg(field).arg(value);
+            }
+        }
+        let copied: i64 = with_conn!(self, "copy_thread", retry = false, |conn| inv
+            .invoke_async(&mut conn))?;
+        if copied == 0 {
+            return Err(conflict());
+        }
+        Ok(())
+    }
+
+    async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<()> {
+        for thread_id in thread_ids {
+            match strategy {
+                PruneStrategy::Delete => self.delete_thread(thread_id).await?,
+                PruneStrategy::KeepLatest => {
+                    self.replan(thread_id, "prune", |k, namespaces| {
+                        let mut out = Vec::new();
+                        for (ns, state) in namespaces {
+                            let keep = state.ids_to_keep();
+                            let Some(newest) = keep.last() else {
+                                continue;
+                            };
+                            let doomed: BTreeSet<String> = state
+                                .checkpoints
+                                .keys()
+                                .filter(|id| !keep.contains(*id))
+                                .cloned()
+                                .collect();
+                            // Writes of checkpoints not stored yet (newer) stay.
+                            out.extend(self.removals(k, ns, state, &doomed, |id| {
+                                !keep.contains(id) && id < newest.as_str()
+                            }));
+                        }
+                        out
+                    })
+                    .await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn acquire_lease(&self, thread_id: &str, ttl: Duration) -> Result<Lease> {
+        let ttl_ms = lease_ms(thread_id, ttl)?;
+        // One token for every attempt: a retry after a lost reply finds its own claim.
+        let token = Lease::new_token();
+        let key = keys::lease(&self.config.prefix, thread_id);
+        let mut inv = scripts::LEASE_ACQUIRE.prepare_invoke();
+        inv.key(&key).arg(&token).arg(ttl_ms).arg(LEASE_GRACE_MS);
+        let expires: Option<i64> = with_conn!(self, "acquire_lease", retry = true, |conn| inv
+            .invoke_async(&mut conn))?;
+        let Some(expires) = expires else {
+            return Err(Error::Conflict(format!(
+                "thread `{thread_id}` is leased by another run"
+            )));
+        };
+        Ok(Lease {
+            thread_id: thread_id.to_owned(),
+            token,
+            expires_at: time_of(expires),
+        })
+    }
+
+    async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease> {
+        let ttl_ms = lease_ms(&lease.thread_id, ttl)?;
+        let key = keys::lease(&self.config.prefix, &lease.thread_id);
+        let mut inv = scripts::LEASE_RENEW.prepare_invoke();
+        inv.key(&key)
+            .arg(&lease.token)
+            .arg(ttl_ms)
+            .arg(LEASE_GRACE_MS);
+        let expires: Option<i64> = with_conn!(self, "renew_lease", retry = true, |conn| inv
+            .invoke_async(&mut conn))?;
+        let Some(expires) = expires else {
+            return Err(Error::Conflict(format!(
+                "the lease on thread `{}` was lost",
+                lease.thread_id
+            )));
+        };
+        Ok(Lease {
+            expires_at: time_of(expires),
+            ..lease.clone()
+        })
+    }
+
+    async fn release_lease(&self, lease: &Lease) -> Result<()> {
+        let key = keys::lease(&self.config.prefix, &lease.thread_id);
+        let mut inv = scripts::LEASE_RELEASE.prepare_invoke();
+        inv.key(&key).arg(&lease.token);
+        with_conn!(self, "release_lease", retry = true, |conn| inv
+            .invoke_async::<Value>(&mut conn))?;
+        Ok(())
+    }
+}
+
+/// Checks a lease's arguments and gives its ttl in whole milliseconds (at least one).
+fn lease_ms(thread_id: &str, ttl: Duration) -> Result<u64> {
+    Lease::check(thread_id, ttl)?;
+    // At most `Lease::MAX_TTL`, far below u64::MAX milliseconds.
+    Ok(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1))
+}
+
+/// The server's Unix milliseconds as a time.
+fn time_of(ms: i64) -> std::time::SystemTime {
+    UNIX_EPOCH + Duration::from_millis(ms.max(0).unsigned_abs())
+}

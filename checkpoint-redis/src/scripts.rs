@@ -1,0 +1,390 @@
+//! The Lua scripts: each runs atomically on the server, so every write (and every ttl
+//! renewal a read makes) is all or nothing.
+//!
+//! Scripts name the fixed keys of an operation in `KEYS`; the keys whose names depend on
+//! stored data (the latest checkpoint's hash, the registered keys of a thread) are built or
+//! read inside the script. All of them carry the thread's hash tag, so they share its slot;
+//! only the global index lives elsewhere.
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+/// Shared helpers, prepended to every script that needs them.
+const PRELUDE: &str = r#"
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Renews the ttl of a thread. The keys an operation touched and the bookkeeping keys get it
+-- every time; every registered key gets it when the last full renewal is older than a tenth
+-- of the ttl, so a thread's keys never expire more than a tenth of the ttl apart and a busy
+-- thread does not renew its whole history on each call.
+local function touch(reg, meta, ttl, touched)
+  if ttl <= 0 or redis.call('EXISTS', reg) == 0 then return end
+  if redis.call('HEXISTS', meta, 'pinned') == 1 then return end
+  local now = now_ms()
+  local last = tonumber(redis.call('HGET', meta, 'refreshed') or '0') or 0
+  if now - last >= ttl / 10 then
+    redis.call('HSET', meta, 'refreshed', tostring(now))
+    for _, k in ipairs(redis.call('SMEMBERS', reg)) do redis.call('PEXPIRE', k, ttl) end
+  else
+    for _, k in ipairs(touched) do redis.call('PEXPIRE', k, ttl) end
+  end
+  redis.call('PEXPIRE', reg, ttl)
+  redis.call('PEXPIRE', meta, ttl)
+end
+
+-- Splits a thread-index member into the encoded id (terminator included) and the namespace.
+local function split_id(m)
+  local i = 1
+  while true do
+    local z = string.find(m, '\0', i, true)
+    if not z then return nil end
+    if string.byte(m, z + 1) == 255 then
+      i = z + 2
+    else
+      return string.sub(m, 1, z), string.sub(m, z + 1)
+    end
+  end
+end
+"#;
+
+fn with_prelude(body: &str) -> Script {
+    Script::new(&format!("{PRELUDE}\n{body}"))
+}
+
+/// A batch of puts (`P`, 7 keys) and write calls (`W`, 3 keys), in order.
+///
+/// `ARGV[1]` is the ttl in ms (0: none). `P`: id, checkpoint JSON, metadata JSON, parent id
+/// (empty: none), blob fields JSON, thread-index member, global member, count, then
+/// field/value pairs. `W`: replace flag, count, then field/value pairs.
+pub(crate) static SAVE: LazyLock<Script> = LazyLock::new(|| {
+    with_prelude(
+        r#"
+local ttl = tonumber(ARGV[1])
+local a, k = 2, 1
+local regs, metas, touched = {}, {}, {}
+local function note(reg, meta, keys)
+  if not touched[reg] then
+    touched[reg] = {}
+    regs[#regs + 1] = reg
+    metas[reg] = meta
+  end
+  for _, key in ipairs(keys) do table.insert(touched[reg], key) end
+end
+while a <= #ARGV do
+  local op = ARGV[a]
+  if op == 'P' then
+    local reg, meta, cp, nsz, idx, blobs, glob =
+      KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], KEYS[k + 5], KEYS[k + 6]
+    k = k + 7
+    local id, parent, n = ARGV[a + 1], ARGV[a + 4], tonumber(ARGV[a + 8])
+    -- A re-put keeps the parent the checkpoint was first stored with.
+    if parent ~= '' and redis.call('EXISTS', cp) == 0 then
+      redis.call('HSET', cp, 'p', parent)
+    end
+    redis.call('HSET', cp, 'c', ARGV[a + 2], 'm', ARGV[a + 3], 'b', ARGV[a + 5])
+    redis.call('ZADD', nsz, 0, id)
+    redis.call('ZADD', idx, 0, ARGV[a + 6])
+    redis.call('ZADD', glob, 0, ARGV[a + 7])
+    a = a + 9
+    for i = 0, n - 1 do
+      redis.call('HSET', blobs, ARGV[a + 2 * i], ARGV[a + 2 * i + 1])
+    end
+    a = a + 2 * n
+    redis.call('SADD', reg, cp, nsz, idx, blobs)
+    redis.call('HINCRBY', meta, 'gen', 1)
+    note(reg, meta, {cp, nsz, idx, blobs})
+  elseif op == 'W' then
+    local reg, meta, w = KEYS[k], KEYS[k + 1], KEYS[k + 2]
+    k = k + 3
+    local replace, n = ARGV[a + 1] == '1', tonumber(ARGV[a + 2])
+    a = a + 3
+    for i = 0, n - 1 do
+      if replace then
+        redis.call('HSET', w, ARGV[a + 2 * i], ARGV[a + 2 * i + 1])
+      else
+        redis.call('HSETNX', w, ARGV[a + 2 * i], ARGV[a + 2 * i + 1])
+      end
+    end
+    a = a + 2 * n
+    redis.call('SADD', reg, w)
+    redis.call('HINCRBY', meta, 'gen', 1)
+    note(reg, meta, {w})
+  else
+    return redis.error_reply('waypoint: unknown save operation')
+  end
+end
+for _, reg in ipairs(regs) do touch(reg, metas[reg], ttl, touched[reg]) end
+return #regs
+"#,
+    )
+});
+
+/// One checkpoint (the latest of the namespace when the id is empty) with its values and
+/// writes: `{id, checkpoint, metadata, parent, blob fields, values, writes}` or nil.
+///
+/// KEYS: registry, meta, namespace index, thread index, blobs. ARGV: ttl, checkpoint-key
+/// prefix, writes-key prefix, id.
+pub(crate) static GET: LazyLock<Script> = LazyLock::new(|| {
+    with_prelude(
+        r#"
+local id = ARGV[4]
+if id == '' then
+  local r = redis.call('ZREVRANGEBYLEX', KEYS[3], '+', '-', 'LIMIT', 0, 1)
+  if #r == 0 then return false end
+  id = r[1]
+end
+local cp = ARGV[2] .. id
+local h = redis.call('HMGET', cp, 'c', 'm', 'p', 'b')
+if not h[1] then return false end
+local fields = cjson.decode(h[4])
+local values = {}
+for i = 1, #fields, 256 do
+  local chunk = redis.call('HMGET', KEYS[5], unpack(fields, i, math.min(i + 255, #fields)))
+  for j = 1, #chunk do values[#values + 1] = chunk[j] end
+end
+local w = ARGV[3] .. id
+local writes = redis.call('HGETALL', w)
+touch(KEYS[1], KEYS[2], tonumber(ARGV[1]), {KEYS[3], KEYS[4], KEYS[5], cp, w})
+return {id, h[1], h[2], h[3], h[4], values, writes}
+"#,
+    )
+});
+
+/// Deletes every key of a thread and its members of the global index.
+///
+/// KEYS: registry, meta, thread index, global index. ARGV: the encoded thread id.
+pub(crate) static DELETE: LazyLock<Script> = LazyLock::new(|| {
+    with_prelude(
+        r#"
+for _, m in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
+  local eid, ns = split_id(m)
+  if eid then redis.call('ZREM', KEYS[4], eid .. ARGV[1] .. ns) end
+end
+for _, k in ipairs(redis.call('SMEMBERS', KEYS[1])) do redis.call('DEL', k) end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+return 1
+"#,
+    )
+});
+
+/// Everything of a thread, at one instant: `{gen, key, content, key, content, ...}`.
+/// Sorted sets give their members, hashes field/value pairs; with `light`, the values of
+/// blobs hashes are replaced by `1` (a value) or an empty string (versioned, no value).
+///
+/// KEYS: registry, meta. ARGV: the thread's key base, light flag.
+pub(crate) static DUMP: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local out = {redis.call('HGET', KEYS[2], 'gen') or '0'}
+local base = ARGV[1]
+for _, k in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  local kind = string.sub(k, #base + 1)
+  local content
+  if kind == 'index' or string.sub(kind, 1, 3) == 'ns:' then
+    content = redis.call('ZRANGE', k, 0, -1)
+  elseif ARGV[2] == '1' and string.sub(kind, 1, 6) == 'blobs:' then
+    content = {}
+    for _, f in ipairs(redis.call('HKEYS', k)) do
+      content[#content + 1] = f
+      content[#content + 1] = (redis.call('HSTRLEN', k, f) > 0) and '1' or ''
+    end
+  else
+    content = redis.call('HGETALL', k)
+  end
+  if #content > 0 then
+    out[#out + 1] = k
+    out[#out + 1] = content
+  end
+end
+return out
+"#,
+    )
+});
+
+/// Deletions computed from a [`DUMP`], applied only if the thread did not change since
+/// (its `gen` is the same); returns 0 when it did.
+///
+/// KEYS: registry, meta, global index. ARGV: expected gen, ttl, then `D key` (delete a key),
+/// `Z key member`, `H key field`, `G member` (of the global index).
+pub(crate) static APPLY: LazyLock<Script> = LazyLock::new(|| {
+    with_prelude(
+        r#"
+local reg, meta, glob = KEYS[1], KEYS[2], KEYS[3]
+if (redis.call('HGET', meta, 'gen') or '0') ~= ARGV[1] then return 0 end
+local touched = {}
+local a = 3
+while a <= #ARGV do
+  local op = ARGV[a]
+  if op == 'D' then
+    redis.call('DEL', ARGV[a + 1])
+    touched[#touched + 1] = ARGV[a + 1]
+    a = a + 2
+  elseif op == 'Z' then
+    redis.call('ZREM', ARGV[a + 1], ARGV[a + 2])
+    touched[#touched + 1] = ARGV[a + 1]
+    a = a + 3
+  elseif op == 'H' then
+    redis.call('HDEL', ARGV[a + 1], ARGV[a + 2])
+    touched[#touched + 1] = ARGV[a + 1]
+    a = a + 3
+  elseif op == 'G' then
+    redis.call('ZREM', glob, ARGV[a + 1])
+    a = a + 2
+  else
+    return redis.error_reply('waypoint: unknown apply operation')
+  end
+end
+-- Emptied hashes and sorted sets are gone: drop their names from the registry.
+for _, k in ipairs(touched) do
+  if redis.call('EXISTS', k) == 0 then redis.call('SREM', reg, k) end
+end
+if redis.call('EXISTS', reg) == 0 and redis.call('HEXISTS', meta, 'pinned') == 0 then
+  redis.call('DEL', meta)
+else
+  redis.call('HINCRBY', meta, 'gen', 1)
+  touch(reg, meta, tonumber(ARGV[2]), {})
+end
+return 1
+"#,
+    )
+});
+
+/// Writes a copied thread onto an empty target; returns 0 (and writes nothing) if the
+/// target has checkpoints. Leftover keys of the target (writes of a deleted thread) go.
+///
+/// KEYS: registry, meta, thread index, global index (of the target). ARGV: ttl, then
+/// `H key count field value ...`, `Z key count member ...`, `G member`.
+pub(crate) static RESTORE: LazyLock<Script> = LazyLock::new(|| {
+    with_prelude(
+        r#"
+local reg, meta, idx, glob = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+if redis.call('ZCARD', idx) > 0 then return 0 end
+for _, k in ipairs(redis.call('SMEMBERS', reg)) do redis.call('DEL', k) end
+redis.call('DEL', reg)
+local touched = {}
+local a = 2
+while a <= #ARGV do
+  local op = ARGV[a]
+  if op == 'H' or op == 'Z' then
+    local key, n = ARGV[a + 1], tonumber(ARGV[a + 2])
+    a = a + 3
+    if op == 'H' then
+      for i = 0, n - 1 do redis.call('HSET', key, ARGV[a + 2 * i], ARGV[a + 2 * i + 1]) end
+      a = a + 2 * n
+    else
+      for i = 0, n - 1 do redis.call('ZADD', key, 0, ARGV[a + i]) end
+      a = a + n
+    end
+    redis.call('SADD', reg, key)
+    touched[#touched + 1] = key
+  elseif op == 'G' then
+    redis.call('ZADD', glob, 0, ARGV[a + 1])
+    a = a + 2
+  else
+    return redis.error_reply('waypoint: unknown restore operation')
+  end
+end
+redis.call('HINCRBY', meta, 'gen', 1)
+redis.call('HSET', meta, 'refreshed', '0')
+touch(reg, meta, tonumber(ARGV[1]), touched)
+return 1
+"#,
+    )
+});
+
+/// Renews a thread's ttl after a read made of plain commands (`list`).
+///
+/// KEYS: registry, meta. ARGV: ttl, then the keys read.
+pub(crate) const TOUCH: &str = r#"
+local touched = {}
+for i = 2, #ARGV do touched[#touched + 1] = ARGV[i] end
+touch(KEYS[1], KEYS[2], tonumber(ARGV[1]), touched)
+return 1
+"#;
+
+/// [`TOUCH`] with its helpers, sent with `EVAL` inside pipelines (a pipeline does not
+/// reload a script the server forgot).
+pub(crate) static TOUCH_SOURCE: LazyLock<String> = LazyLock::new(|| format!("{PRELUDE}\n{TOUCH}"));
+
+/// Forgets an index entry whose checkpoint hash is gone (expired with its thread).
+///
+/// KEYS: checkpoint hash, namespace index, thread index, global index. ARGV: id,
+/// thread-index member, global member.
+pub(crate) const CLEAN: &str = r#"
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[2])
+redis.call('ZREM', KEYS[4], ARGV[3])
+return 1
+"#;
+
+/// Pins (`1`) or unpins (`0`) a thread: a pinned thread's keys never expire.
+///
+/// KEYS: registry, meta. ARGV: flag, ttl.
+pub(crate) static PIN: LazyLock<Script> = LazyLock::new(|| {
+    with_prelude(
+        r#"
+local reg, meta = KEYS[1], KEYS[2]
+if ARGV[1] == '1' then
+  redis.call('HSET', meta, 'pinned', '1')
+  redis.call('PERSIST', meta)
+  redis.call('PERSIST', reg)
+  for _, k in ipairs(redis.call('SMEMBERS', reg)) do redis.call('PERSIST', k) end
+  return 1
+end
+redis.call('HDEL', meta, 'pinned')
+if redis.call('EXISTS', reg) == 0 then
+  redis.call('DEL', meta)
+  return 1
+end
+redis.call('HSET', meta, 'refreshed', '0')
+touch(reg, meta, tonumber(ARGV[2]), {})
+return 1
+"#,
+    )
+});
+
+/// Claims a lease unless another live one holds the thread; the expiry (server ms) or nil.
+///
+/// KEYS: lease. ARGV: token, ttl ms, grace ms (how long a lapsed lease stays renewable).
+pub(crate) static LEASE_ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
+    with_prelude(
+        r#"
+local now = now_ms()
+local cur = redis.call('HMGET', KEYS[1], 'token', 'expires')
+if cur[1] and cur[1] ~= ARGV[1] and (tonumber(cur[2]) or 0) > now then return false end
+local exp = now + tonumber(ARGV[2])
+redis.call('HSET', KEYS[1], 'token', ARGV[1], 'expires', tostring(exp))
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]) + tonumber(ARGV[3]))
+return exp
+"#,
+    )
+});
+
+/// Extends a lease still holding this token (lapsed but not taken over included); the new
+/// expiry or nil. Same KEYS and ARGV as [`LEASE_ACQUIRE`].
+pub(crate) static LEASE_RENEW: LazyLock<Script> = LazyLock::new(|| {
+    with_prelude(
+        r#"
+if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then return false end
+local exp = now_ms() + tonumber(ARGV[2])
+redis.call('HSET', KEYS[1], 'expires', tostring(exp))
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]) + tonumber(ARGV[3]))
+return exp
+"#,
+    )
+});
+
+/// Drops a lease if it still holds this token. KEYS: lease. ARGV: token.
+pub(crate) static LEASE_RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+if redis.call('HGET', KEYS[1], 'token') == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 1
+"#,
+    )
+});

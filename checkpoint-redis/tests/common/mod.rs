@@ -1,0 +1,85 @@
+//! The live server the tests use, named by `scripts/test.sh`.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::time::Duration;
+
+use redis::aio::ConnectionManager;
+use waypoint_checkpoint::{Keyring, Result, Serde};
+use waypoint_checkpoint_redis::{RedisConfig, RedisSaver};
+
+/// The URL in `var`; `None` (the tests pass without running) unless
+/// `WAYPOINT_REQUIRE_BACKENDS=1`, which makes a missing server a failure.
+pub fn url(var: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if std::env::var("WAYPOINT_REQUIRE_BACKENDS").as_deref() == Ok("1") => {
+            panic!("{var} is not set but WAYPOINT_REQUIRE_BACKENDS=1: run scripts/test.sh")
+        }
+        _ => {
+            eprintln!("skipped: {var} is not set (scripts/test.sh starts a server)");
+            None
+        }
+    }
+}
+
+/// A fresh key prefix, so cases running at once on one server never see each other.
+pub fn fresh_prefix() -> String {
+    format!("wp-test-{}", uuid::Uuid::new_v4().simple())
+}
+
+/// Default settings on a fresh prefix of the test server; `None` without a server.
+pub fn config() -> Option<RedisConfig> {
+    Some(RedisConfig::new(url("WAYPOINT_TEST_REDIS_URL")?).prefix(fresh_prefix()))
+}
+
+/// A saver on a fresh prefix of the test server; `None` without a server.
+pub async fn saver(serde: Serde) -> Result<Option<RedisSaver>> {
+    let Some(config) = config() else {
+        return Ok(None);
+    };
+    Ok(Some(RedisSaver::connect(config.serde(serde)).await?))
+}
+
+/// A serde sealing values with AES-256-GCM.
+pub fn keyed() -> Result<Serde> {
+    Ok(Serde::default().with_keyring(Keyring::new("k1", &[9u8; 32])?))
+}
+
+/// Every key of the server matching `pattern`, by SCAN over the whole keyspace.
+pub async fn scan(conn: &mut ConnectionManager, pattern: &str) -> Vec<String> {
+    let mut cursor: u64 = 0;
+    let mut keys = Vec::new();
+    loop {
+        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(conn)
+            .await
+            .expect("scan");
+        keys.extend(batch);
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    keys.sort();
+    keys
+}
+
+/// The remaining time to live of `key` in ms (-1: none, -2: no such key).
+pub async fn pttl(conn: &mut ConnectionManager, key: &str) -> i64 {
+    redis::cmd("PTTL")
+        .arg(key)
+        .query_async(conn)
+        .await
+        .expect("pttl")
+}
+
+/// Sleeps a little longer than `d`.
+pub async fn past(d: Duration) {
+    tokio::time::sleep(d + Duration::from_millis(150)).await;
+}

@@ -1,0 +1,710 @@
+//! [`RedisStore`]: the store on plain Redis 7 (no modules), through one multiplexed
+//! connection that reconnects by itself.
+//!
+//! # Key layout
+//!
+//! Every key starts with `{prefix}:` (the prefix is configurable; the braces make it a hash
+//! tag, so a whole store lives in one cluster slot and a batch is one script). An item's id
+//! is its dot-joined namespace and key, escaped and joined so that ids sort as (namespace,
+//! key) pairs (see `keys`). Times are integer microseconds since the epoch.
+//!
+//! | key | type | holds |
+//! |---|---|---|
+//! | `{p}:i:<id>` | hash | `ns`, `key`, `value` (JSON text), `created`, `updated`, and `ttl` (minutes), `expires` when the item has a TTL |
+//! | `{p}:v:<id>` | hash | the item's vectors: field path to little-endian `f32`s |
+//! | `{p}:n:<namespace>` | sorted set | the ids of one namespace, scored `-updated`: newest first, ties by id |
+//! | `{p}:order` | sorted set | every id, scored the same way: the scan order of the whole store |
+//! | `{p}:namespaces` | sorted set | the namespaces holding items, all scored 0 (ordered bytewise, for prefix ranges) |
+//! | `{p}:expiry` | sorted set | the ids of items with a TTL, scored by `expires` |
+//! | `{p}:vectored` | set | the ids of items with vectors, read when the index loads |
+//! | `{p}:meta` | hash | `layout`: the version of this layout |
+//!
+//! A batch's writes are one Lua script, so they apply atomically and in one round trip; reads
+//! are pipelined `HMGET`s; scans page through the sorted sets (merging the namespaces under a
+//! prefix) and stop as soon as the engine has enough rows. Expiry is the engine's clock, as
+//! on every backend: an expired item is invisible at once and deleted by the next sweep,
+//! which walks `{p}:expiry`. Redis's own key expiry is not used, since it would leave the
+//! sorted sets pointing at nothing. Vectors are loaded into the in-process index when the
+//! store connects.
+
+mod config;
+mod convert;
+mod keys;
+mod scripts;
+
+pub use config::RedisStoreConfig;
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+use self::convert::{
+    BACKEND, FIELDS, LAST_EXPIRY, encode_vector, expires_at, field_vectors, is_broken, micros,
+    redis_error, row,
+};
+use self::keys::Keys;
+use self::scripts::{PAGE, REFRESH, SWEEP, WRITE};
+use crate::backend::{Backend, ItemVectors, Row, Write};
+use crate::engine::{Engine, forward_store};
+use crate::{Error, ItemKey, Namespace, Object, Result, StoreConfig};
+
+/// The version of the key layout this code writes; a store written by a newer one is refused.
+const LAYOUT: i64 = 1;
+
+/// Runs `$body` (a future using `$conn`, a fresh handle on the shared connection) within the
+/// operation deadline. A broken connection is retried once: the manager reconnects in the
+/// background, and every operation here is idempotent (a write script run twice writes the
+/// same), so a server restart costs no failed call once the server is back.
+macro_rules! with_conn {
+    ($backend:expr, |$conn:ident| $body:expr) => {{
+        let backend = &$backend;
+        let attempts = async {
+            let mut retries = 1;
+            loop {
+                #[allow(unused_mut)]
+                let mut $conn = backend.conn.clone();
+                match $body.await {
+                    Err(e) if retries > 0 && is_broken(&e) => retries -= 1,
+                    done => break done,
+                }
+            }
+        };
+        match tokio::time::timeout(backend.config.timeout, attempts).await {
+            Ok(done) => done.map_err(redis_error),
+            Err(_) => Err(backend.timed_out()),
+        }
+    }};
+}
+
+/// A store on a Redis server (7 or later, no modules needed), under a key prefix of its own.
+///
+/// Every batch's writes are one Lua script: atomic, one round trip. Semantic search is served
+/// by the in-process index, loaded from the vectors stored in Redis when the store connects.
+/// Each operation has a deadline and fails with [`Error::Backend`] while the server is away;
+/// the connection comes back by itself, so the same store works again once the server does.
+/// Clones share the connection and the index. Expired items stay in Redis until a sweep
+/// ([`Store::sweep_expired`](crate::Store::sweep_expired) or
+/// [`start_sweeper`](crate::Store::start_sweeper)), as on the other backends.
+///
+/// ```no_run
+/// # async fn demo() -> waypoint_store::Result<()> {
+/// use serde_json::json;
+/// use waypoint_store::{IndexConfig, RedisStore, RedisStoreConfig, StoreConfig, StoreExt};
+///
+/// let store = RedisStore::connect(
+///     RedisStoreConfig::new("redis://127.0.0.1:6379/")
+///         .prefix("agents")
+///         .store(StoreConfig::new().index(IndexConfig::hashing(64))),
+/// )
+/// .await?;
+/// store.put(["users", "alice"], "prefs", json!({"theme": "dark"})).await?;
+/// assert!(store.get(["users", "alice"], "prefs").await?.is_some());
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct RedisStore {
+    engine: Engine<RedisBackend>,
+}
+
+impl RedisStore {
+    /// Connects to the server `config` names, checks the key layout under its prefix, and
+    /// loads the stored vectors into the index.
+    pub async fn connect(config: RedisStoreConfig) -> Result<Self> {
+        let store = config.store.clone();
+        let backend = RedisBackend::new(config)?;
+        backend.check_layout().await?;
+        Ok(RedisStore {
+            engine: Engine::open(backend, store).await?,
+        })
+    }
+
+    /// Connects to `redis://...` with the default prefix and timeouts and `store`.
+    pub async fn from_url(url: &str, store: StoreConfig) -> Result<Self> {
+        Self::connect(RedisStoreConfig::new(url).store(store)).await
+    }
+
+    /// The settings this store was created with.
+    pub fn config(&self) -> &RedisStoreConfig {
+        &self.engine.backend().config
+    }
+}
+
+impl fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("prefix", &self.config().prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+forward_store!(RedisStore);
+
+/// First page of a scan; pages double from there.
+const FIRST_PAGE: usize = 32;
+/// Largest page of a scan: bounds the memory one page holds.
+const MAX_PAGE: usize = 1024;
+/// Expired items a sweep removes per script (a script blocks the server while it runs).
+const SWEEP_CHUNK: usize = 500;
+/// Items whose vectors one pipeline reads.
+const VECTOR_CHUNK: usize = 256;
+
+/// Items and vectors in Redis.
+pub(crate) struct RedisBackend {
+    conn: ConnectionManager,
+    keys: Keys,
+    config: RedisStoreConfig,
+}
+
+impl RedisBackend {
+    /// A backend whose connection opens on first use.
+    fn new(config: RedisStoreConfig) -> Result<Self> {
+        let keys = Keys::new(config.checked_prefix()?);
+        let client = redis::Client::open(config.url.as_str())
+            .map_err(|e| Error::InvalidConfig(format!("invalid Redis URL: {e}")))?;
+        // Few, quick reconnection attempts: an operation waiting on them fails at its
+        // deadline anyway, and a failed round starts a new one on the next operation.
+        let manager = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(config.connect_timeout))
+            .set_response_timeout(Some(config.timeout))
+            .set_number_of_retries(2)
+            .set_min_delay(Duration::from_millis(50))
+            .set_max_delay(Duration::from_millis(500));
+        let conn = ConnectionManager::new_lazy_with_config(client, manager).map_err(redis_error)?;
+        Ok(RedisBackend { conn, keys, config })
+    }
+
+    /// Records this code's layout under a new prefix; refuses one written by a newer version.
+    async fn check_layout(&self) -> Result<()> {
+        let meta = self.keys.meta();
+        let mut pipe = redis::pipe();
+        pipe.cmd("HSETNX")
+            .arg(&meta)
+            .arg("layout")
+            .arg(LAYOUT)
+            .ignore()
+            .cmd("HGET")
+            .arg(&meta)
+            .arg("layout");
+        let (layout,): (Option<String>,) = with_conn!(self, |conn| pipe.query_async(&mut conn))?;
+        match layout.as_deref().map(str::parse::<i64>) {
+            Some(Ok(LAYOUT)) => Ok(()),
+            _ => Err(Error::InvalidConfig(format!(
+                "the keys under `{{{}}}:` have layout {}, this version reads layout {LAYOUT}: \
+                 written by a newer version, or not a store",
+                self.config.prefix,
+                layout.as_deref().unwrap_or("(none)")
+            ))),
+        }
+    }
+
+    fn timed_out(&self) -> Error {
+        Error::backend(
+            BACKEND,
+            format!("no answer from Redis within {:?}", self.config.timeout),
+        )
+    }
+
+    /// The hash fields of a row for each id, positionally.
+    async fn fetch_rows(&self, ids: &[Vec<u8>]) -> Result<Vec<Vec<Option<Vec<u8>>>>> {
+        let mut pipe = redis::pipe();
+        for id in ids {
+            pipe.cmd("HMGET").arg(self.keys.item(id)).arg(&FIELDS[..]);
+        }
+        with_conn!(self, |conn| pipe.query_async(&mut conn))
+    }
+
+    /// Up to `count` members of a sorted set in scan order, after the cursor.
+    async fn page(
+        &self,
+        key: &[u8],
+        count: usize,
+        after: Option<&(String, Vec<u8>)>,
+    ) -> Result<VecDeque<Entry>> {
+        let mut call = PAGE.prepare_invoke();
+        call.key(key).arg(count);
+        match after {
+            Some((score, member)) => call.arg(score).arg(member),
+            None => call.arg("").arg(""),
+        };
+        let flat: Vec<Vec<u8>> = with_conn!(self, |conn| call.invoke_async(&mut conn))?;
+        let mut entries = VecDeque::with_capacity(flat.len() / 2);
+        let mut flat = flat.into_iter();
+        while let (Some(member), Some(text)) = (flat.next(), flat.next()) {
+            let text = String::from_utf8(text).unwrap_or_default();
+            let score = text.parse::<f64>().map_err(|_| {
+                Error::Corrupt(format!("a sorted set of the store has score `{text}`"))
+            })?;
+            entries.push_back(Entry {
+                score,
+                text,
+                member,
+            });
+        }
+        Ok(entries)
+    }
+
+    /// The sorted sets a scan under `prefix` merges: the whole store's, or one per namespace.
+    async fn scan_sources(&self, prefix: &Namespace) -> Result<Vec<Vec<u8>>> {
+        if prefix.is_empty() {
+            return Ok(vec![self.keys.order()]);
+        }
+        let exact = prefix.joined();
+        // Everything from `p` to just before `p/` ('/' follows '.'): `p`, every `p.…`, and a
+        // few siblings such as `p-x` that the label check drops.
+        let mut from = b"[".to_vec();
+        from.extend_from_slice(exact.as_bytes());
+        let mut to = b"(".to_vec();
+        to.extend_from_slice(exact.as_bytes());
+        to.push(b'/');
+        let key = self.keys.namespaces();
+        let found: Vec<Vec<u8>> = with_conn!(self, |conn| redis::cmd("ZRANGEBYLEX")
+            .arg(&key)
+            .arg(&from)
+            .arg(&to)
+            .query_async(&mut conn))?;
+        Ok(found
+            .into_iter()
+            .filter_map(|ns| String::from_utf8(ns).ok())
+            .filter(|ns| Namespace::from_joined(ns).starts_with(prefix))
+            .map(|ns| self.keys.namespace(&ns))
+            .collect())
+    }
+
+    /// Ids of items with a TTL that expired at `now` or before, at most `limit` (all: `None`).
+    async fn expired(&self, now: DateTime<Utc>, limit: Option<usize>) -> Result<Vec<Vec<u8>>> {
+        let mut cmd = redis::cmd("ZRANGEBYSCORE");
+        cmd.arg(self.keys.expiry()).arg("-inf").arg(micros(now));
+        if let Some(limit) = limit {
+            cmd.arg("LIMIT").arg(0).arg(limit);
+        }
+        with_conn!(self, |conn| cmd.query_async(&mut conn))
+    }
+}
+
+/// A member of a sorted set with its score, as a page returned it.
+struct Entry {
+    score: f64,
+    /// The score as Redis wrote it, handed back verbatim as a page cursor.
+    text: String,
+    member: Vec<u8>,
+}
+
+/// One sorted set a scan merges.
+struct Source {
+    key: Vec<u8>,
+    buffered: VecDeque<Entry>,
+    /// The last entry taken: where the next page starts.
+    after: Option<(String, Vec<u8>)>,
+    done: bool,
+}
+
+/// The next entry of a source, ordered as the scan is: score, then member bytewise.
+struct Head {
+    score: f64,
+    member: Vec<u8>,
+    source: usize,
+}
+
+impl Ord for Head {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.score
+            .total_cmp(&other.score)
+            .then_with(|| self.member.cmp(&other.member))
+            .then_with(|| self.source.cmp(&other.source))
+    }
+}
+
+impl PartialOrd for Head {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Head {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Head {}
+
+fn head(source: usize, entries: &VecDeque<Entry>) -> Option<Reverse<Head>> {
+    entries.front().map(|e| {
+        Reverse(Head {
+            score: e.score,
+            member: e.member.clone(),
+            source,
+        })
+    })
+}
+
+#[async_trait]
+impl Backend for RedisBackend {
+    async fn get(&self, keys: &[ItemKey], now: DateTime<Utc>) -> Result<Vec<Option<Row>>> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<Vec<u8>> = keys.iter().map(keys::id).collect();
+        let now = micros(now);
+        self.fetch_rows(&ids)
+            .await?
+            .into_iter()
+            .map(|fields| row(fields, now))
+            .collect()
+    }
+
+    async fn scan(
+        &self,
+        prefix: &Namespace,
+        _contains: Option<&Object>,
+        now: DateTime<Utc>,
+        visit: &mut (dyn FnMut(Row) -> bool + Send),
+    ) -> Result<()> {
+        let now = micros(now);
+        let mut page = FIRST_PAGE;
+        let mut sources: Vec<Source> = self
+            .scan_sources(prefix)
+            .await?
+            .into_iter()
+            .map(|key| Source {
+                key,
+                buffered: VecDeque::new(),
+                after: None,
+                done: false,
+            })
+            .collect();
+        let firsts =
+            futures::future::try_join_all(sources.iter().map(|s| self.page(&s.key, page, None)))
+                .await?;
+        let mut heads = BinaryHeap::with_capacity(sources.len());
+        for (i, (source, entries)) in sources.iter_mut().zip(firsts).enumerate() {
+            source.done = entries.len() < page;
+            heads.extend(head(i, &entries));
+            source.buffered = entries;
+        }
+        loop {
+            // Take ids in merged order until the page is full or a source needs its next
+            // page (its next entry may come before every other source's).
+            let mut ids = Vec::with_capacity(page);
+            let mut refill = None;
+            while ids.len() < page {
+                let Some(Reverse(next)) = heads.pop() else {
+                    break;
+                };
+                let source = &mut sources[next.source];
+                let Some(entry) = source.buffered.pop_front() else {
+                    continue;
+                };
+                source.after = Some((entry.text, entry.member.clone()));
+                ids.push(entry.member);
+                match head(next.source, &source.buffered) {
+                    Some(h) => heads.push(h),
+                    None if !source.done => {
+                        refill = Some(next.source);
+                        break;
+                    }
+                    None => {}
+                }
+            }
+            if ids.is_empty() {
+                return Ok(());
+            }
+            for fields in self.fetch_rows(&ids).await? {
+                if let Some(row) = row(fields, now)?
+                    && !visit(row)
+                {
+                    return Ok(());
+                }
+            }
+            page = (page * 2).min(MAX_PAGE);
+            if let Some(i) = refill {
+                let source = &mut sources[i];
+                let entries = self.page(&source.key, page, source.after.as_ref()).await?;
+                source.done = entries.len() < page;
+                heads.extend(head(i, &entries));
+                source.buffered = entries;
+            }
+        }
+    }
+
+    async fn refresh(&self, keys: &[ItemKey], now: DateTime<Utc>) -> Result<()> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<Vec<u8>> = keys.iter().map(keys::id).collect();
+        let mut call = REFRESH.prepare_invoke();
+        call.key(self.keys.expiry());
+        for id in &ids {
+            call.key(self.keys.item(id));
+        }
+        call.arg(micros(now)).arg(LAST_EXPIRY);
+        for id in &ids {
+            call.arg(id);
+        }
+        with_conn!(self, |conn| call.invoke_async::<()>(&mut conn))
+    }
+
+    async fn namespaces(&self, now: DateTime<Utc>) -> Result<Vec<Namespace>> {
+        let key = self.keys.namespaces();
+        let all: Vec<Vec<u8>> = with_conn!(self, |conn| redis::cmd("ZRANGE")
+            .arg(&key)
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut conn))?;
+        let mut all: Vec<String> = all
+            .into_iter()
+            .filter_map(|ns| String::from_utf8(ns).ok())
+            .collect();
+        // A namespace whose items all expired (not swept yet) holds no live item.
+        let mut expired: HashMap<String, usize> = HashMap::new();
+        for id in self.expired(now, None).await? {
+            if let Some(key) = keys::parse_id(&id) {
+                *expired.entry(key.namespace.joined()).or_default() += 1;
+            }
+        }
+        if !expired.is_empty() {
+            let checked: Vec<(String, usize)> = expired.into_iter().collect();
+            let mut pipe = redis::pipe();
+            for (ns, _) in &checked {
+                pipe.cmd("ZCARD").arg(self.keys.namespace(ns));
+            }
+            let sizes: Vec<usize> = with_conn!(self, |conn| pipe.query_async(&mut conn))?;
+            let dead: Vec<&String> = checked
+                .iter()
+                .zip(sizes)
+                .filter(|((_, gone), size)| size <= gone)
+                .map(|((ns, _), _)| ns)
+                .collect();
+            all.retain(|ns| !dead.contains(&ns));
+        }
+        Ok(all.iter().map(|ns| Namespace::from_joined(ns)).collect())
+    }
+
+    async fn write(&self, writes: Vec<Write>, now: DateTime<Utc>) -> Result<()> {
+        if writes.is_empty() {
+            return Ok(());
+        }
+        let at = micros(now);
+        let mut call = WRITE.prepare_invoke();
+        call.key(self.keys.order())
+            .key(self.keys.namespaces())
+            .key(self.keys.expiry())
+            .key(self.keys.vectored())
+            .arg(at)
+            .arg(-at);
+        for write in &writes {
+            match write {
+                Write::Put(put) => {
+                    let id = keys::id(&put.key);
+                    let joined = put.key.namespace.joined();
+                    let value = serde_json::to_string(&put.value)
+                        .map_err(|e| Error::InvalidValue(e.to_string()))?;
+                    call.key(self.keys.item(&id))
+                        .key(self.keys.vectors(&id))
+                        .key(self.keys.namespace(&joined))
+                        .arg("p")
+                        .arg(&id)
+                        .arg(&joined)
+                        .arg(&put.key.key)
+                        .arg(value);
+                    match put.ttl_minutes {
+                        Some(minutes) => {
+                            call.arg(minutes.to_string()).arg(expires_at(now, minutes))
+                        }
+                        None => call.arg("").arg(""),
+                    };
+                    match &put.vectors {
+                        None => {
+                            call.arg(-1);
+                        }
+                        Some(vectors) => {
+                            call.arg(vectors.len());
+                            for field in vectors {
+                                call.arg(&field.field).arg(encode_vector(&field.vector));
+                            }
+                        }
+                    }
+                }
+                Write::Delete(key) => {
+                    let id = keys::id(key);
+                    let joined = key.namespace.joined();
+                    call.key(self.keys.item(&id))
+                        .key(self.keys.vectors(&id))
+                        .key(self.keys.namespace(&joined))
+                        .arg("d")
+                        .arg(&id)
+                        .arg(&joined);
+                }
+            }
+        }
+        with_conn!(self, |conn| call.invoke_async::<i64>(&mut conn)).map(drop)
+    }
+
+    async fn vectors(&self, keys: Option<&[ItemKey]>) -> Result<Vec<ItemVectors>> {
+        let wanted: Vec<ItemKey> = match keys {
+            Some(keys) => keys.to_vec(),
+            None => {
+                let set = self.keys.vectored();
+                let mut found = Vec::new();
+                let mut cursor = String::from("0");
+                loop {
+                    let (next, ids): (String, Vec<Vec<u8>>) =
+                        with_conn!(self, |conn| redis::cmd("SSCAN")
+                            .arg(&set)
+                            .arg(&cursor)
+                            .arg("COUNT")
+                            .arg(1000)
+                            .query_async(&mut conn))?;
+                    found.extend(ids.iter().filter_map(|id| keys::parse_id(id)));
+                    if next == "0" {
+                        break;
+                    }
+                    cursor = next;
+                }
+                // SSCAN may return an id twice.
+                found.sort();
+                found.dedup();
+                found
+            }
+        };
+        let mut all = Vec::new();
+        for chunk in wanted.chunks(VECTOR_CHUNK) {
+            let mut pipe = redis::pipe();
+            for key in chunk {
+                pipe.cmd("HGETALL").arg(self.keys.vectors(&keys::id(key)));
+            }
+            let hashes: Vec<BTreeMap<String, Vec<u8>>> =
+                with_conn!(self, |conn| pipe.query_async(&mut conn))?;
+            for (key, hash) in chunk.iter().zip(hashes) {
+                if hash.is_empty() {
+                    continue;
+                }
+                all.push(ItemVectors {
+                    vectors: field_vectors(key, hash.into_iter().collect())?,
+                    key: key.clone(),
+                });
+            }
+        }
+        Ok(all)
+    }
+
+    async fn sweep(&self, now: DateTime<Utc>) -> Result<Vec<ItemKey>> {
+        let mut removed = Vec::new();
+        loop {
+            let ids = self.expired(now, Some(SWEEP_CHUNK)).await?;
+            if ids.is_empty() {
+                break;
+            }
+            let mut call = SWEEP.prepare_invoke();
+            call.key(self.keys.order())
+                .key(self.keys.namespaces())
+                .key(self.keys.expiry())
+                .key(self.keys.vectored())
+                .arg(micros(now));
+            let mut foreign = Vec::new();
+            for id in &ids {
+                match keys::parse_id(id) {
+                    Some(key) => {
+                        let joined = key.namespace.joined();
+                        call.key(self.keys.item(id))
+                            .key(self.keys.vectors(id))
+                            .key(self.keys.namespace(&joined))
+                            .arg(id)
+                            .arg(joined);
+                    }
+                    None => foreign.push(id),
+                }
+            }
+            // Members no id encodes were not written by this store: drop them, or every
+            // sweep would meet them again.
+            if !foreign.is_empty() {
+                let expiry = self.keys.expiry();
+                with_conn!(self, |conn| redis::cmd("ZREM")
+                    .arg(&expiry)
+                    .arg(&foreign)
+                    .query_async::<()>(&mut conn))?;
+            }
+            let gone: Vec<Vec<u8>> = with_conn!(self, |conn| call.invoke_async(&mut conn))?;
+            removed.extend(gone.iter().filter_map(|id| keys::parse_id(id)));
+            if ids.len() < SWEEP_CHUNK {
+                break;
+            }
+        }
+        Ok(removed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A backend on the test server under a fresh prefix; `None` without a server, unless
+    /// `WAYPOINT_REQUIRE_BACKENDS=1`.
+    fn backend() -> Option<RedisBackend> {
+        let url = std::env::var("WAYPOINT_TEST_REDIS_URL")
+            .ok()
+            .filter(|u| !u.is_empty());
+        let Some(url) = url else {
+            if std::env::var("WAYPOINT_REQUIRE_BACKENDS").as_deref() == Ok("1") {
+                panic!("WAYPOINT_TEST_REDIS_URL is not set but WAYPOINT_REQUIRE_BACKENDS=1");
+            }
+            return None;
+        };
+        let prefix = format!("wp-store-unit-{}", uuid::Uuid::new_v4().simple());
+        RedisBackend::new(RedisStoreConfig::new(url).prefix(prefix)).ok()
+    }
+
+    fn members(entries: &VecDeque<Entry>) -> Vec<&[u8]> {
+        entries.iter().map(|e| e.member.as_slice()).collect()
+    }
+
+    #[tokio::test]
+    async fn pages_resume_after_a_cursor_that_moved_or_vanished() -> Result<()> {
+        let Some(backend) = backend() else {
+            eprintln!("skipped: WAYPOINT_TEST_REDIS_URL is not set");
+            return Ok(());
+        };
+        let key = backend.keys.order();
+        // Ties at -5 ordered bytewise (`\xc3` sorts after ASCII, whatever the locale), then -3.
+        let mut pipe = redis::pipe();
+        for (score, member) in [
+            (-5, &b"b"[..]),
+            (-5, b"a"),
+            (-5, b"\xc3\xa9"),
+            (-5, b"c"),
+            (-3, b"x"),
+        ] {
+            pipe.cmd("ZADD").arg(&key).arg(score).arg(member).ignore();
+        }
+        with_conn!(backend, |conn| pipe.query_async::<()>(&mut conn))?;
+        let first = backend.page(&key, 2, None).await?;
+        assert_eq!(members(&first), [&b"a"[..], b"b"]);
+        let cursor = (first[1].text.clone(), first[1].member.clone());
+        // The cursor's member is still there: found by rank.
+        let next = backend.page(&key, 2, Some(&cursor)).await?;
+        assert_eq!(members(&next), [&b"c"[..], b"\xc3\xa9"]);
+        // Deleted, or moved to another score: the page starts after where it was.
+        with_conn!(backend, |conn| redis::cmd("ZREM")
+            .arg(&key)
+            .arg("b")
+            .query_async::<()>(&mut conn))?;
+        let next = backend.page(&key, 10, Some(&cursor)).await?;
+        assert_eq!(members(&next), [&b"c"[..], b"\xc3\xa9", b"x"]);
+        with_conn!(backend, |conn| redis::cmd("ZADD")
+            .arg(&key)
+            .arg(-1)
+            .arg("b")
+            .query_async::<()>(&mut conn))?;
+        let next = backend.page(&key, 10, Some(&cursor)).await?;
+        assert_eq!(members(&next), [&b"c"[..], b"\xc3\xa9", b"x", b"b"]);
+        with_conn!(backend, |conn| redis::cmd("DEL")
+            .arg(&key)
+            .query_async::<()>(&mut conn))?;
+        Ok(())
+    }
+}
