@@ -4,7 +4,8 @@
 //! thread, and an `update_state` fork from the middle of that thread.
 //!
 //! PostgreSQL runs when `WAYPOINT_BENCH_POSTGRES_URL` (or `WAYPOINT_TEST_POSTGRES_URL`) names
-//! a server; each run uses fresh schemas on it. Durability is per step (`Sync`) unless
+//! a server, Redis likewise with `WAYPOINT_BENCH_REDIS_URL`; each run uses fresh schemas or
+//! key prefixes. Durability is per step (`Sync`) unless
 //! `WAYPOINT_BENCH_DURABILITY=async` or `exit`.
 #![allow(missing_docs)] // criterion's macros and this harness's main need no docs.
 
@@ -17,13 +18,16 @@ use waypoint_benches::runtime::{
 };
 use waypoint_checkpoint::{CheckpointSaver, InMemorySaver, ListOptions};
 use waypoint_checkpoint_postgres::{PostgresConfig, PostgresSaver};
+use waypoint_checkpoint_redis::{RedisConfig, RedisSaver};
 use waypoint_checkpoint_sqlite::SqliteSaver;
 use waypoint_runtime::{CompiledGraph, Durability, RunConfig};
 
-fn postgres_url() -> Option<String> {
-    ["WAYPOINT_BENCH_POSTGRES_URL", "WAYPOINT_TEST_POSTGRES_URL"]
+/// The server `WAYPOINT_BENCH_<NAME>_URL` or else `WAYPOINT_TEST_<NAME>_URL` names.
+fn server_url(name: &str) -> Option<String> {
+    ["BENCH", "TEST"]
         .iter()
-        .find_map(|var| std::env::var(var).ok().filter(|u| !u.is_empty()))
+        .find_map(|kind| std::env::var(format!("WAYPOINT_{kind}_{name}_URL")).ok())
+        .filter(|u| !u.is_empty())
 }
 
 fn durability() -> Durability {
@@ -44,7 +48,7 @@ fn savers(
         .block_on(SqliteSaver::from_path(dir.join("runtime.db")))
         .expect("open SQLite");
     out.push(("sqlite", Arc::new(sqlite)));
-    match postgres_url() {
+    match server_url("POSTGRES") {
         Some(url) => {
             let schema = format!("bench_rt_{}", uuid::Uuid::new_v4().simple());
             let saver = rt
@@ -56,6 +60,16 @@ fn savers(
             out.push(("postgres", Arc::new(saver)));
         }
         None => eprintln!("PostgreSQL skipped: set WAYPOINT_BENCH_POSTGRES_URL"),
+    }
+    match server_url("REDIS") {
+        Some(url) => {
+            let prefix = format!("bench-rt-{}", uuid::Uuid::new_v4().simple());
+            let saver = rt
+                .block_on(RedisSaver::connect(RedisConfig::new(url).prefix(prefix)))
+                .expect("connect to Redis");
+            out.push(("redis", Arc::new(saver)));
+        }
+        None => eprintln!("Redis skipped: set WAYPOINT_BENCH_REDIS_URL"),
     }
     out
 }

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use waypoint_checkpoint::{CheckpointSaver, InMemorySaver};
 use waypoint_checkpoint_postgres::{PostgresConfig, PostgresSaver};
+use waypoint_checkpoint_redis::{RedisConfig, RedisSaver};
 use waypoint_checkpoint_sqlite::SqliteSaver;
 
 use crate::MaybeSaver;
@@ -34,17 +35,31 @@ pub async fn postgres() -> MaybeSaver {
     Ok(Some(Arc::new(saver)))
 }
 
-/// The test server's URL, if there is one.
+/// A Redis saver on a fresh key prefix of the server in `WAYPOINT_TEST_REDIS_URL`; `None`
+/// without one, unless `WAYPOINT_REQUIRE_BACKENDS=1` makes that a failure.
+pub async fn redis() -> MaybeSaver {
+    let Some(url) = server_url("WAYPOINT_TEST_REDIS_URL") else {
+        return Ok(None);
+    };
+    let prefix = format!("wp-rt-{}", uuid::Uuid::new_v4().simple());
+    let saver = RedisSaver::connect(RedisConfig::new(url).prefix(prefix)).await?;
+    Ok(Some(Arc::new(saver)))
+}
+
+/// The PostgreSQL test server's URL, if there is one.
 pub fn postgres_url() -> Option<String> {
-    match std::env::var("WAYPOINT_TEST_POSTGRES_URL") {
+    server_url("WAYPOINT_TEST_POSTGRES_URL")
+}
+
+/// The test server `var` names, if there is one.
+fn server_url(var: &str) -> Option<String> {
+    match std::env::var(var) {
         Ok(url) if !url.is_empty() => Some(url),
         _ if std::env::var("WAYPOINT_REQUIRE_BACKENDS").as_deref() == Ok("1") => {
-            panic!("WAYPOINT_TEST_POSTGRES_URL is not set but WAYPOINT_REQUIRE_BACKENDS=1")
+            panic!("{var} is not set but WAYPOINT_REQUIRE_BACKENDS=1")
         }
         _ => {
-            eprintln!(
-                "skipped: WAYPOINT_TEST_POSTGRES_URL is not set (scripts/test.sh starts a server)"
-            );
+            eprintln!("skipped: {var} is not set (scripts/test.sh starts a server)");
             None
         }
     }
