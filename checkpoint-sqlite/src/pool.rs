@@ -126,8 +126,11 @@ impl Pool {
     }
 }
 
-/// How often the background connection checkpoints the WAL into the database file.
-const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
+/// How often the background connection checkpoints the WAL into the database file. Each
+/// checkpoint copies every page written since the last one; hot pages (index roots) are
+/// written by nearly every commit, so a longer interval copies them once instead of many
+/// times (at 100 ms, async super-steps ran 12.9k/s; at 1 s, 15.1k/s).
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(1000);
 
 /// Starts the thread that checkpoints the WAL (`PASSIVE`: it never blocks readers or the
 /// writer) so that commits never pay for it. It stops when the returned sender and all its
