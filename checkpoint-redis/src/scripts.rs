@@ -81,8 +81,8 @@ while a <= #ARGV do
       KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], KEYS[k + 5], KEYS[k + 6]
     k = k + 7
     local id, parent, n = ARGV[a + 1], ARGV[a + 4], tonumber(ARGV[a + 8])
-    -- A re-put keeps the parent the checkpoint was first stored with.
-    if parent ~= '' and redis.call('EXISTS', cp) == 0 then
+    -- A re-put keeps the parent the checkpoint was first stored with (empty: none).
+    if redis.call('EXISTS', cp) == 0 then
       redis.call('HSET', cp, 'p', parent)
     end
     redis.call('HSET', cp, 'c', ARGV[a + 2], 'm', ARGV[a + 3], 'b', ARGV[a + 5])
