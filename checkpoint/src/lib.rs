@@ -63,7 +63,7 @@ pub use memory::{DELTA_COUNTERS_KEY, InMemorySaver};
 pub use prepare::{NewValue, PreparedPut, PreparedSave, PreparedWrites, WriteRow};
 pub use saver::{
     Capabilities, CheckpointSaver, CheckpointSaverExt, DeltaChannelHistory, Lease, ListOptions,
-    PruneStrategy, Save, walk_delta_history,
+    PruneStrategy, Save, ids_to_keep, walk_delta_history,
 };
 pub use serde::{Format, Keyring, Serde, Slot};
 pub use types::{

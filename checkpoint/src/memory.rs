@@ -219,32 +219,21 @@ impl Namespace {
             .is_some_and(Option::is_some)
     }
 
-    /// The ids `KeepLatest` keeps: the newest checkpoint, plus the ancestors that its delta
-    /// channels (named in its metadata) still need to rebuild their value.
+    /// The ids `KeepLatest` keeps (see [`crate::ids_to_keep`]).
     fn ids_to_keep(&self) -> BTreeSet<String> {
-        let mut keep = BTreeSet::new();
         let Some((latest_id, latest)) = self.checkpoints.last_key_value() else {
-            return keep;
+            return BTreeSet::new();
         };
-        keep.insert(latest_id.clone());
-        let mut open: Vec<&str> = match latest.metadata.extra.get(DELTA_COUNTERS_KEY) {
-            Some(Value::Object(counters)) => counters
-                .keys()
-                .map(String::as_str)
-                .filter(|ch| !self.has_value(latest, ch))
-                .collect(),
-            _ => Vec::new(),
-        };
-        let mut next = latest.parent.as_deref();
-        while let (false, Some(id)) = (open.is_empty(), next) {
-            let Some(ancestor) = self.checkpoints.get(id) else {
-                break;
-            };
-            keep.insert(id.to_owned());
-            open.retain(|ch| !self.has_value(ancestor, ch));
-            next = ancestor.parent.as_deref();
-        }
-        keep
+        crate::ids_to_keep(
+            latest_id,
+            latest.metadata.extra.get(DELTA_COUNTERS_KEY),
+            |id| self.checkpoints.get(id).map(|c| c.parent.as_deref()),
+            |id, channel| {
+                self.checkpoints
+                    .get(id)
+                    .is_some_and(|c| self.has_value(c, channel))
+            },
+        )
     }
 
     /// Drops values no remaining checkpoint refers to.

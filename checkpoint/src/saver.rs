@@ -1,6 +1,6 @@
 //! The `CheckpointSaver` trait every backend implements, and its conveniences.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -329,6 +329,38 @@ pub trait CheckpointSaver: Send + Sync + Debug {
             backend: self.backend(),
         }
     }
+}
+
+/// The checkpoint ids [`PruneStrategy::KeepLatest`] keeps in one namespace: the latest, and
+/// the ancestors its delta channels (the keys of its metadata's `counters` entry, LangGraph's
+/// counters since each channel's last snapshot) still need to rebuild their values.
+/// `parent(id)` is the parent of a stored checkpoint (`None` when `id` is not stored: the
+/// walk ends) and `has_value(id, channel)` whether that checkpoint stores the channel's value.
+pub fn ids_to_keep<'s>(
+    latest: &'s str,
+    counters: Option<&serde_json::Value>,
+    parent: impl Fn(&str) -> Option<Option<&'s str>>,
+    has_value: impl Fn(&str, &str) -> bool,
+) -> BTreeSet<String> {
+    let mut keep = BTreeSet::from([latest.to_owned()]);
+    let mut open: Vec<&str> = match counters {
+        Some(serde_json::Value::Object(counters)) => counters
+            .keys()
+            .map(String::as_str)
+            .filter(|channel| !has_value(latest, channel))
+            .collect(),
+        _ => Vec::new(),
+    };
+    let mut next = parent(latest).flatten();
+    while let (false, Some(id)) = (open.is_empty(), next) {
+        let Some(grandparent) = parent(id) else {
+            break;
+        };
+        keep.insert(id.to_owned());
+        open.retain(|channel| !has_value(id, channel));
+        next = grandparent;
+    }
+    keep
 }
 
 /// The delta-history walk over `get_tuple` and parent links; works on any saver.
