@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
+use waypoint_store::conformance::{Restart, restart_mid_write_loop};
 use waypoint_store::{
     Embedder, Error, Index, IndexConfig, Item, Namespace, Op, PostgresStore, PostgresStoreConfig,
     PutOp, Result, SearchOp, Store, StoreConfig, StoreExt, Ttl,
@@ -813,87 +814,13 @@ async fn server_restart_mid_write_loop_fails_fast_then_recovers() -> Result<()> 
     )
     .await?;
     store.setup().await?;
-    let ns = Namespace::from(["restart"]);
-    let (start, run_for) = (Instant::now(), Duration::from_secs(10));
-    let (mut acknowledged, mut failed, mut after_restart) = (Vec::new(), Vec::new(), 0);
-    let mut restarted = None;
-    let mut i = 0;
-    while start.elapsed() < run_for {
-        if restarted.is_none() && start.elapsed() > Duration::from_secs(3) {
-            // Taken away mid-loop; back two seconds later, from another thread, while the
-            // loop keeps calling.
-            restarted = Some(std::thread::spawn(|| {
-                ctl("WAYPOINT_TEST_POSTGRES_FAULTS_CTL", "stop");
-                std::thread::sleep(Duration::from_secs(2));
-                ctl("WAYPOINT_TEST_POSTGRES_FAULTS_CTL", "start");
-                Instant::now()
-            }));
-        }
-        i += 1;
-        let key = format!("k{i:05}");
-        let call = Instant::now();
-        match store
-            .put(&ns, &key, json!({"text": format!("item {i}")}))
-            .await
-        {
-            Ok(()) => {
-                acknowledged.push(key);
-                if restarted.as_ref().is_some_and(|h| h.is_finished()) {
-                    after_restart += 1;
-                }
-            }
-            Err(e) => {
-                assert!(
-                    matches!(e, Error::Backend { .. }),
-                    "an outage is a backend error: {e:?}"
-                );
-                let took = call.elapsed();
-                assert!(
-                    took <= acquire + statement + Duration::from_millis(500),
-                    "a call during the outage took {took:?}"
-                );
-                failed.push(key);
-            }
-        }
-    }
-    restarted
-        .expect("the server was stopped")
-        .join()
-        .expect("restart");
-    assert!(
-        !failed.is_empty(),
-        "no call failed while the server was down"
-    );
-    assert!(
-        after_restart > 10,
-        "no recovery: {after_restart} puts after the restart"
-    );
-    // Every acknowledged put is there, found by meaning too; anything else stored is a put
-    // whose answer the outage lost.
-    let stored: Vec<String> = store
-        .search(SearchOp::new(&ns).limit(100_000))
-        .await?
-        .into_iter()
-        .map(|i| i.item.key)
-        .collect();
-    for key in &acknowledged {
-        assert!(
-            stored.contains(key),
-            "{key} was acknowledged but is missing"
-        );
-    }
-    for key in &stored {
-        assert!(acknowledged.contains(key) || failed.contains(key), "{key}?");
-    }
-    let last = acknowledged.last().expect("some puts");
-    let text = format!("item {}", &last[1..].trim_start_matches('0'));
-    // Texts differ by digits only ("item 12" and "item 120"), so the exact item must be among
-    // the best few rather than strictly first.
-    assert!(query_keys(&store, &ns, &text).await?.contains(last));
-    eprintln!(
-        "{} puts acknowledged, {} failed during the outage, {after_restart} after the restart",
-        acknowledged.len(),
-        failed.len()
-    );
+    let summary = restart_mid_write_loop(
+        &store,
+        |action| ctl("WAYPOINT_TEST_POSTGRES_FAULTS_CTL", action),
+        acquire + statement + Duration::from_millis(500),
+        Restart::KeepsData,
+    )
+    .await?;
+    eprintln!("{summary}");
     Ok(())
 }

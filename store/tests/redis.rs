@@ -11,6 +11,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use waypoint_store::conformance::{Restart, restart_mid_write_loop};
 use waypoint_store::{
     Error, Index, IndexConfig, ListNamespacesOp, Namespace, Op, PutOp, RedisStore,
     RedisStoreConfig, Result, SearchOp, Store, StoreConfig, StoreExt, Ttl,
@@ -388,81 +389,13 @@ async fn server_restart_mid_write_loop_fails_fast_then_recovers() -> Result<()> 
             .store(indexed()),
     )
     .await?;
-    let ns = Namespace::from(["restart"]);
-    let (start, run_for) = (Instant::now(), Duration::from_secs(10));
-    let (mut acknowledged, mut failed, mut after_restart) = (Vec::new(), Vec::new(), 0);
-    let mut restarted = None;
-    let mut i = 0;
-    while start.elapsed() < run_for {
-        if restarted.is_none() && start.elapsed() > Duration::from_secs(3) {
-            // Taken away mid-loop; back two seconds later, from another thread, while the
-            // loop keeps calling.
-            restarted = Some(std::thread::spawn(|| {
-                ctl("stop");
-                std::thread::sleep(Duration::from_secs(2));
-                ctl("start");
-            }));
-        }
-        i += 1;
-        let key = format!("k{i:05}");
-        let call = Instant::now();
-        match store
-            .put(&ns, &key, json!({"text": format!("item {i}")}))
-            .await
-        {
-            Ok(()) => {
-                // The server keeps nothing on disk: only puts after the outage must survive.
-                if !failed.is_empty() {
-                    after_restart += 1;
-                    acknowledged.push(key);
-                }
-            }
-            Err(e) => {
-                assert!(
-                    matches!(e, Error::Backend { .. }),
-                    "an outage is a backend error: {e:?}"
-                );
-                let took = call.elapsed();
-                assert!(
-                    took <= timeout + Duration::from_millis(500),
-                    "a call during the outage took {took:?}"
-                );
-                failed.push(key);
-            }
-        }
-    }
-    restarted
-        .expect("the server was stopped")
-        .join()
-        .expect("restart");
-    assert!(
-        !failed.is_empty(),
-        "no call failed while the server was down"
-    );
-    assert!(
-        after_restart > 10,
-        "no recovery: {after_restart} puts after the restart"
-    );
-    let stored: Vec<String> = store
-        .search(SearchOp::new(&ns).limit(100_000))
-        .await?
-        .into_iter()
-        .map(|i| i.item.key)
-        .collect();
-    for key in &acknowledged {
-        assert!(
-            stored.contains(key),
-            "{key} was acknowledged but is missing"
-        );
-    }
-    let last = acknowledged.last().expect("some puts");
-    let text = format!("item {}", last[1..].trim_start_matches('0'));
-    // Texts differ by digits only, so the exact item must be among the best few.
-    assert!(query_keys(&store, &ns, &text).await?.contains(last));
-    eprintln!(
-        "{} puts after the outage, {} failed during it",
-        acknowledged.len(),
-        failed.len()
-    );
+    let summary = restart_mid_write_loop(
+        &store,
+        ctl,
+        timeout + Duration::from_millis(500),
+        Restart::Empties,
+    )
+    .await?;
+    eprintln!("{summary}");
     Ok(())
 }

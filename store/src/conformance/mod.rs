@@ -39,6 +39,7 @@ where
 mod basic;
 mod filters;
 mod namespaces;
+mod outage;
 mod search;
 mod ttl;
 mod vectors;
@@ -46,6 +47,7 @@ mod vectors;
 pub use basic::*;
 pub use filters::*;
 pub use namespaces::*;
+pub use outage::{Restart, restart_mid_write_loop};
 pub use search::*;
 pub use ttl::*;
 pub use vectors::*;
