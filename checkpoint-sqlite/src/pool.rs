@@ -1,9 +1,11 @@
 //! Connections, and how async callers use them without stalling a tokio worker.
 //!
 //! Each connection sits behind its own mutex: one writer (SQLite has one writer at a time
-//! anyway) and a few readers. A short operation (a few rows) runs right on the calling
-//! worker when a connection is free and no other connection holds a lock it needs: it takes
-//! less time than handing the worker to another thread would. Anything else runs on the
+//! anyway) and a few readers. A short read (a few rows) runs right on the calling worker
+//! when a connection is free and no other connection holds a lock it needs: it takes less
+//! time than handing the worker to another thread would. (Writes did too, but under two
+//! processes writing one file an attempt now and then met "database is locked" even after
+//! falling back, so they no longer do.) Anything else runs on the
 //! caller's own thread inside `tokio::task::block_in_place`, which hands the worker's other
 //! tasks to another thread for the duration; on a current-thread runtime, where that is not
 //! allowed, it runs on tokio's blocking pool instead. (A dedicated connection thread was
@@ -36,6 +38,22 @@ pub(crate) struct Pool {
 thread_local! {
     /// Set when a quick attempt met a lock held by another connection.
     static GAVE_UP: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether `e` is SQLite's "database is busy" or "locked".
+fn is_busy(e: &Error) -> bool {
+    let Error::Backend { source, .. } = e else {
+        return false;
+    };
+    source
+        .downcast_ref::<rusqlite::Error>()
+        .and_then(rusqlite::Error::sqlite_error_code)
+        .is_some_and(|code| {
+            matches!(
+                code,
+                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+            )
+        })
 }
 
 /// The busy handler of a quick attempt: never wait, remember that it did not.
@@ -91,7 +109,10 @@ impl Pool {
         if let Err(e) = conn.busy_timeout(self.busy_timeout) {
             return Some(Err(sqlite_error(e)));
         }
-        (done.is_ok() || !GAVE_UP.get()).then_some(done)
+        // SQLite may also answer "busy" without asking the handler (where waiting could
+        // deadlock); either way the attempt is rolled back and run again where it may wait.
+        let busy = GAVE_UP.get() || done.as_ref().is_err_and(is_busy);
+        (!busy).then_some(done)
     }
 
     /// Runs `f` on a free connection without blocking the async executor.
@@ -128,11 +149,11 @@ impl Pool {
     }
 }
 
-/// How often the background connection checkpoints the WAL into the database file. Each
-/// checkpoint copies every page written since the last one; hot pages (index roots) are
-/// written by nearly every commit, so a longer interval copies them once instead of many
-/// times (at 100 ms, async super-steps ran 12.9k/s; at 1 s, 15.1k/s).
-const CHECKPOINT_EVERY: Duration = Duration::from_millis(1000);
+/// How often the background connection checkpoints the WAL into the database file. (One
+/// second made async super-steps 15% faster, since hot index pages are then copied once a
+/// second rather than ten times, but two processes writing one file then met "database is
+/// locked" now and then: `two_processes_writing_for_ten_seconds_lose_nothing`.)
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
 
 /// Starts the thread that checkpoints the WAL (`PASSIVE`: it never blocks readers or the
 /// writer) so that commits never pay for it. It stops when the returned sender and all its

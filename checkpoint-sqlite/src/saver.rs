@@ -254,7 +254,7 @@ impl CheckpointSaver for SqliteSaver {
         let cache = self.cache.clone();
         let mut put = Some(put);
         self.writer
-            .run_quick(move |conn| {
+            .run(move |conn| {
                 let Some(done) = put.as_ref() else {
                     return Ok(());
                 };
@@ -277,7 +277,7 @@ impl CheckpointSaver for SqliteSaver {
         let cache = self.cache.clone();
         let mut prepared = Some(prepared);
         self.writer
-            .run_quick(move |conn| {
+            .run(move |conn| {
                 let Some(saves) = prepared.as_ref() else {
                     return Ok(());
                 };
@@ -313,7 +313,7 @@ impl CheckpointSaver for SqliteSaver {
             return Ok(());
         };
         self.writer
-            .run_quick(move |conn| queries::put_writes(conn, &w))
+            .run(move |conn| queries::put_writes(conn, &w))
             .await
     }
 
@@ -453,21 +453,21 @@ impl CheckpointSaver for SqliteSaver {
     async fn acquire_lease(&self, thread_id: &str, ttl: Duration) -> Result<Lease> {
         let claim = Claim::acquire(thread_id, ttl)?;
         self.writer
-            .run_quick(move |conn| claim.clone().run_acquire(conn))
+            .run(move |conn| claim.clone().run_acquire(conn))
             .await
     }
 
     async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease> {
         let claim = Claim::renew(lease, ttl)?;
         self.writer
-            .run_quick(move |conn| claim.clone().run_renew(conn))
+            .run(move |conn| claim.clone().run_renew(conn))
             .await
     }
 
     async fn release_lease(&self, lease: &Lease) -> Result<()> {
         let (thread_id, token) = (lease.thread_id.clone(), lease.token.clone());
         self.writer
-            .run_quick(move |conn| lease::release(conn, &thread_id, &token))
+            .run(move |conn| lease::release(conn, &thread_id, &token))
             .await
     }
 }

@@ -84,9 +84,20 @@ pub(crate) fn open_connection(config: &SqliteConfig) -> Result<Connection> {
     .map_err(sqlite_error)?;
     conn.set_prepared_statement_cache_capacity(64);
     if matches!(config.target, Target::File(_)) {
-        let mode: String = conn
-            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
-            .map_err(|e| not_a_database(config, e))?;
+        // Switching a new file to WAL needs it to itself, and SQLite answers "busy" at once
+        // rather than through the busy handler when another process is opening it too.
+        let deadline = std::time::Instant::now() + config.busy_timeout;
+        let mode: String = loop {
+            match conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)) {
+                Err(e)
+                    if e.sqlite_error_code() == Some(ErrorCode::DatabaseBusy)
+                        && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                done => break done.map_err(|e| not_a_database(config, e))?,
+            }
+        };
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(Error::backend(
                 "sqlite",
