@@ -19,6 +19,7 @@
 //! # Ok::<_, waypoint_checkpoint::Error>(()) }).unwrap();
 //! ```
 
+mod busy;
 mod cache;
 mod config;
 mod convert;

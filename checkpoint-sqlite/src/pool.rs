@@ -1,12 +1,10 @@
 //! Connections, and how async callers use them without stalling a tokio worker.
 //!
 //! Each connection sits behind its own mutex: one writer (SQLite has one writer at a time
-//! anyway) and a few readers. A short read (a few rows) runs right on the calling worker
-//! when a connection is free and no other connection holds a lock it needs: it takes less
-//! time than handing the worker to another thread would. (Writes did too, but under two
-//! processes writing one file an attempt now and then met "database is locked" even after
-//! falling back, so they no longer do.) Anything else runs on the
-//! caller's own thread inside `tokio::task::block_in_place`, which hands the worker's other
+//! anyway) and a few readers. A short operation (a few rows) runs right on the calling
+//! worker when a connection is free and no other connection holds a lock it needs: it takes
+//! less time than handing the worker to another thread would. Anything else, and a short
+//! operation that met a lock, runs on the caller's own thread inside `tokio::task::block_in_place`, which hands the worker's other
 //! tasks to another thread for the duration; on a current-thread runtime, where that is not
 //! allowed, it runs on tokio's blocking pool instead. (A dedicated connection thread was
 //! measured first: the cross-thread wake-ups cost 10-40 us per operation on a virtual
@@ -24,6 +22,7 @@ use rusqlite::Connection;
 use tokio::runtime::{Handle, RuntimeFlavor};
 use waypoint_checkpoint::{Error, Result};
 
+use crate::busy;
 use crate::convert::sqlite_error;
 
 /// A set of connections; an operation takes whichever is free.
@@ -31,7 +30,7 @@ use crate::convert::sqlite_error;
 pub(crate) struct Pool {
     conns: Arc<Vec<Mutex<Connection>>>,
     next: Arc<AtomicUsize>,
-    /// The connections' busy timeout, restored after a quick attempt.
+    /// The longest an operation waits for a lock another connection holds.
     busy_timeout: Duration,
 }
 
@@ -106,7 +105,7 @@ impl Pool {
             return Some(Err(sqlite_error(e)));
         }
         let done = f(&mut conn);
-        if let Err(e) = conn.busy_timeout(self.busy_timeout) {
+        if let Err(e) = conn.busy_handler(Some(busy::wait)) {
             return Some(Err(sqlite_error(e)));
         }
         // SQLite may also answer "busy" without asking the handler (where waiting could
@@ -123,7 +122,7 @@ impl Pool {
         let this = self.clone();
         let job = move || {
             let mut conn = this.take();
-            f(&mut conn)
+            busy::with_limit(this.busy_timeout, || f(&mut conn))
         };
         match Handle::try_current() {
             Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => {
@@ -149,11 +148,11 @@ impl Pool {
     }
 }
 
-/// How often the background connection checkpoints the WAL into the database file. (One
-/// second made async super-steps 15% faster, since hot index pages are then copied once a
-/// second rather than ten times, but two processes writing one file then met "database is
-/// locked" now and then: `two_processes_writing_for_ten_seconds_lose_nothing`.)
-const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
+/// How often the background connection checkpoints the WAL into the database file. Each
+/// checkpoint copies every page written since the last one; hot pages (index roots) are
+/// written by nearly every commit, so a longer interval copies them once instead of many
+/// times (at 100 ms, async super-steps ran 12.6k/s; at 1 s, about 15k/s).
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(1000);
 
 /// Starts the thread that checkpoints the WAL (`PASSIVE`: it never blocks readers or the
 /// writer) so that commits never pay for it. It stops when the returned sender and all its

@@ -60,7 +60,9 @@ impl SqliteSaver {
         let config = Arc::new(config);
         let open = {
             let config = config.clone();
-            move || schema::open_connection(&config)
+            move || {
+                crate::busy::with_limit(config.busy_timeout, || schema::open_connection(&config))
+            }
         };
         let writer = Pool::open(1, config.busy_timeout, open.clone())?;
         let (readers, checkpointer) = match config.target {
@@ -254,7 +256,7 @@ impl CheckpointSaver for SqliteSaver {
         let cache = self.cache.clone();
         let mut put = Some(put);
         self.writer
-            .run(move |conn| {
+            .run_quick(move |conn| {
                 let Some(done) = put.as_ref() else {
                     return Ok(());
                 };
@@ -277,7 +279,7 @@ impl CheckpointSaver for SqliteSaver {
         let cache = self.cache.clone();
         let mut prepared = Some(prepared);
         self.writer
-            .run(move |conn| {
+            .run_quick(move |conn| {
                 let Some(saves) = prepared.as_ref() else {
                     return Ok(());
                 };
@@ -313,7 +315,7 @@ impl CheckpointSaver for SqliteSaver {
             return Ok(());
         };
         self.writer
-            .run(move |conn| queries::put_writes(conn, &w))
+            .run_quick(move |conn| queries::put_writes(conn, &w))
             .await
     }
 
@@ -453,21 +455,21 @@ impl CheckpointSaver for SqliteSaver {
     async fn acquire_lease(&self, thread_id: &str, ttl: Duration) -> Result<Lease> {
         let claim = Claim::acquire(thread_id, ttl)?;
         self.writer
-            .run(move |conn| claim.clone().run_acquire(conn))
+            .run_quick(move |conn| claim.clone().run_acquire(conn))
             .await
     }
 
     async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease> {
         let claim = Claim::renew(lease, ttl)?;
         self.writer
-            .run(move |conn| claim.clone().run_renew(conn))
+            .run_quick(move |conn| claim.clone().run_renew(conn))
             .await
     }
 
     async fn release_lease(&self, lease: &Lease) -> Result<()> {
         let (thread_id, token) = (lease.thread_id.clone(), lease.token.clone());
         self.writer
-            .run(move |conn| lease::release(conn, &thread_id, &token))
+            .run_quick(move |conn| lease::release(conn, &thread_id, &token))
             .await
     }
 }

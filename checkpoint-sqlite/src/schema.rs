@@ -67,12 +67,12 @@ pub(crate) fn open_connection(config: &SqliteConfig) -> Result<Connection> {
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_URI;
-    let conn = match &config.target {
+    let mut conn = match &config.target {
         Target::File(path) => Connection::open_with_flags(path, flags),
         Target::Memory => Connection::open_in_memory(),
     }
     .map_err(|e| not_a_database(config, e))?;
-    conn.busy_timeout(config.busy_timeout)
+    conn.busy_handler(Some(crate::busy::wait))
         .map_err(sqlite_error)?;
     // Plans must not depend on bound values: the bundled SQLite has STAT4, which otherwise
     // marks statements with an equality prefix plus ORDER BY (latest checkpoint, pending
