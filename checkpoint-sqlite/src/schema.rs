@@ -175,6 +175,16 @@ fn check_version(config: &SqliteConfig, conn: &Connection) -> Result<()> {
     Ok(())
 }
 
+/// Whether the database has a table called `name`.
+fn has_table(conn: &Connection, name: &str) -> Result<bool> {
+    conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1)",
+        [name],
+        |r| r.get(0),
+    )
+    .map_err(sqlite_error)
+}
+
 /// Applies missing migrations in one `IMMEDIATE` transaction, so two processes running it
 /// at once serialize on SQLite's write lock and the second finds nothing to do.
 pub(crate) fn migrate(conn: &mut Connection) -> Result<()> {
@@ -189,6 +199,14 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<()> {
     )
     .map_err(sqlite_error)?;
     let applied = applied_version(&tx).map_err(sqlite_error)?;
+    if applied == 0 && has_table(&tx, "checkpoints")? {
+        // Rolled back on return: nothing is changed in a database another program owns.
+        return Err(Error::InvalidConfig(
+            "the database has a `checkpoints` table that Waypoint did not create (LangGraph's \
+             SqliteSaver writes one of another layout): give Waypoint a file of its own"
+                .into(),
+        ));
+    }
     if applied > LATEST {
         return Err(Error::backend(
             "sqlite",

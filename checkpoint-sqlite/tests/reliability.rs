@@ -412,3 +412,37 @@ async fn without_setup_operations_say_so() {
     assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
     assert!(err.to_string().contains("setup()"), "{err}");
 }
+
+#[tokio::test]
+async fn a_database_of_another_layout_is_refused_and_left_untouched() {
+    let db = temp_db();
+    {
+        // LangGraph's SqliteSaver keeps whole checkpoints as blobs in a `checkpoints` table.
+        let conn = rusqlite::Connection::open(&db).expect("open raw");
+        conn.execute_batch(
+            "CREATE TABLE checkpoints (thread_id TEXT, checkpoint_ns TEXT, checkpoint_id TEXT,
+             parent_checkpoint_id TEXT, type TEXT, checkpoint BLOB, metadata BLOB)",
+        )
+        .expect("foreign table");
+    }
+    let schema = || {
+        rusqlite::Connection::open(&db)
+            .and_then(|c| {
+                c.query_row(
+                    "SELECT group_concat(name, ',') FROM sqlite_master",
+                    [],
+                    |r| r.get::<_, String>(0),
+                )
+            })
+            .expect("schema")
+    };
+    let before = schema();
+    let err = SqliteSaver::from_path(&db)
+        .await
+        .expect_err("a foreign checkpoints table is refused");
+    assert!(
+        matches!(&err, waypoint_checkpoint::Error::InvalidConfig(m) if m.contains("did not create")),
+        "{err}"
+    );
+    assert_eq!(schema(), before, "the schema is unchanged");
+}
