@@ -9,59 +9,20 @@
 //! for `benches/peers/hnswlib_ann.py`, which runs hnswlib on the same data.
 #![allow(missing_docs)] // criterion's harness needs no docs.
 
-use std::collections::HashSet;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use waypoint_benches::ann::{self, EF_CONSTRUCTION, M};
 use waypoint_store::index::VectorIndex;
 use waypoint_store::{AnnConfig, Distance, ItemKey};
 
-const VECTORS: usize = 100_000;
-const DIMS: usize = 128;
-const CLUSTERS: usize = 1_000;
-const SIGMA: f32 = 1.5;
-const QUERIES: usize = 1_000;
-const K: usize = 10;
-const SEED: u64 = 42;
-/// hnswlib's usual settings, which the peer script uses too; `WAYPOINT_BENCH_ANN_EF_CONSTRUCTION`
-/// overrides the second (the store's default is 100).
-const M: usize = 16;
-const EF_CONSTRUCTION: usize = 200;
+const VECTORS: usize = ann::FULL.vectors;
+const DIMS: usize = ann::FULL.dims;
+const QUERIES: usize = ann::FULL.queries;
+const K: usize = ann::FULL.k;
 const EF_SWEEP: [usize; 9] = [10, 16, 24, 32, 48, 64, 96, 128, 256];
-
-/// One standard normal draw (Box-Muller).
-fn normal(rng: &mut StdRng) -> f32 {
-    let u1: f32 = rng.random::<f32>().max(f32::MIN_POSITIVE);
-    let u2: f32 = rng.random();
-    (-2.0 * u1.ln()).sqrt() * (std::f32::consts::TAU * u2).cos()
-}
-
-/// The vectors and the queries.
-fn dataset() -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
-    let mut rng = StdRng::seed_from_u64(SEED);
-    let centres: Vec<Vec<f32>> = (0..CLUSTERS)
-        .map(|_| (0..DIMS).map(|_| normal(&mut rng)).collect())
-        .collect();
-    let point = |rng: &mut StdRng| -> Vec<f32> {
-        let c = &centres[rng.random_range(0..CLUSTERS)];
-        c.iter().map(|x| x + SIGMA * normal(rng)).collect()
-    };
-    let vectors = (0..VECTORS).map(|_| point(&mut rng)).collect();
-    let queries = (0..QUERIES).map(|_| point(&mut rng)).collect();
-    (vectors, queries)
-}
-
-fn key(i: usize) -> ItemKey {
-    ItemKey::new(["bench"], format!("{i:06}"))
-}
-
-fn id(key: &ItemKey) -> usize {
-    key.key.parse().expect("bench key")
-}
 
 fn all(_: &ItemKey) -> bool {
     true
@@ -95,31 +56,12 @@ fn write_dataset(vectors: &[Vec<f32>], queries: &[Vec<f32>], truth: &[Vec<usize>
     eprintln!("dataset written to {}", path.display());
 }
 
-/// One pass over the queries at `ef`: queries/s and mean recall@10.
-fn pass(index: &VectorIndex, queries: &[Vec<f32>], truth: &[Vec<usize>], ef: usize) -> (f64, f64) {
-    let start = Instant::now();
-    let results: Vec<_> = queries
-        .iter()
-        .map(|q| index.search_with_ef(q, K, ef, &all))
-        .collect();
-    let qps = queries.len() as f64 / start.elapsed().as_secs_f64();
-    let hits: usize = results
-        .iter()
-        .zip(truth)
-        .map(|(r, t)| {
-            let t: HashSet<usize> = t.iter().copied().collect();
-            r.iter().filter(|(k, _)| t.contains(&id(k))).count()
-        })
-        .sum();
-    (qps, hits as f64 / (K * queries.len()) as f64)
-}
-
 fn main() {
     let ef_construction = std::env::var("WAYPOINT_BENCH_ANN_EF_CONSTRUCTION")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(EF_CONSTRUCTION);
-    let (vectors, queries) = dataset();
+    let (vectors, queries) = ann::dataset(ann::FULL);
     let index = VectorIndex::new(
         DIMS,
         Distance::L2,
@@ -129,11 +71,7 @@ fn main() {
             ..AnnConfig::default()
         },
     );
-    let items = vectors
-        .iter()
-        .enumerate()
-        .map(|(i, v)| (key(i), vec![v.clone()]))
-        .collect();
+    let items = ann::items(&vectors);
     let threads = std::env::var("RAYON_NUM_THREADS")
         .ok()
         .or_else(|| {
@@ -155,16 +93,7 @@ fn main() {
     );
 
     let start = Instant::now();
-    let truth: Vec<Vec<usize>> = queries
-        .iter()
-        .map(|q| {
-            index
-                .search_exact(q, K, &all)
-                .iter()
-                .map(|(k, _)| id(k))
-                .collect()
-        })
-        .collect();
+    let truth = ann::exact(&index, &queries, K);
     let exact_qps = QUERIES as f64 / start.elapsed().as_secs_f64();
     write_dataset(&vectors, &queries, &truth);
 
@@ -174,7 +103,7 @@ fn main() {
     for ef in EF_SWEEP {
         let mut best = (0.0f64, 0.0f64);
         for _ in 0..3 {
-            let (qps, recall) = pass(&index, &queries, &truth, ef);
+            let (qps, recall) = ann::pass(&index, &queries, &truth, K, ef);
             best = (best.0.max(qps), recall);
         }
         rows.push((ef, best.0, best.1));

@@ -18,10 +18,11 @@ use criterion::{BenchmarkId, Criterion, Throughput};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
-use waypoint_benches::store::{BATCH, DIMS, ITEMS, PUTS, key, namespace, values};
+use waypoint_benches::servers;
+use waypoint_benches::store::{BATCH, ITEMS, PUTS, key, namespace, values};
+use waypoint_benches::store_reads::{fill, indexed};
 use waypoint_store::{
-    InMemoryStore, IndexConfig, Namespace, Op, PutOp, SearchOp, SqliteStore, Store, StoreConfig,
-    StoreExt,
+    InMemoryStore, Namespace, Op, PutOp, SearchOp, SqliteStore, Store, StoreConfig, StoreExt,
 };
 
 type Opened = Pin<Box<dyn Future<Output = Arc<dyn Store>>>>;
@@ -30,18 +31,6 @@ type Opened = Pin<Box<dyn Future<Output = Arc<dyn Store>>>>;
 struct Backend {
     name: &'static str,
     open: Box<dyn Fn(StoreConfig) -> Opened>,
-}
-
-fn postgres_url() -> Option<String> {
-    ["WAYPOINT_BENCH_POSTGRES_URL", "WAYPOINT_TEST_POSTGRES_URL"]
-        .iter()
-        .find_map(|var| std::env::var(var).ok().filter(|u| !u.is_empty()))
-}
-
-fn redis_url() -> Option<String> {
-    ["WAYPOINT_BENCH_REDIS_URL", "WAYPOINT_TEST_REDIS_URL"]
-        .iter()
-        .find_map(|var| std::env::var(var).ok().filter(|u| !u.is_empty()))
 }
 
 fn backends(dir: &std::path::Path) -> Vec<Backend> {
@@ -66,7 +55,7 @@ fn backends(dir: &std::path::Path) -> Vec<Backend> {
             }),
         },
     ];
-    match postgres_url() {
+    match servers::url("POSTGRES") {
         Some(url) => backends.push(Backend {
             name: "postgres",
             open: Box::new(move |config| {
@@ -76,7 +65,7 @@ fn backends(dir: &std::path::Path) -> Vec<Backend> {
         }),
         None => eprintln!("PostgreSQL skipped: set WAYPOINT_BENCH_POSTGRES_URL"),
     }
-    match redis_url() {
+    match servers::url("REDIS") {
         Some(url) => backends.push(Backend {
             name: "redis",
             open: Box::new(move |config| {
@@ -90,44 +79,13 @@ fn backends(dir: &std::path::Path) -> Vec<Backend> {
 }
 
 async fn postgres_store(url: &str, config: StoreConfig) -> Arc<dyn Store> {
-    let schema = format!("bench_{}", uuid::Uuid::new_v4().simple());
-    let store = waypoint_store::PostgresStore::connect(
-        waypoint_store::PostgresStoreConfig::new(url)
-            .schema(schema)
-            .store(config),
-    )
-    .await
-    .expect("connect to PostgreSQL");
-    store.setup().await.expect("setup");
-    Arc::new(store)
+    let store = servers::postgres_store(url, config).await;
+    Arc::new(store.expect("connect to PostgreSQL"))
 }
 
 async fn redis_store(url: &str, config: StoreConfig) -> Arc<dyn Store> {
-    let prefix = format!("bench-{}", uuid::Uuid::new_v4().simple());
-    let store = waypoint_store::RedisStore::connect(
-        waypoint_store::RedisStoreConfig::new(url)
-            .prefix(prefix)
-            .store(config),
-    )
-    .await
-    .expect("connect to Redis");
-    Arc::new(store)
-}
-
-fn indexed() -> StoreConfig {
-    StoreConfig::new().index(IndexConfig::hashing(DIMS).fields(["text"]))
-}
-
-async fn fill(store: &dyn Store, n: usize) {
-    let values = values(n);
-    let ops: Vec<Op> = values
-        .into_iter()
-        .enumerate()
-        .map(|(i, v)| Op::Put(PutOp::new(namespace(i), key(i), v)))
-        .collect();
-    for chunk in ops.chunks(500) {
-        store.batch(chunk.to_vec()).await.expect("fill");
-    }
+    let store = servers::redis_store(url, config).await;
+    Arc::new(store.expect("connect to Redis"))
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -234,7 +192,7 @@ fn main() {
     for b in &backends {
         let store = rt.block_on(async {
             let store = (b.open)(indexed()).await;
-            fill(&*store, ITEMS).await;
+            fill(&*store, ITEMS).await.expect("fill");
             store
         });
         stores.push(store);

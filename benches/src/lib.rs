@@ -471,3 +471,238 @@ pub mod runtime {
         graph.compile(CompileOptions::default().checkpointer(saver))
     }
 }
+
+/// The servers a benchmark may measure and fresh, isolated handles on them: each saver or
+/// store gets its own PostgreSQL schema or Redis key prefix, so runs never see each other.
+pub mod servers {
+    use waypoint_checkpoint_postgres::{PostgresConfig, PostgresSaver};
+    use waypoint_checkpoint_redis::{RedisConfig, RedisSaver};
+    use waypoint_store::{
+        PostgresStore, PostgresStoreConfig, RedisStore, RedisStoreConfig, StoreConfig,
+    };
+
+    /// The URL `WAYPOINT_BENCH_<NAME>_URL`, or else `WAYPOINT_TEST_<NAME>_URL`, names
+    /// (`name` is `POSTGRES` or `REDIS`); unset and empty mean none.
+    pub fn url(name: &str) -> Option<String> {
+        ["BENCH", "TEST"].iter().find_map(|kind| {
+            std::env::var(format!("WAYPOINT_{kind}_{name}_URL"))
+                .ok()
+                .filter(|u| !u.is_empty())
+        })
+    }
+
+    fn fresh(prefix: &str, separator: char) -> String {
+        format!("{prefix}{separator}{}", uuid::Uuid::new_v4().simple())
+    }
+
+    /// A checkpointer on a fresh schema of the PostgreSQL server at `url`, set up.
+    pub async fn postgres_saver(
+        url: &str,
+        max_connections: u32,
+    ) -> waypoint_checkpoint::Result<PostgresSaver> {
+        let config = PostgresConfig::new(url)
+            .schema(fresh("bench", '_'))
+            .max_connections(max_connections);
+        let saver = PostgresSaver::connect(config).await?;
+        saver.setup().await?;
+        Ok(saver)
+    }
+
+    /// A checkpointer on a fresh key prefix of the Redis server at `url`.
+    pub async fn redis_saver(url: &str) -> waypoint_checkpoint::Result<RedisSaver> {
+        RedisSaver::connect(RedisConfig::new(url).prefix(fresh("bench", '-'))).await
+    }
+
+    /// A store on a fresh schema of the PostgreSQL server at `url`, set up.
+    pub async fn postgres_store(
+        url: &str,
+        config: StoreConfig,
+    ) -> waypoint_store::Result<PostgresStore> {
+        let config = PostgresStoreConfig::new(url)
+            .schema(fresh("bench", '_'))
+            .store(config);
+        let store = PostgresStore::connect(config).await?;
+        store.setup().await?;
+        Ok(store)
+    }
+
+    /// A store on a fresh key prefix of the Redis server at `url`.
+    pub async fn redis_store(url: &str, config: StoreConfig) -> waypoint_store::Result<RedisStore> {
+        let config = RedisStoreConfig::new(url)
+            .prefix(fresh("bench", '-'))
+            .store(config);
+        RedisStore::connect(config).await
+    }
+}
+
+/// The store workload's read side: a filled, indexed store and its queries.
+pub mod store_reads {
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+    use waypoint_store::{IndexConfig, Op, PutOp, Store, StoreConfig};
+
+    use crate::store::{DIMS, key, namespace, values};
+
+    /// The store config of the read benchmarks: a hashing embedder over `text`.
+    pub fn indexed() -> StoreConfig {
+        StoreConfig::new().index(IndexConfig::hashing(DIMS).fields(["text"]))
+    }
+
+    /// Puts the first `n` workload items into `store`, 500 per batch.
+    pub async fn fill(store: &dyn Store, n: usize) -> waypoint_store::Result<()> {
+        let ops: Vec<Op> = values(n)
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| Op::Put(PutOp::new(namespace(i), key(i), v)))
+            .collect();
+        for chunk in ops.chunks(500) {
+            store.batch(chunk.to_vec()).await?;
+        }
+        Ok(())
+    }
+
+    /// `count` semantic queries: the texts of items drawn (seeded) from the first `items`.
+    pub fn queries(items: usize, count: usize) -> Vec<String> {
+        let all = values(items);
+        let mut rng = StdRng::seed_from_u64(7);
+        (0..count)
+            .map(|_| {
+                all[rng.random_range(0..items)]["text"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_owned()
+            })
+            .collect()
+    }
+}
+
+/// The vector-index workload: Gaussian clusters of vectors and queries drawn the same way,
+/// seeded, with recall@k measured against the exact scan.
+pub mod ann {
+    use std::collections::HashSet;
+    use std::time::Instant;
+
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+    use waypoint_store::ItemKey;
+    use waypoint_store::index::VectorIndex;
+
+    /// Neighbours per node (hnswlib's usual setting, which the peer script uses too).
+    pub const M: usize = 16;
+    /// Candidate list size while building (hnswlib's usual setting).
+    pub const EF_CONSTRUCTION: usize = 200;
+
+    /// The size of one dataset.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    pub struct AnnSize {
+        /// Vectors indexed.
+        pub vectors: usize,
+        /// Dimensions per vector.
+        pub dims: usize,
+        /// Cluster centres, drawn from N(0, 1) per coordinate.
+        pub clusters: usize,
+        /// Standard deviation of points around their centre.
+        pub sigma: f32,
+        /// Queries, drawn like the vectors.
+        pub queries: usize,
+        /// Neighbours asked for and compared (recall@k).
+        pub k: usize,
+    }
+
+    /// 100,000 vectors of 128 dimensions in 1,000 clusters, 1,000 queries, recall@10.
+    pub const FULL: AnnSize = AnnSize {
+        vectors: 100_000,
+        dims: 128,
+        clusters: 1_000,
+        sigma: 1.5,
+        queries: 1_000,
+        k: 10,
+    };
+
+    /// One standard normal draw (Box-Muller).
+    fn normal(rng: &mut StdRng) -> f32 {
+        let u1: f32 = rng.random::<f32>().max(f32::MIN_POSITIVE);
+        let u2: f32 = rng.random();
+        (-2.0 * u1.ln()).sqrt() * (std::f32::consts::TAU * u2).cos()
+    }
+
+    /// The vectors and the queries of `size`.
+    pub fn dataset(size: AnnSize) -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
+        let mut rng = StdRng::seed_from_u64(crate::SEED);
+        let centres: Vec<Vec<f32>> = (0..size.clusters)
+            .map(|_| (0..size.dims).map(|_| normal(&mut rng)).collect())
+            .collect();
+        let point = |rng: &mut StdRng| -> Vec<f32> {
+            let c = &centres[rng.random_range(0..size.clusters)];
+            c.iter().map(|x| x + size.sigma * normal(rng)).collect()
+        };
+        let vectors = (0..size.vectors).map(|_| point(&mut rng)).collect();
+        let queries = (0..size.queries).map(|_| point(&mut rng)).collect();
+        (vectors, queries)
+    }
+
+    /// The index key of vector `i`.
+    pub fn key(i: usize) -> ItemKey {
+        ItemKey::new(["bench"], format!("{i:06}"))
+    }
+
+    /// The vector number of a key made by [`key`].
+    pub fn id(key: &ItemKey) -> Option<usize> {
+        key.key.parse().ok()
+    }
+
+    fn all(_: &ItemKey) -> bool {
+        true
+    }
+
+    /// The index items of `vectors`, ready to `load`.
+    pub fn items(vectors: &[Vec<f32>]) -> Vec<(ItemKey, Vec<Vec<f32>>)> {
+        vectors
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (key(i), vec![v.clone()]))
+            .collect()
+    }
+
+    /// The exact `k` nearest vector numbers of each query (the flat scan).
+    pub fn exact(index: &VectorIndex, queries: &[Vec<f32>], k: usize) -> Vec<Vec<usize>> {
+        queries
+            .iter()
+            .map(|q| {
+                index
+                    .search_exact(q, k, &all)
+                    .iter()
+                    .filter_map(|(key, _)| id(key))
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// One single-thread pass over the queries at `ef`: queries/s and mean recall@k against
+    /// `truth`.
+    pub fn pass(
+        index: &VectorIndex,
+        queries: &[Vec<f32>],
+        truth: &[Vec<usize>],
+        k: usize,
+        ef: usize,
+    ) -> (f64, f64) {
+        let start = Instant::now();
+        let results: Vec<_> = queries
+            .iter()
+            .map(|q| index.search_with_ef(q, k, ef, &all))
+            .collect();
+        let qps = queries.len() as f64 / start.elapsed().as_secs_f64();
+        let hits: usize = results
+            .iter()
+            .zip(truth)
+            .map(|(r, t)| {
+                let t: HashSet<usize> = t.iter().copied().collect();
+                r.iter()
+                    .filter(|(key, _)| id(key).is_some_and(|i| t.contains(&i)))
+                    .count()
+            })
+            .sum();
+        (qps, hits as f64 / (k * queries.len()).max(1) as f64)
+    }
+}

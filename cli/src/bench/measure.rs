@@ -1,0 +1,210 @@
+//! Timed loops and the tables they fill: every figure is the median (or a percentile) of
+//! repeated samples taken after a warm-up.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use serde::Serialize;
+
+/// Whether a larger figure is the better one (throughput) or the smaller (latency, time).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Better {
+    /// Throughput, recall.
+    Higher,
+    /// Latency, build time.
+    Lower,
+}
+
+/// One figure of one column (a backend, a format, an index).
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct Cell {
+    /// The column.
+    pub(crate) column: String,
+    /// The reported figure (median or percentile of `samples`).
+    pub(crate) value: f64,
+    /// Every raw sample, in the row's unit.
+    pub(crate) samples: Vec<f64>,
+}
+
+/// One workload across the columns.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct Row {
+    /// What is measured, e.g. `put (sequential)`.
+    pub(crate) workload: String,
+    /// The unit of every figure, e.g. `puts/s`.
+    pub(crate) unit: String,
+    /// Which way is better.
+    pub(crate) better: Better,
+    /// The figures, in column order.
+    pub(crate) cells: Vec<Cell>,
+}
+
+/// The results of one group: a table of workloads by columns.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct Table {
+    /// The group's name (`serde`, `checkpoint`, ...).
+    pub(crate) group: String,
+    /// A sentence saying what was measured and at which size.
+    pub(crate) about: String,
+    /// What the columns are (`backend`, `format`, `index`).
+    pub(crate) column_kind: String,
+    /// The columns, in order of first appearance.
+    pub(crate) columns: Vec<String>,
+    /// The workloads, in order of first appearance.
+    pub(crate) rows: Vec<Row>,
+    /// Backends that failed part-way, and why.
+    pub(crate) notes: Vec<String>,
+}
+
+impl Table {
+    /// An empty table.
+    pub(crate) fn new(group: &str, column_kind: &str, about: String) -> Table {
+        Table {
+            group: group.to_owned(),
+            about,
+            column_kind: column_kind.to_owned(),
+            columns: Vec::new(),
+            rows: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    /// Records `value` (summarising `samples`) for `workload` in `column`.
+    pub(crate) fn add(
+        &mut self,
+        workload: &str,
+        unit: &str,
+        better: Better,
+        column: &str,
+        value: f64,
+        samples: Vec<f64>,
+    ) {
+        if !self.columns.iter().any(|c| c == column) {
+            self.columns.push(column.to_owned());
+        }
+        let cell = Cell {
+            column: column.to_owned(),
+            value,
+            samples,
+        };
+        match self.rows.iter_mut().find(|r| r.workload == workload) {
+            Some(row) => row.cells.push(cell),
+            None => self.rows.push(Row {
+                workload: workload.to_owned(),
+                unit: unit.to_owned(),
+                better,
+                cells: vec![cell],
+            }),
+        }
+    }
+
+    /// Records the median of rate samples (higher is better).
+    pub(crate) fn rate(&mut self, workload: &str, unit: &str, column: &str, samples: Vec<f64>) {
+        let value = median(&samples);
+        self.add(workload, unit, Better::Higher, column, value, samples);
+    }
+
+    /// Records the percentile `p` (0..=1) of latency samples in milliseconds.
+    pub(crate) fn latency(&mut self, workload: &str, column: &str, p: f64, samples: Vec<f64>) {
+        let value = percentile(&samples, p);
+        self.add(workload, "ms", Better::Lower, column, value, samples);
+    }
+}
+
+/// The median of `samples` (0 when empty).
+pub(crate) fn median(samples: &[f64]) -> f64 {
+    percentile(samples, 0.5)
+}
+
+/// The nearest-rank percentile `p` (0..=1) of `samples` (0 when empty).
+pub(crate) fn percentile(samples: &[f64], p: f64) -> f64 {
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let rank = (sorted.len() as f64 * p).ceil() as usize;
+    match sorted.len() {
+        0 => 0.0,
+        n => sorted[rank.clamp(1, n) - 1],
+    }
+}
+
+/// Rates of `samples` runs of `run` after `warmup` runs: each run does `units` units of work
+/// and returns the time of its measured part (set-up before its clock starts is not counted).
+pub(crate) async fn rates(
+    warmup: usize,
+    samples: usize,
+    units: usize,
+    mut run: impl AsyncFnMut() -> Result<Duration>,
+) -> Result<Vec<f64>> {
+    for _ in 0..warmup {
+        run().await?;
+    }
+    let mut out = Vec::with_capacity(samples);
+    for _ in 0..samples {
+        let took = run().await?;
+        out.push(units as f64 / took.as_secs_f64().max(1e-9));
+    }
+    Ok(out)
+}
+
+/// Milliseconds each of `samples` calls of `call` (given the call's number) takes, after
+/// `warmup` calls.
+pub(crate) async fn latencies(
+    warmup: usize,
+    samples: usize,
+    mut call: impl AsyncFnMut(usize) -> Result<()>,
+) -> Result<Vec<f64>> {
+    for i in 0..warmup {
+        call(i).await?;
+    }
+    let mut out = Vec::with_capacity(samples);
+    for i in 0..samples {
+        let start = Instant::now();
+        call(i).await?;
+        out.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok(out)
+}
+
+/// Units per second of a fast synchronous `op` (returning the units it did), as `samples`
+/// samples each repeating `op` for at least `window`, after one warm-up window.
+pub(crate) fn throughput(
+    window: Duration,
+    samples: usize,
+    mut op: impl FnMut() -> Result<usize>,
+) -> Result<Vec<f64>> {
+    let mut sample = || -> Result<f64> {
+        let start = Instant::now();
+        let mut units = 0usize;
+        while start.elapsed() < window {
+            units += std::hint::black_box(op()?);
+        }
+        Ok(units as f64 / start.elapsed().as_secs_f64())
+    };
+    sample()?;
+    (0..samples).map(|_| sample()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_take_the_nearest_rank() {
+        let samples: Vec<f64> = (1..=100).rev().map(f64::from).collect();
+        assert_eq!(median(&samples), 50.0);
+        assert_eq!(percentile(&samples, 0.99), 99.0);
+        assert_eq!(percentile(&[], 0.5), 0.0);
+    }
+
+    #[test]
+    fn rows_and_columns_keep_their_first_order() {
+        let mut table = Table::new("g", "backend", String::new());
+        table.rate("put", "puts/s", "memory", vec![1.0, 3.0, 2.0]);
+        table.rate("put", "puts/s", "sqlite", vec![1.0]);
+        table.latency("get p50", "memory", 0.5, vec![0.5]);
+        assert_eq!(table.columns, ["memory", "sqlite"]);
+        assert_eq!(table.rows.len(), 2);
+        assert_eq!(table.rows[0].cells[0].value, 2.0);
+    }
+}

@@ -1,0 +1,108 @@
+//! The graph runtime on every checkpointer: super-steps per second of the 10-node linear
+//! graph of `waypoint_benches::runtime` (each invocation on a new thread, durability
+//! `Async`), and `get_state_history` of a thread of 12 checkpoints per invocation.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, Result, ensure};
+use indicatif::ProgressBar;
+use waypoint_benches::runtime::{self, NODES, STEPS_PER_INVOCATION};
+use waypoint_checkpoint::ListOptions;
+use waypoint_runtime::{Durability, RunConfig};
+
+use super::measure::{Table, latencies, rates};
+use super::targets::{Target, Targets};
+use super::{Scale, settle};
+
+/// Checkpoints one invocation leaves: the input, the start step and one per node.
+const CHECKPOINTS_PER_INVOCATION: usize = STEPS_PER_INVOCATION + 1;
+
+/// Steps this group reports to its progress bar.
+pub(crate) fn steps(targets: &Targets) -> u64 {
+    2 * targets.list.len() as u64
+}
+
+/// Measures every checkpointer.
+pub(crate) async fn run(targets: &Targets, scale: &Scale, bar: &ProgressBar) -> Result<Table> {
+    let mut table = Table::new(
+        "runtime",
+        "saver",
+        format!(
+            "A {NODES}-node linear graph, each node appending one message; durability `async`. \
+             Super-steps/s of {} invocations on distinct threads ({STEPS_PER_INVOCATION} steps \
+             each), median of {} samples. `get_state_history` of a {}-checkpoint thread, {} \
+             samples.",
+            scale.invocations,
+            scale.samples,
+            scale.history_invocations * CHECKPOINTS_PER_INVOCATION,
+            scale.samples
+        ),
+    );
+    for target in &targets.list {
+        let done = backend(targets, target, scale, bar, &mut table).await;
+        settle(&mut table, target, done)?;
+    }
+    Ok(table)
+}
+
+/// Both workloads on one checkpointer.
+async fn backend(
+    targets: &Targets,
+    target: &Target,
+    scale: &Scale,
+    bar: &ProgressBar,
+    table: &mut Table,
+) -> Result<()> {
+    let name = target.name();
+    let saver = targets.saver(target, 4).await?;
+    let graph = runtime::graph(Arc::clone(&saver)).context("cannot compile the graph")?;
+    let fresh =
+        || RunConfig::thread(uuid::Uuid::new_v4().to_string()).durability(Durability::Async);
+
+    bar.set_message(format!("runtime · {name} · super-steps"));
+    let steps = scale.invocations * STEPS_PER_INVOCATION;
+    let per_second = rates(1, scale.samples, steps, async || {
+        let configs: Vec<RunConfig> = (0..scale.invocations).map(|_| fresh()).collect();
+        let start = Instant::now();
+        for config in &configs {
+            graph.invoke(Some(runtime::input()), config).await?;
+        }
+        Ok(start.elapsed())
+    })
+    .await
+    .context("invocations failed")?;
+    table.rate("super-steps", "steps/s", name, per_second);
+    bar.inc(1);
+
+    let checkpoints = scale.history_invocations * CHECKPOINTS_PER_INVOCATION;
+    bar.set_message(format!("runtime · {name} · history of {checkpoints}"));
+    let config = fresh();
+    for _ in 0..scale.history_invocations {
+        graph
+            .invoke(Some(runtime::input()), &config)
+            .await
+            .context("cannot write the history thread")?;
+    }
+    let histories = latencies(1, scale.samples, async |_| {
+        let history = graph
+            .get_state_history(&config, &ListOptions::default())
+            .await?;
+        ensure!(
+            history.len() == checkpoints,
+            "the history has {} checkpoints, not {checkpoints}",
+            history.len()
+        );
+        Ok(())
+    })
+    .await
+    .context("get_state_history failed")?;
+    table.latency(
+        &format!("get_state_history ({checkpoints} checkpoints)"),
+        name,
+        0.5,
+        histories,
+    );
+    bar.inc(1);
+    Ok(())
+}

@@ -1,0 +1,176 @@
+//! Long-term store operations on every backend: single puts, puts in batches of 100, gets,
+//! a filtered search and a semantic search (hashing embedder) over a filled, indexed store;
+//! the items are `waypoint_benches::store` (small user memories).
+
+use std::time::Instant;
+
+use anyhow::{Context, Result, ensure};
+use indicatif::ProgressBar;
+use serde_json::{Value, json};
+use waypoint_benches::store::{BATCH, DIMS, key, namespace, values};
+use waypoint_benches::store_reads::{fill, indexed, queries};
+use waypoint_store::{Namespace, Op, PutOp, SearchOp, StoreConfig, StoreExt};
+
+use super::measure::{Table, latencies, rates};
+use super::targets::{Target, Targets};
+use super::{Scale, settle};
+
+/// Steps this group reports to its progress bar.
+pub(crate) fn steps(targets: &Targets) -> u64 {
+    5 * targets.list.len() as u64
+}
+
+/// Measures every backend.
+pub(crate) async fn run(targets: &Targets, scale: &Scale, bar: &ProgressBar) -> Result<Table> {
+    let mut table = Table::new(
+        "store",
+        "backend",
+        format!(
+            "Items of ~200 characters. Puts: {} per sample, one by one or in batches of {BATCH}, \
+             median of {} samples. Reads on a store of {} items indexed by a {DIMS}-dimension \
+             hashing embedder: {} gets, {} filtered and {} semantic searches (limit 10).",
+            scale.store_puts,
+            scale.samples,
+            scale.items,
+            scale.latency_samples,
+            scale.searches,
+            scale.searches
+        ),
+    );
+    for target in &targets.list {
+        let done = backend(targets, target, scale, bar, &mut table).await;
+        settle(&mut table, target, done)?;
+    }
+    Ok(table)
+}
+
+/// All workloads on one backend.
+async fn backend(
+    targets: &Targets,
+    target: &Target,
+    scale: &Scale,
+    bar: &ProgressBar,
+    table: &mut Table,
+) -> Result<()> {
+    let name = target.name();
+    let items = values(scale.store_puts);
+
+    bar.set_message(format!("store · {name} · put"));
+    let store = targets.store(target, StoreConfig::new()).await?;
+    let puts = rates(1, scale.samples, scale.store_puts, async || {
+        // Built before the clock starts: only the store's work is timed.
+        let run = uuid::Uuid::new_v4().simple().to_string();
+        let puts: Vec<_> = items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let ns = Namespace::from(namespace(i));
+                (ns, format!("{run}{i}"), Value::Object(v.clone()))
+            })
+            .collect();
+        let start = Instant::now();
+        for (ns, key, value) in puts {
+            store.put(ns, &key, value).await?;
+        }
+        Ok(start.elapsed())
+    })
+    .await
+    .context("puts failed")?;
+    table.rate("put", "items/s", name, puts);
+    bar.inc(1);
+
+    bar.set_message(format!("store · {name} · batch put"));
+    let batches = rates(1, scale.samples, scale.store_puts, async || {
+        let run = uuid::Uuid::new_v4().simple().to_string();
+        let batches: Vec<Vec<Op>> = items
+            .chunks(BATCH)
+            .enumerate()
+            .map(|(c, chunk)| {
+                let ops = chunk.iter().enumerate().map(|(j, v)| {
+                    let i = c * BATCH + j;
+                    Op::Put(PutOp::new(namespace(i), format!("{run}{i}"), v.clone()))
+                });
+                ops.collect()
+            })
+            .collect();
+        let start = Instant::now();
+        for batch in batches {
+            store.batch(batch).await?;
+        }
+        Ok(start.elapsed())
+    })
+    .await
+    .context("batch puts failed")?;
+    table.rate(
+        &format!("batch put ({BATCH} per batch)"),
+        "items/s",
+        name,
+        batches,
+    );
+    bar.inc(1);
+    drop(store);
+
+    bar.set_message(format!(
+        "store · {name} · fill {} indexed items",
+        scale.items
+    ));
+    let store = targets.store(target, indexed()).await?;
+    fill(&*store, scale.items)
+        .await
+        .context("cannot fill the read store")?;
+    bar.set_message(format!("store · {name} · get"));
+    let gets = latencies(
+        scale.latency_samples / 10,
+        scale.latency_samples,
+        async |n| {
+            // A fixed stride visits items all over the store without a random generator.
+            let i = (n * 7919) % scale.items;
+            let item = store.get(namespace(i), &key(i)).await?;
+            ensure!(item.is_some(), "item {i} is missing");
+            Ok(())
+        },
+    )
+    .await
+    .context("gets failed")?;
+    table.latency("get p50", name, 0.5, gets);
+    bar.inc(1);
+
+    bar.set_message(format!("store · {name} · filtered search"));
+    let limit = 10.min(scale.items / 10);
+    let filtered = latencies(scale.searches / 10, scale.searches, async |_| {
+        let op = SearchOp::new(["bench"])
+            .filter(json!({"kind": "k3"}))
+            .limit(limit);
+        let hits = store.search(op).await?;
+        ensure!(
+            hits.len() == limit,
+            "the filtered search found {} items",
+            hits.len()
+        );
+        Ok(())
+    })
+    .await
+    .context("filtered searches failed")?;
+    table.latency("filtered search p50", name, 0.5, filtered);
+    bar.inc(1);
+
+    bar.set_message(format!("store · {name} · semantic search"));
+    let texts = queries(scale.items, 200);
+    let semantic = latencies(scale.searches / 10, scale.searches, async |n| {
+        let op = SearchOp::new(["bench"])
+            .query(texts[n % texts.len()].as_str())
+            .limit(limit);
+        let hits = store.search(op).await?;
+        ensure!(
+            hits.len() == limit,
+            "the semantic search found {} items",
+            hits.len()
+        );
+        Ok(())
+    })
+    .await
+    .context("semantic searches failed")?;
+    table.latency("semantic search p50", name, 0.5, semantic);
+    bar.inc(1);
+    Ok(())
+}

@@ -1,0 +1,232 @@
+//! `waypoint demo` end to end: the real binary on temporary databases of every backend.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+/// Runs `waypoint ARGS` in folder `dir`.
+fn waypoint(args: &[&str], dir: &Path) -> std::io::Result<Output> {
+    Command::new(env!("CARGO_BIN_EXE_waypoint"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+}
+
+/// The URL in `var`; `None` (the test passes without running) unless
+/// `WAYPOINT_REQUIRE_BACKENDS=1`, which makes a missing server a failure.
+fn url(var: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if std::env::var("WAYPOINT_REQUIRE_BACKENDS").as_deref() == Ok("1") => {
+            panic!("{var} is not set but WAYPOINT_REQUIRE_BACKENDS=1: run scripts/test.sh")
+        }
+        _ => {
+            eprintln!("skipped: {var} is not set (scripts/test.sh starts a server)");
+            None
+        }
+    }
+}
+
+/// The part of `text` from `start` up to `end` (or its end), failing if `start` is missing.
+fn between<'a>(text: &'a str, start: &str, end: &str) -> &'a str {
+    let Some(from) = text.find(start) else {
+        panic!("`{start}` is not in the output:\n{text}");
+    };
+    let rest = &text[from..];
+    match rest[start.len()..].find(end) {
+        Some(to) => &rest[..start.len() + to],
+        None => rest,
+    }
+}
+
+/// Asserts the demo succeeded and told its three stories; returns its output.
+fn assert_story(out: &Output) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the demo failed:\n{stdout}\n{stderr}");
+
+    // Memory: Alice's fact is recalled on her second thread, and Bob does not see it.
+    let second = between(&stdout, "-alice-2 (user alice, a new thread", "-bob-1");
+    assert!(second.contains("agent  You told me: \"I love hiking in the Alps\"."));
+    assert!(second.contains("I love hiking in the Alps"), "{second}");
+    let bob = between(&stdout, "-bob-1 (user bob)", "2. ");
+    assert!(
+        bob.contains("agent  I don't know anything about you yet."),
+        "{bob}"
+    );
+    assert!(bob.contains("holds 0 memories"), "{bob}");
+
+    // The interrupt, what it asks, and its resumption.
+    let approval = between(&stdout, "2. A human approves the booking", "3. Time travel");
+    assert!(
+        approval.contains("paused, waiting for a human:"),
+        "{approval}"
+    );
+    assert!(approval.contains("next       book"), "{approval}");
+    assert!(approval.contains("interrupt  "), "{approval}");
+    assert!(approval.contains("\"Approve this booking?\""), "{approval}");
+    assert!(approval.contains("Command::resume({\"action\":\"edit\",\"args\":{\"nights\":2}})"));
+    assert!(approval.contains("agent  Done: booked 2 nights at Refuge du Gouter (Chamonix)."));
+
+    // Time travel: the history, a replay, and a fork whose outcome differs.
+    let travel = between(&stdout, "3. Time travel", "Everything above");
+    let history = between(travel, "newest first:", "replay from");
+    assert!(history.contains("step  source  next"), "{history}");
+    for row in ["input", "loop", "__start__", "remember", "book"] {
+        assert!(
+            history.contains(row),
+            "no `{row}` in the history:\n{history}"
+        );
+    }
+    let replay = between(travel, "replay from step", "fork:");
+    assert!(replay.contains("agent  Done: booked 2 nights at Refuge du Gouter"));
+    let fork = between(travel, "fork: update_state", "two branches");
+    assert!(fork.contains("now    You told me: \"I love hiking in the Dolomites\"."));
+    assert!(
+        fork.contains("Command::resume({\"action\":\"approve\"})"),
+        "{fork}"
+    );
+    assert!(fork.contains("agent  Done: booked 1 night at Rifugio Lagazuoi (Cortina)."));
+    let branches = between(travel, "two branches", "now holds");
+    let line = |name: &str| {
+        branches
+            .lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert!(line("original").contains("Refuge du Gouter"), "{branches}");
+    assert!(line("fork").contains("Rifugio Lagazuoi"), "{branches}");
+    stdout
+}
+
+/// The run id the demo's first line names.
+fn run_id(stdout: &str) -> String {
+    between(stdout, "(run ", ")")["(run ".len()..].to_owned()
+}
+
+/// `text` with ids replaced: the run id, then every run of 32 or more hex digits and dashes.
+fn without_ids(text: &str) -> String {
+    let text = text.replace(&run_id(text), "RUN");
+    let mut out = String::new();
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        if word.len() >= 32 {
+            out.push_str("ID");
+        } else {
+            out.push_str(word);
+        }
+        word.clear();
+    };
+    for c in text.chars() {
+        if c.is_ascii_hexdigit() || c == '-' {
+            word.push(c);
+        } else {
+            flush(&mut word, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut word, &mut out);
+    out
+}
+
+/// Asserts `waypoint ARGS` fails with exit code 1 and one error line, without a panic.
+fn assert_one_line_error(args: &[&str]) -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let out = waypoint(args, dir.path())?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+    assert!(
+        stderr.starts_with("waypoint: error: "),
+        "{args:?}: {stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    Ok(())
+}
+
+#[test]
+fn the_demo_tells_its_story_on_a_sqlite_file() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let url = format!("sqlite:{}", dir.path().join("demo.db").display());
+    let stdout = assert_story(&waypoint(&["demo", "--url", &url], dir.path())?);
+    assert!(stdout.contains(&format!("waypoint threads list --url {url}")));
+    Ok(())
+}
+
+#[test]
+fn running_the_demo_again_on_the_same_file_tells_the_same_story() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let url = format!("sqlite:{}", dir.path().join("demo.db").display());
+    let first = assert_story(&waypoint(&["demo", "--url", &url], dir.path())?);
+    let second = assert_story(&waypoint(&["demo", "--url", &url], dir.path())?);
+    assert_ne!(
+        run_id(&first),
+        run_id(&second),
+        "each run has its own threads"
+    );
+    assert_eq!(without_ids(&first), without_ids(&second));
+    Ok(())
+}
+
+#[test]
+fn the_demo_defaults_to_a_file_in_the_current_folder() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let stdout = assert_story(&waypoint(&["demo"], dir.path())?);
+    assert!(dir.path().join("waypoint-demo.db").is_file());
+    assert!(stdout.contains("waypoint threads list --url sqlite:waypoint-demo.db"));
+    Ok(())
+}
+
+#[test]
+fn the_demo_runs_in_memory() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let stdout = assert_story(&waypoint(&["demo", "--url", "memory:"], dir.path())?);
+    assert!(stdout.contains("Nothing was kept"));
+    Ok(())
+}
+
+#[test]
+fn the_demo_runs_on_postgres() -> TestResult {
+    let Some(server) = url("WAYPOINT_TEST_POSTGRES_URL") else {
+        return Ok(());
+    };
+    // A fresh database, so the demo also creates its tables from nothing.
+    let name = format!("demo_{}", uuid::Uuid::new_v4().simple());
+    let runtime = tokio::runtime::Runtime::new()?;
+    let admin = runtime.block_on(waypoint_checkpoint_postgres::PostgresSaver::from_url(
+        &server,
+    ))?;
+    runtime.block_on(sqlx::query(&format!("CREATE DATABASE {name}")).execute(admin.pool()))?;
+    let (base, _) = server.rsplit_once('/').ok_or("a URL with a database")?;
+    let dir = tempfile::tempdir()?;
+    let out = waypoint(&["demo", "--url", &format!("{base}/{name}")], dir.path());
+    runtime.block_on(
+        sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)")).execute(admin.pool()),
+    )?;
+    assert_story(&out?);
+    Ok(())
+}
+
+#[test]
+fn the_demo_runs_on_redis() -> TestResult {
+    let Some(server) = url("WAYPOINT_TEST_REDIS_URL") else {
+        return Ok(());
+    };
+    // The run id in every thread id and namespace keeps this run apart from others.
+    let dir = tempfile::tempdir()?;
+    assert_story(&waypoint(&["demo", "--url", &server], dir.path())?);
+    Ok(())
+}
+
+#[test]
+fn an_unknown_url_is_a_one_line_error() -> TestResult {
+    assert_one_line_error(&["demo", "--url", "mysql://x"])
+}
+
+#[test]
+fn unreachable_servers_are_one_line_errors() -> TestResult {
+    assert_one_line_error(&["demo", "--url", "postgres://127.0.0.1:1/x"])?;
+    assert_one_line_error(&["demo", "--url", "redis://127.0.0.1:1/"])
+}
