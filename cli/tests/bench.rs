@@ -1,6 +1,8 @@
 //! `waypoint bench` end to end: the real binary with the hidden `--smoke` sizes into a
 //! temporary folder, against the test servers when they are set.
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -8,21 +10,6 @@ use serde_json::Value;
 
 /// Every group's name, in report order.
 const GROUPS: [&str; 5] = ["serde", "checkpoint", "store", "hnsw", "runtime"];
-
-/// The URL in `var`; `None` (that backend is expected to be skipped) unless
-/// `WAYPOINT_REQUIRE_BACKENDS=1`, which makes a missing server a failure.
-fn url(var: &str) -> Option<String> {
-    match std::env::var(var) {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var("WAYPOINT_REQUIRE_BACKENDS").as_deref() == Ok("1") => {
-            panic!("{var} is not set but WAYPOINT_REQUIRE_BACKENDS=1: run scripts/test.sh")
-        }
-        _ => {
-            eprintln!("skipped: {var} is not set, so that backend is expected to be skipped");
-            None
-        }
-    }
-}
 
 /// Runs `waypoint bench --smoke --out OUT ARGS...` with no server taken from the
 /// environment: only the servers `args` name are measured.
@@ -48,8 +35,8 @@ fn read(path: &Path) -> String {
 #[test]
 fn smoke_run_writes_every_table_chart_and_sample() {
     let out = tempfile::tempdir().expect("temp dir");
-    let postgres = url("WAYPOINT_TEST_POSTGRES_URL");
-    let redis = url("WAYPOINT_TEST_REDIS_URL");
+    let postgres = common::url("WAYPOINT_TEST_POSTGRES_URL");
+    let redis = common::url("WAYPOINT_TEST_REDIS_URL");
     let mut args = Vec::new();
     let mut backends = vec!["memory", "sqlite"];
     if let Some(url) = &postgres {

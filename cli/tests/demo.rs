@@ -1,5 +1,7 @@
 //! `waypoint demo` end to end: the real binary on temporary databases of every backend.
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -11,21 +13,6 @@ fn waypoint(args: &[&str], dir: &Path) -> std::io::Result<Output> {
         .args(args)
         .current_dir(dir)
         .output()
-}
-
-/// The URL in `var`; `None` (the test passes without running) unless
-/// `WAYPOINT_REQUIRE_BACKENDS=1`, which makes a missing server a failure.
-fn url(var: &str) -> Option<String> {
-    match std::env::var(var) {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var("WAYPOINT_REQUIRE_BACKENDS").as_deref() == Ok("1") => {
-            panic!("{var} is not set but WAYPOINT_REQUIRE_BACKENDS=1: run scripts/test.sh")
-        }
-        _ => {
-            eprintln!("skipped: {var} is not set (scripts/test.sh starts a server)");
-            None
-        }
-    }
 }
 
 /// The part of `text` from `start` up to `end` (or its end), failing if `start` is missing.
@@ -189,7 +176,7 @@ fn the_demo_runs_in_memory() -> TestResult {
 
 #[test]
 fn the_demo_runs_on_postgres() -> TestResult {
-    let Some(server) = url("WAYPOINT_TEST_POSTGRES_URL") else {
+    let Some(server) = common::url("WAYPOINT_TEST_POSTGRES_URL") else {
         return Ok(());
     };
     // A fresh database, so the demo also creates its tables from nothing.
@@ -211,7 +198,7 @@ fn the_demo_runs_on_postgres() -> TestResult {
 
 #[test]
 fn the_demo_runs_on_redis() -> TestResult {
-    let Some(server) = url("WAYPOINT_TEST_REDIS_URL") else {
+    let Some(server) = common::url("WAYPOINT_TEST_REDIS_URL") else {
         return Ok(());
     };
     // The run id in every thread id and namespace keeps this run apart from others.

@@ -1,6 +1,8 @@
 //! End to end: the `waypoint threads` and `waypoint store` commands, run as the real binary
 //! against databases the runtime (or Python LangGraph) wrote.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
@@ -17,20 +19,6 @@ use waypoint_runtime::{
 use waypoint_store::{IndexConfig, StoreConfig, StoreExt};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
-
-/// The server URL in `var`; `None` (skip) unless `WAYPOINT_REQUIRE_BACKENDS=1`.
-fn server(var: &str) -> Option<String> {
-    match std::env::var(var) {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var("WAYPOINT_REQUIRE_BACKENDS").as_deref() == Ok("1") => {
-            panic!("{var} is not set but WAYPOINT_REQUIRE_BACKENDS=1: run scripts/test.sh")
-        }
-        _ => {
-            eprintln!("skipped: {var} is not set");
-            None
-        }
-    }
-}
 
 /// A database to inspect: its URL and a saver writing to it.
 struct Backend {
@@ -52,7 +40,7 @@ async fn backends() -> Vec<Backend> {
         private: true,
         _dir: Some(dir),
     }];
-    if let Some(url) = server("WAYPOINT_TEST_POSTGRES_URL") {
+    if let Some(url) = common::url("WAYPOINT_TEST_POSTGRES_URL") {
         let saver = PostgresSaver::from_url(&url).await.expect("postgres");
         saver.setup().await.expect("setup");
         out.push(Backend {
@@ -62,7 +50,7 @@ async fn backends() -> Vec<Backend> {
             _dir: None,
         });
     }
-    if let Some(url) = server("WAYPOINT_TEST_REDIS_URL") {
+    if let Some(url) = common::url("WAYPOINT_TEST_REDIS_URL") {
         let saver = RedisSaver::from_url(&url).await.expect("redis");
         out.push(Backend {
             url,
@@ -490,10 +478,10 @@ async fn store_ls_and_search() -> TestResult {
 /// `get_state`, and a LangChain message is reported as undecodable.
 #[tokio::test]
 async fn reads_what_python_langgraph_wrote() -> TestResult {
-    let Some(server_url) = server("WAYPOINT_TEST_POSTGRES_URL") else {
+    let Some(server_url) = common::url("WAYPOINT_TEST_POSTGRES_URL") else {
         return Ok(());
     };
-    let Some(python) = server("WAYPOINT_TEST_PYTHON") else {
+    let Some(python) = common::url("WAYPOINT_TEST_PYTHON") else {
         return Ok(());
     };
     let script =
