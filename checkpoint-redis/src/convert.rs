@@ -139,23 +139,57 @@ pub(crate) fn tuple<'a>(
         {
             continue;
         }
-        let slot = Slot::Channel {
-            thread_id: &head.thread_id,
-            checkpoint_ns: &head.ns,
-            channel: &channel,
-            version: &version,
-        };
-        let opened = serde.open(&value, &slot)?;
+        let opened = open_value(serde, &head.thread_id, &head.ns, &channel, &version, &value)?;
         checkpoint.channel_values.insert(channel, opened);
     }
+    let pending = pending_writes(serde, &head.thread_id, &head.ns, &head.id, writes)?;
+    Ok(CheckpointTuple {
+        config: CheckpointConfig::of(&head.thread_id, &head.ns, &head.id),
+        checkpoint,
+        metadata: head.metadata,
+        parent_config: head
+            .parent
+            .as_deref()
+            .map(|p| CheckpointConfig::of(&head.thread_id, &head.ns, p)),
+        pending_writes: pending,
+    })
+}
+
+/// A stored channel value opened with the slot of its thread, namespace, channel and version.
+pub(crate) fn open_value(
+    serde: &Serde,
+    thread_id: &str,
+    ns: &str,
+    channel: &str,
+    version: &str,
+    value: &SerializedValue,
+) -> Result<SerializedValue> {
+    let slot = Slot::Channel {
+        thread_id,
+        checkpoint_ns: ns,
+        channel,
+        version,
+    };
+    serde.open(value, &slot)
+}
+
+/// The stored writes (writes-hash field/value pairs) of one checkpoint, opened, in
+/// `(task_id, idx)` order.
+pub(crate) fn pending_writes(
+    serde: &Serde,
+    thread_id: &str,
+    ns: &str,
+    checkpoint_id: &str,
+    writes: Vec<(Vec<u8>, Vec<u8>)>,
+) -> Result<Vec<PendingWrite>> {
     let mut pending: Vec<(String, i64, PendingWrite)> = Vec::with_capacity(writes.len());
     for (field, raw) in writes {
         let (task_id, idx) = parse_write_field(&field)?;
         let (channel, _path, value) = decode_write(&raw)?;
         let slot = Slot::Write {
-            thread_id: &head.thread_id,
-            checkpoint_ns: &head.ns,
-            checkpoint_id: &head.id,
+            thread_id,
+            checkpoint_ns: ns,
+            checkpoint_id,
             task_id: &task_id,
             channel: &channel,
             idx,
@@ -172,14 +206,5 @@ pub(crate) fn tuple<'a>(
         ));
     }
     pending.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
-    Ok(CheckpointTuple {
-        config: CheckpointConfig::of(&head.thread_id, &head.ns, &head.id),
-        checkpoint,
-        metadata: head.metadata,
-        parent_config: head
-            .parent
-            .as_deref()
-            .map(|p| CheckpointConfig::of(&head.thread_id, &head.ns, p)),
-        pending_writes: pending.into_iter().map(|(_, _, w)| w).collect(),
-    })
+    Ok(pending.into_iter().map(|(_, _, w)| w).collect())
 }

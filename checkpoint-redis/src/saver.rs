@@ -10,9 +10,9 @@ use redis::{RedisError, ScriptInvocation, Value};
 use serde_json::Value as Json;
 use waypoint_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
-    CheckpointSaver, CheckpointTuple, DELTA_COUNTERS_KEY, Error, Lease, ListOptions, PreparedPut,
-    PreparedSave, PreparedWrites, PruneStrategy, Result, Save, Serde, SerializedValue, Slot,
-    json_contains,
+    CheckpointSaver, CheckpointTuple, DELTA_COUNTERS_KEY, DeltaChannelHistory, Error, Lease,
+    ListOptions, PreparedPut, PreparedSave, PreparedWrites, PruneStrategy, Result, Save, Serde,
+    SerializedValue, Slot, json_contains,
 };
 
 use crate::config::RedisConfig;
@@ -785,10 +785,7 @@ impl CheckpointSaver for RedisSaver {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            delta_history: false,
-            ..Capabilities::ALL
-        }
+        Capabilities::ALL
     }
 
     async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
@@ -840,6 +837,69 @@ impl CheckpointSaver for RedisSaver {
         };
         let value_of = |field: &str| by_field.get(field).map(Vec::as_slice);
         convert::tuple(self.serde(), head, value_of, writes).map(Some)
+    }
+
+    async fn delta_channel_history(
+        &self,
+        config: &CheckpointConfig,
+        channels: &[String],
+    ) -> Result<BTreeMap<String, DeltaChannelHistory>> {
+        let mut out: BTreeMap<String, DeltaChannelHistory> = channels
+            .iter()
+            .map(|c| (c.clone(), DeltaChannelHistory::default()))
+            .collect();
+        if out.is_empty() || config.thread_id.is_empty() {
+            return Ok(out);
+        }
+        let (thread_id, ns) = (config.thread_id.as_str(), config.ns());
+        let id = config.checkpoint_id.as_deref().unwrap_or("");
+        let k = self.keys(thread_id);
+        // The whole walk is one script (one round trip), with the keys and ttl renewals of
+        // `get_tuple` on every checkpoint it visits.
+        let mut inv = scripts::HISTORY.prepare_invoke();
+        inv.key(k.registry())
+            .key(k.meta())
+            .key(k.ns_index(ns))
+            .key(k.index())
+            .key(k.blobs(ns))
+            .arg(self.config.ttl_ms())
+            .arg(k.checkpoint_prefix(ns))
+            .arg(k.writes_prefix(ns))
+            .arg(id);
+        for channel in out.keys() {
+            inv.arg(channel);
+        }
+        let reply: Value = with_conn!(self, "delta_channel_history", retry = true, |conn| inv
+            .invoke_async(&mut conn))?;
+        let mut items = array(reply)?.into_iter();
+        let mut ancestors = Vec::new();
+        while let Some(id) = items.next() {
+            let id = text(id, "an ancestor id")?;
+            let writes = counted_pairs(&mut items)?;
+            let seeds = counted_pairs(&mut items)?;
+            ancestors.push((id, writes, seeds));
+        }
+        // Ancestors come newest first; writes are wanted oldest first.
+        let serde = self.serde();
+        for (id, writes, seeds) in ancestors.into_iter().rev() {
+            for write in convert::pending_writes(serde, thread_id, ns, &id, writes)? {
+                if let Some(history) = out.get_mut(&write.channel) {
+                    history.writes.push(write);
+                }
+            }
+            for (field, raw) in seeds {
+                let (channel, version) = parse_blob_field(&field)?;
+                let Some(value) = decode_value(&raw)? else {
+                    continue;
+                };
+                if let Some(history) = out.get_mut(&channel) {
+                    history.seed = Some(convert::open_value(
+                        serde, thread_id, ns, &channel, &version, &value,
+                    )?);
+                }
+            }
+        }
+        Ok(out)
     }
 
     async fn list(
@@ -1253,6 +1313,26 @@ fn lease_ms(thread_id: &str, ttl: Duration) -> Result<u64> {
 /// The server's Unix milliseconds as a time.
 fn time_of(ms: i64) -> std::time::SystemTime {
     UNIX_EPOCH + Duration::from_millis(ms.max(0).unsigned_abs())
+}
+
+/// A length (a count of items) followed by that many items of a flat reply, as pairs.
+fn counted_pairs(items: &mut impl Iterator<Item = Value>) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    let n = match items.next() {
+        Some(Value::Int(n)) => usize::try_from(n).ok(),
+        _ => None,
+    }
+    .ok_or_else(|| keys::corrupt("a delta history reply is malformed"))?;
+    let mut out = Vec::with_capacity(n / 2);
+    for _ in 0..n / 2 {
+        let (Some(field), Some(value)) = (items.next(), items.next()) else {
+            return Err(keys::corrupt("a delta history reply is short"));
+        };
+        out.push((
+            required(field, "a hash field")?,
+            required(value, "a hash value")?,
+        ));
+    }
+    Ok(out)
 }
 
 /// A stored parent id: an empty one marks a checkpoint stored without a parent.

@@ -154,6 +154,153 @@ return {id, h[1], h[2], h[3], h[4], values, writes}
     )
 });
 
+/// The parent-chain walk of `delta_channel_history`, from one checkpoint (the latest of the
+/// namespace when the id is empty): for each ancestor visited, newest first, its id, the
+/// writes-hash pairs of the channels still open there and the blobs-hash pairs of the
+/// channels it stores a value of (which closes them), each list after its length, in one
+/// flat array (ancestors with neither are left out); nil when the checkpoint does not exist.
+///
+/// KEYS: as [`GET`]. ARGV: ttl, checkpoint-key prefix, writes-key prefix, id, then the
+/// channels.
+pub(crate) static HISTORY: LazyLock<Script> = LazyLock::new(|| {
+    with_prelude(
+        r#"
+-- The channel a blobs field or a stored write starts with (`<len>:<channel>`); nil when
+-- malformed.
+local function channel_of(s)
+  local colon = string.find(s, ':', 1, true)
+  if not colon then return nil end
+  local n = tonumber(string.sub(s, 1, colon - 1))
+  if not n then return nil end
+  local ch = string.sub(s, colon + 1, colon + n)
+  if #ch ~= n then return nil end
+  return ch
+end
+local id = ARGV[4]
+if id == '' then
+  local r = redis.call('ZREVRANGEBYLEX', KEYS[3], '+', '-', 'LIMIT', 0, 1)
+  if #r == 0 then return false end
+  id = r[1]
+end
+local cp, w = ARGV[2] .. id, ARGV[3] .. id
+-- 'b' is written with 'c' by every put: it tells whether the checkpoint exists.
+local h = redis.call('HMGET', cp, 'p', 'b')
+if not h[2] then return false end
+-- The open channels, each with the quoted start of its fields in a JSON field list. A
+-- channel name JSON leaves as is can be found there without decoding the list.
+local open, quoted, plain, left = {}, {}, true, 0
+for i = 5, #ARGV do
+  local ch = ARGV[i]
+  if not open[ch] then
+    open[ch] = true
+    quoted[ch] = '"' .. #ch .. ':' .. ch
+    left = left + 1
+    if string.find(ch, '["\\%c]') then plain = false end
+  end
+end
+-- The field of `ch` in the JSON field list `b`; nil when there is none, false when the
+-- list must be decoded to tell. An unescaped quote after `[` or `,` starts a string in
+-- compact JSON, and a string without a backslash is its own content.
+local function field_in(b, ch)
+  local from = 1
+  while true do
+    local s = string.find(b, quoted[ch], from, true)
+    if not s then return nil end
+    local before = string.sub(b, s - 1, s - 1)
+    if before == '[' or before == ',' then
+      local e = string.find(b, '"', s + 1, true)
+      if not e then return false end
+      local f = string.sub(b, s + 1, e - 1)
+      if string.find(f, '\\', 1, true) then return false end
+      return f
+    end
+    from = s + 1
+  end
+end
+-- The fields of the open channels a checkpoint has a version of, and their channels.
+local function wanted_in(b)
+  local fields, chans = {}, {}
+  if plain then
+    for ch in pairs(open) do
+      local f = field_in(b, ch)
+      if f == false then
+        fields = nil
+        break
+      end
+      if f then
+        fields[#fields + 1] = f
+        chans[#chans + 1] = ch
+      end
+    end
+    if fields then return fields, chans end
+    fields, chans = {}, {}
+  end
+  for _, f in ipairs(cjson.decode(b)) do
+    local ch = channel_of(f)
+    if ch and open[ch] then
+      fields[#fields + 1] = f
+      chans[#chans + 1] = ch
+    end
+  end
+  return fields, chans
+end
+local touched = {KEYS[3], KEYS[4], KEYS[5], cp, w}
+local seen = {[id] = true}
+-- Flat: per ancestor with something to report, id, count, writes-hash pairs, count,
+-- blobs-hash pairs.
+local out = {}
+local parent = h[1]
+while left > 0 and parent and parent ~= '' do
+  if seen[parent] then
+    return redis.error_reply('waypoint: the parent links of checkpoint ' .. id .. ' form a cycle')
+  end
+  seen[parent] = true
+  cp, w = ARGV[2] .. parent, ARGV[3] .. parent
+  h = redis.call('HMGET', cp, 'p', 'b')
+  if not h[2] then break end
+  touched[#touched + 1] = cp
+  touched[#touched + 1] = w
+  local writes = {}
+  local all = redis.call('HGETALL', w)
+  for i = 1, #all, 2 do
+    local ch = channel_of(all[i + 1])
+    -- A malformed write goes back too: the caller reports it, as get_tuple would.
+    if ch == nil or open[ch] then
+      writes[#writes + 1] = all[i]
+      writes[#writes + 1] = all[i + 1]
+    end
+  end
+  -- A field holds a value when it is there and not empty (the empty string: versioned,
+  -- no value).
+  local fields, chans = wanted_in(h[2])
+  local seeds = {}
+  for i = 1, #fields, 256 do
+    local chunk = redis.call('HMGET', KEYS[5], unpack(fields, i, math.min(i + 255, #fields)))
+    for j = 1, #chunk do
+      local v, ch = chunk[j], chans[i + j - 1]
+      if v and #v > 0 and open[ch] then
+        open[ch] = nil
+        left = left - 1
+        seeds[#seeds + 1] = fields[i + j - 1]
+        seeds[#seeds + 1] = v
+      end
+    end
+  end
+  if #writes > 0 or #seeds > 0 then
+    out[#out + 1] = parent
+    out[#out + 1] = #writes
+    for _, x in ipairs(writes) do out[#out + 1] = x end
+    out[#out + 1] = #seeds
+    for _, x in ipairs(seeds) do out[#out + 1] = x end
+  end
+  parent = h[1]
+end
+touch(KEYS[1], KEYS[2], tonumber(ARGV[1]), touched)
+return out
+"#,
+    )
+});
+
 /// Deletes every key of a thread and its members of the global index.
 ///
 /// KEYS: registry, meta, thread index, global index. ARGV: the encoded thread id.
