@@ -163,6 +163,7 @@ fn the_demo_defaults_to_a_file_in_the_current_folder() -> TestResult {
     let stdout = assert_story(&waypoint(&["demo"], dir.path())?);
     assert!(dir.path().join("waypoint-demo.db").is_file());
     assert!(stdout.contains("waypoint threads list --url sqlite:waypoint-demo.db"));
+    assert!(stdout.contains("waypoint store search demo."), "{stdout}");
     Ok(())
 }
 

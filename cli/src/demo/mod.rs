@@ -82,6 +82,10 @@ pub(crate) async fn run(args: Args) -> Result<()> {
         say!("Everything above is kept in {shown}. Look around with:");
         say!("  waypoint threads list --url {shown}");
         say!("  waypoint threads history {} --url {shown}", demo.alice_2);
+        say!(
+            "  waypoint store search demo.{}.alice \"hiking\" --embed hashing:256 --url {shown}",
+            demo.id
+        );
     } else {
         say!("Nothing was kept: {shown} lives as long as the process.");
     }
