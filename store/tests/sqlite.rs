@@ -690,3 +690,76 @@ async fn put_throughput() -> TestResult {
     );
     Ok(())
 }
+
+/// Entry point of the child processes of `two_processes_open_and_write_one_new_file`; a no-op
+/// unless `WAYPOINT_STORE_CHILD_DB` is set.
+#[test]
+#[ignore = "run as a child process by the test below"]
+fn child() -> TestResult {
+    let (Ok(path), Ok(me)) = (
+        std::env::var("WAYPOINT_STORE_CHILD_DB"),
+        std::env::var("WAYPOINT_STORE_CHILD_NAME"),
+    ) else {
+        return Ok(());
+    };
+    // Both children open the file at the same instant, the parent's `start`.
+    let start: u128 = std::env::var("WAYPOINT_STORE_CHILD_START")?.parse()?;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?;
+    if let Some(wait) = start.checked_sub(now.as_micros()) {
+        std::thread::sleep(std::time::Duration::from_micros(wait.try_into()?));
+    }
+    let rt = tokio::runtime::Runtime::new()?;
+    rt.block_on(async {
+        let store = SqliteStore::open(&path, StoreConfig::new()).await?;
+        for i in 0..CHILD_PUTS {
+            store
+                .put(ns(&["p", &me]), &format!("k{i}"), json!({ "i": i }))
+                .await?;
+        }
+        Ok(())
+    })
+}
+
+/// Items each child process puts.
+const CHILD_PUTS: usize = 200;
+
+#[tokio::test]
+async fn two_processes_open_and_write_one_new_file() -> TestResult {
+    // Opening races on the switch to WAL. In a release build this failed every round before
+    // the switch was retried; debug builds overlap the two opens less often.
+    for round in 0..8 {
+        let (_dir, path) = temp_db()?;
+        let start = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?
+            + std::time::Duration::from_millis(300);
+        // Both are spawned before either is waited on, so they open the file together.
+        let spawned = ["a", "b"]
+            .iter()
+            .map(|me| {
+                std::process::Command::new(std::env::current_exe()?)
+                    .args(["child", "--exact", "--ignored", "--nocapture"])
+                    .env("WAYPOINT_STORE_CHILD_DB", &path)
+                    .env("WAYPOINT_STORE_CHILD_NAME", me)
+                    .env("WAYPOINT_STORE_CHILD_START", start.as_micros().to_string())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+            })
+            .collect::<std::io::Result<Vec<_>>>()?;
+        for child in spawned {
+            let out = child.wait_with_output()?;
+            assert!(
+                out.status.success(),
+                "round {round}: a child failed:\n{}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+        let store = SqliteStore::open(&path, StoreConfig::new()).await?;
+        for me in ["a", "b"] {
+            let items = store
+                .search(SearchOp::new(ns(&["p", me])).limit(CHILD_PUTS + 1))
+                .await?;
+            assert_eq!(items.len(), CHILD_PUTS, "round {round}, child {me}");
+        }
+    }
+    Ok(())
+}

@@ -120,9 +120,21 @@ pub(crate) fn open_connection(path: Option<&Path>) -> Result<Connection> {
     .map_err(sqlite_error)?;
     conn.set_prepared_statement_cache_capacity(64);
     if path.is_some() {
-        let mode: String = conn
-            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
-            .map_err(sqlite_error)?;
+        // Switching a new file to WAL needs it to itself, and SQLite answers "busy" at once
+        // rather than through the busy handler when another process is opening it too (two
+        // processes opening one new file failed 2 runs in 3): retried until the timeout.
+        let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+        let mode: String = loop {
+            match conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)) {
+                Err(e)
+                    if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                        && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                done => break done.map_err(sqlite_error)?,
+            }
+        };
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(Error::backend(
                 BACKEND,
