@@ -4,9 +4,10 @@
 //! anyway) and a few readers. A short operation (a few rows) runs right on the calling
 //! worker when a connection is free and no other connection holds a lock it needs: it takes
 //! less time than handing the worker to another thread would. Anything else, and a short
-//! operation that met a lock, runs on the caller's own thread inside `tokio::task::block_in_place`, which hands the worker's other
-//! tasks to another thread for the duration; on a current-thread runtime, where that is not
-//! allowed, it runs on tokio's blocking pool instead. (A dedicated connection thread was
+//! operation that met a lock, runs on the caller's own thread inside
+//! `tokio::task::block_in_place`, which hands the worker's other tasks to another thread for
+//! the duration; on a current-thread runtime, where that is not allowed, it runs on tokio's
+//! blocking pool instead. (A dedicated connection thread was
 //! measured first: the cross-thread wake-ups cost 10-40 us per operation on a virtual
 //! machine, more than the SQL itself.)
 
