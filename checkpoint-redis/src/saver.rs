@@ -353,6 +353,29 @@ impl RedisSaver {
     /// What [`scripts::SAVE`] does for one put without a ttl, as one MULTI/EXEC pipeline. The
     /// parent is set only by the first put of an id (an empty one marks a root), so a re-put
     /// keeps it, as the script does.
+    /// A call of a read script (`GET`, `HISTORY`) at checkpoint `id` of `(thread_id, ns)`
+    /// (the latest when empty): the keys and arguments both take, in their order.
+    fn read_invocation(
+        &self,
+        script: &'static redis::Script,
+        thread_id: &str,
+        ns: &str,
+        id: &str,
+    ) -> redis::ScriptInvocation<'static> {
+        let k = self.keys(thread_id);
+        let mut inv = script.prepare_invoke();
+        inv.key(k.registry())
+            .key(k.meta())
+            .key(k.ns_index(ns))
+            .key(k.index())
+            .key(k.blobs(ns))
+            .arg(self.config.ttl_ms())
+            .arg(k.checkpoint_prefix(ns))
+            .arg(k.writes_prefix(ns))
+            .arg(id);
+        inv
+    }
+
     fn put_pipeline(&self, put: &PreparedPut) -> Result<redis::Pipeline> {
         let k = self.keys(&put.thread_id);
         let (ns, id) = (put.checkpoint_ns.as_str(), put.checkpoint.id.as_str());
@@ -794,17 +817,7 @@ impl CheckpointSaver for RedisSaver {
         }
         let (thread_id, ns) = (config.thread_id.as_str(), config.ns());
         let id = config.checkpoint_id.as_deref().unwrap_or("");
-        let k = self.keys(thread_id);
-        let mut inv = scripts::GET.prepare_invoke();
-        inv.key(k.registry())
-            .key(k.meta())
-            .key(k.ns_index(ns))
-            .key(k.index())
-            .key(k.blobs(ns))
-            .arg(self.config.ttl_ms())
-            .arg(k.checkpoint_prefix(ns))
-            .arg(k.writes_prefix(ns))
-            .arg(id);
+        let inv = self.read_invocation(&scripts::GET, thread_id, ns, id);
         let reply: Value = with_conn!(self, "get_tuple", retry = true, |conn| inv
             .invoke_async(&mut conn))?;
         if matches!(reply, Value::Nil) {
@@ -853,19 +866,9 @@ impl CheckpointSaver for RedisSaver {
         }
         let (thread_id, ns) = (config.thread_id.as_str(), config.ns());
         let id = config.checkpoint_id.as_deref().unwrap_or("");
-        let k = self.keys(thread_id);
         // The whole walk is one script (one round trip), with the keys and ttl renewals of
         // `get_tuple` on every checkpoint it visits.
-        let mut inv = scripts::HISTORY.prepare_invoke();
-        inv.key(k.registry())
-            .key(k.meta())
-            .key(k.ns_index(ns))
-            .key(k.index())
-            .key(k.blobs(ns))
-            .arg(self.config.ttl_ms())
-            .arg(k.checkpoint_prefix(ns))
-            .arg(k.writes_prefix(ns))
-            .arg(id);
+        let mut inv = self.read_invocation(&scripts::HISTORY, thread_id, ns, id);
         for channel in out.keys() {
             inv.arg(channel);
         }
