@@ -44,10 +44,12 @@
 //! | `conformance` | [`conformance`], the suite every backend runs |
 
 mod error;
+mod fence;
 mod filter;
 mod id;
 mod memory;
 mod prepare;
+mod redact;
 mod saver;
 pub mod serde;
 mod types;
@@ -57,13 +59,15 @@ mod version;
 pub mod conformance;
 
 pub use error::{BoxError, Error, Result};
+pub use fence::Fenced;
 pub use filter::json_contains;
 pub use id::{checkpoint_id, uuid6};
 pub use memory::{DELTA_COUNTERS_KEY, InMemorySaver};
 pub use prepare::{NewValue, PreparedPut, PreparedSave, PreparedWrites, WriteRow};
+pub use redact::redact_url;
 pub use saver::{
     Capabilities, CheckpointSaver, CheckpointSaverExt, DeltaChannelHistory, Lease, ListOptions,
-    PruneStrategy, Save, ids_to_keep, walk_delta_history,
+    PruneStrategy, Save, check_fenced_saves, ids_to_keep, lease_lost, walk_delta_history,
 };
 pub use serde::{Format, Keyring, Serde, Slot};
 pub use types::{

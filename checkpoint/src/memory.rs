@@ -10,13 +10,14 @@ use serde_json::Value;
 
 use crate::filter::json_contains;
 use crate::saver::{
-    Capabilities, CheckpointSaver, DeltaChannelHistory, Lease, ListOptions, PruneStrategy,
+    Capabilities, CheckpointSaver, DeltaChannelHistory, Lease, ListOptions, PruneStrategy, Save,
+    check_fenced_saves, lease_lost,
 };
 use crate::serde::{Serde, Slot};
 use crate::version::ChannelVersion;
 use crate::{
     ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointTuple, Error,
-    PendingWrite, PreparedPut, PreparedWrites, Result, SerializedValue,
+    PendingWrite, PreparedPut, PreparedSave, PreparedWrites, Result, SerializedValue,
 };
 
 /// Metadata key under which the runtime lists the delta channels that need their history.
@@ -105,6 +106,60 @@ impl InMemorySaver {
         let deadline = Instant::now().checked_add(ttl).ok_or_else(overflow)?;
         let expires_at = SystemTime::now().checked_add(ttl).ok_or_else(overflow)?;
         Ok((deadline, expires_at))
+    }
+
+    /// Stores a prepared put (the caller holds the write lock).
+    fn store_put(storage: &mut HashMap<String, Thread>, put: PreparedPut) {
+        let metadata_json = Arc::new(Value::Object(put.metadata.to_json()));
+        let ns = storage
+            .entry(put.thread_id)
+            .or_default()
+            .namespaces
+            .entry(put.checkpoint_ns)
+            .or_default();
+        for v in put.values {
+            ns.blobs
+                .entry(v.channel)
+                .or_default()
+                .insert(v.version, v.value);
+        }
+        let id = put.checkpoint.id.clone();
+        let parent = match ns.checkpoints.get(&id) {
+            Some(existing) => existing.parent.clone(),
+            None => put.parent,
+        };
+        let stored = Stored {
+            checkpoint: put.checkpoint,
+            metadata: Arc::new(put.metadata),
+            metadata_json,
+            parent,
+        };
+        ns.checkpoints.insert(id, stored);
+    }
+
+    /// Stores one task's prepared writes (the caller holds the write lock).
+    fn store_writes(storage: &mut HashMap<String, Thread>, w: PreparedWrites) {
+        let by_task = storage
+            .entry(w.thread_id)
+            .or_default()
+            .namespaces
+            .entry(w.checkpoint_ns)
+            .or_default()
+            .writes
+            .entry(w.checkpoint_id)
+            .or_default();
+        for row in w.rows {
+            let key = (w.task_id.clone(), row.idx);
+            if w.replace || !by_task.contains_key(&key) {
+                let task_path = w.task_path.clone();
+                let stored = StoredWrite {
+                    channel: row.channel,
+                    value: row.value,
+                    task_path,
+                };
+                by_task.insert(key, stored);
+            }
+        }
     }
 
     fn materialize(
@@ -358,32 +413,7 @@ impl CheckpointSaver for InMemorySaver {
         // Sealing happens here, before the lock: encryption is the slow part.
         let put = PreparedPut::new(&self.serde, config, checkpoint, metadata, new_versions)?;
         let returned = put.config();
-        let metadata_json = Arc::new(Value::Object(put.metadata.to_json()));
-        let mut storage = self.storage.write();
-        let ns = storage
-            .entry(put.thread_id)
-            .or_default()
-            .namespaces
-            .entry(put.checkpoint_ns)
-            .or_default();
-        for v in put.values {
-            ns.blobs
-                .entry(v.channel)
-                .or_default()
-                .insert(v.version, v.value);
-        }
-        let id = put.checkpoint.id.clone();
-        let parent = match ns.checkpoints.get(&id) {
-            Some(existing) => existing.parent.clone(),
-            None => put.parent,
-        };
-        let stored = Stored {
-            checkpoint: put.checkpoint,
-            metadata: Arc::new(put.metadata),
-            metadata_json,
-            parent,
-        };
-        ns.checkpoints.insert(id, stored);
+        Self::store_put(&mut self.storage.write(), put);
         Ok(returned)
     }
 
@@ -394,31 +424,32 @@ impl CheckpointSaver for InMemorySaver {
         task_id: &str,
         task_path: &str,
     ) -> Result<()> {
-        let Some(w) = PreparedWrites::new(&self.serde, config, writes, task_id, task_path)? else {
-            return Ok(());
-        };
+        if let Some(w) = PreparedWrites::new(&self.serde, config, writes, task_id, task_path)? {
+            Self::store_writes(&mut self.storage.write(), w);
+        }
+        Ok(())
+    }
+
+    async fn save_fenced(&self, lease: &Lease, saves: Vec<Save>) -> Result<()> {
+        check_fenced_saves(lease, &saves)?;
+        // Sealed before any lock, as in `put`.
+        let prepared = PreparedSave::batch(&self.serde, saves)?;
+        // The lease lock is held across the writes, so no claim can slip in between.
+        let leases = self.leases.lock();
+        if !leases
+            .get(&lease.thread_id)
+            .is_some_and(|(token, _)| *token == lease.token)
+        {
+            return Err(lease_lost(lease));
+        }
         let mut storage = self.storage.write();
-        let by_task = storage
-            .entry(w.thread_id)
-            .or_default()
-            .namespaces
-            .entry(w.checkpoint_ns)
-            .or_default()
-            .writes
-            .entry(w.checkpoint_id)
-            .or_default();
-        for row in w.rows {
-            let key = (w.task_id.clone(), row.idx);
-            if w.replace || !by_task.contains_key(&key) {
-                let task_path = w.task_path.clone();
-                let stored = StoredWrite {
-                    channel: row.channel,
-                    value: row.value,
-                    task_path,
-                };
-                by_task.insert(key, stored);
+        for save in prepared {
+            match save {
+                PreparedSave::Put(put) => Self::store_put(&mut storage, *put),
+                PreparedSave::Writes(w) => Self::store_writes(&mut storage, w),
             }
         }
+        drop(leases);
         Ok(())
     }
 

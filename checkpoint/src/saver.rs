@@ -260,6 +260,20 @@ pub trait CheckpointSaver: Send + Sync + Debug {
         Ok(())
     }
 
+    /// Applies `saves` as [`save_batch`](Self::save_batch) does, but only while `lease` still
+    /// holds its thread; `Error::Conflict` otherwise, with nothing written.
+    ///
+    /// The check and the writes are one atomic step on the backend (one transaction, script or
+    /// lock), so a run that lost its lease (paused past its ttl while another run took the
+    /// thread, or released) can never write after the next holder. A lease that lapsed but
+    /// that nobody took over still holds, as for [`renew_lease`](Self::renew_lease). Every
+    /// save must name the lease's thread (`InvalidConfig` otherwise). Every backend that
+    /// declares `leases` implements it.
+    async fn save_fenced(&self, lease: &Lease, saves: Vec<Save>) -> Result<()> {
+        let _ = (lease, saves);
+        Err(self.unsupported("save_fenced"))
+    }
+
     /// The version that follows `current` for a channel (LangGraph's string form).
     fn next_version(&self, current: Option<&ChannelVersion>) -> Result<ChannelVersion> {
         ChannelVersion::next(current)
@@ -329,6 +343,37 @@ pub trait CheckpointSaver: Send + Sync + Debug {
             backend: self.backend(),
         }
     }
+}
+
+impl Save {
+    /// The thread the save writes to.
+    pub fn thread_id(&self) -> &str {
+        match self {
+            Save::Put { config, .. } | Save::Writes { config, .. } => &config.thread_id,
+        }
+    }
+}
+
+/// `InvalidConfig` unless every save writes to the lease's thread; backends call it before
+/// [`CheckpointSaver::save_fenced`] writes anything.
+pub fn check_fenced_saves(lease: &Lease, saves: &[Save]) -> Result<()> {
+    match saves.iter().find(|s| s.thread_id() != lease.thread_id) {
+        Some(other) => Err(Error::InvalidConfig(format!(
+            "a save for thread `{}` cannot be fenced by the lease on thread `{}`",
+            other.thread_id(),
+            lease.thread_id
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The `Conflict` of a fenced save whose lease no longer holds its thread.
+pub fn lease_lost(lease: &Lease) -> Error {
+    Error::Conflict(format!(
+        "the lease on thread `{}` was lost (it lapsed and another run took the thread, or it \
+         was released): nothing was written",
+        lease.thread_id
+    ))
 }
 
 /// The checkpoint ids [`PruneStrategy::KeepLatest`] keeps in one namespace: the latest, and
@@ -486,6 +531,9 @@ macro_rules! forward_saver {
             }
             async fn save_batch(&self, saves: Vec<Save>) -> Result<()> {
                 (**self).save_batch(saves).await
+            }
+            async fn save_fenced(&self, lease: &Lease, saves: Vec<Save>) -> Result<()> {
+                (**self).save_fenced(lease, saves).await
             }
             fn next_version(&self, current: Option<&ChannelVersion>) -> Result<ChannelVersion> {
                 (**self).next_version(current)

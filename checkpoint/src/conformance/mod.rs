@@ -21,6 +21,7 @@ mod decisions;
 mod delete;
 mod delta;
 mod extended;
+mod fence;
 mod get_tuple;
 mod lease;
 mod list;
@@ -42,6 +43,7 @@ pub use decisions::*;
 pub use delete::*;
 pub use delta::*;
 pub use extended::*;
+pub use fence::*;
 pub use get_tuple::*;
 pub use lease::*;
 pub use list::*;
@@ -138,6 +140,9 @@ macro_rules! __checkpoint_cases {
             lease_renew_extends lease_renew_after_takeover_conflicts
             release_of_lost_lease_keeps_new_holder leases_are_per_thread
             concurrent_acquires_one_wins lease_rejects_bad_input
+            fenced_save_writes_while_held fenced_save_refused_after_takeover
+            fenced_save_refused_after_release fenced_save_after_lapse_without_takeover
+            fenced_save_rejects_other_thread
         }
     };
 }
