@@ -4,7 +4,9 @@
 //! (`1 == 1.0`); `$ne` also matches items without the key; `$gt $gte $lt $lte` compare
 //! numbers numerically and strings by code point, and never match values of another type.
 //! Keys are literal (a key `a.b` is the top-level key `a.b`, not a path), so a filter is data,
-//! never query text, on every backend.
+//! never query text, on every backend. A key starting with `$` is an operator, never a field:
+//! at the top level (`$or`, `$and`, ...) none is supported, and inside a field's condition only
+//! the six above are; every other is refused rather than matched as a field name.
 
 use std::cmp::Ordering;
 
@@ -47,10 +49,16 @@ impl Filter {
                     json_kind(spec)
                 )));
             }
+            if key.starts_with('$') {
+                return Err(Error::InvalidFilter(format!(
+                    "`{key}` at the top of a filter: keys there name fields, and no operator \
+                     (such as $or or $and) is supported there; use {{\"field\": {{\"$eq\": ...}}}}"
+                )));
+            }
             match spec {
                 Value::Object(ops) if ops.keys().any(|k| k.starts_with('$')) => {
                     for (name, operand) in ops {
-                        let op = Operator::parse(name)?;
+                        let op = Operator::parse(key, name)?;
                         op.check(key, operand)?;
                         conditions.push(Condition {
                             key: key.clone(),
@@ -93,7 +101,7 @@ impl Filter {
 }
 
 impl Operator {
-    fn parse(name: &str) -> Result<Self> {
+    fn parse(key: &str, name: &str) -> Result<Self> {
         Ok(match name {
             "$eq" => Operator::Eq,
             "$ne" => Operator::Ne,
@@ -103,7 +111,8 @@ impl Operator {
             "$lte" => Operator::Lte,
             other => {
                 return Err(Error::InvalidFilter(format!(
-                    "unknown operator `{other}` (use $eq, $ne, $gt, $gte, $lt or $lte)"
+                    "`{key}`: unknown operator `{other}` (use $eq, $ne, $gt, $gte, $lt or $lte, \
+                     and no plain key beside them)"
                 )));
             }
         })
@@ -238,6 +247,22 @@ mod tests {
         ));
         assert!(matches!(
             filter(json!({"a": {"$gt": null}})),
+            Err(Error::InvalidFilter(_))
+        ));
+        for top in [
+            json!({"$or": [{"a": 1}, {"a": 2}]}),
+            json!({"$and": [{"a": 1}]}),
+            json!({"a": 1, "$eq": 1}),
+            json!({"$": 1}),
+        ] {
+            assert!(
+                matches!(filter(top.clone()), Err(Error::InvalidFilter(_))),
+                "{top}"
+            );
+        }
+        // A field condition mixing an operator with a plain key is refused too.
+        assert!(matches!(
+            filter(json!({"a": {"$eq": 1, "b": 2}})),
             Err(Error::InvalidFilter(_))
         ));
     }

@@ -147,7 +147,8 @@ pub async fn filter_combined_conditions(f: &dyn StoreFactory) -> Result<()> {
     Ok(())
 }
 
-/// An unknown operator, or an ordering operator on a non-scalar, is an error.
+/// An unknown operator (`$or` and any other `$` key at the top, or one inside a field), or an
+/// ordering operator on a non-scalar, is an error: never taken as a field name.
 pub async fn filter_unknown_operator_is_error(f: &dyn StoreFactory) -> Result<()> {
     let store = open!(f, StoreConfig::new());
     let ns = fresh(&[]);
@@ -157,6 +158,15 @@ pub async fn filter_unknown_operator_is_error(f: &dyn StoreFactory) -> Result<()
         json!({"color": {"$in": ["red"]}}),
         json!({"n": {"$gt": [1]}}),
         json!({"n": {"$lt": null}}),
+        // Keys starting with `$` at the top are operators, none supported: never field names.
+        json!({"$or": [{"color": "red"}, {"color": "blue"}]}),
+        json!({"$and": [{"color": "red"}]}),
+        json!({"$not": {"color": "red"}}),
+        json!({"color": "red", "$where": "1"}),
+        json!({"$.color": "red"}),
+        // Inside a field: an operator beside a plain key, or an unknown one.
+        json!({"color": {"$eq": "red", "shade": "dark"}}),
+        json!({"color": {"$exists": true}}),
     ] {
         let err = store
             .search(SearchOp::new(&ns).filter(filter.clone()))
@@ -186,7 +196,7 @@ pub async fn filter_hostile_keys_are_literal(f: &dyn StoreFactory) -> Result<()>
     let hostile = [
         "'; DROP TABLE store; --",
         "a') OR 1=1 --",
-        "$.color",
+        "a$b",
         "a.b",
         "x\"y",
         "key with spaces",
