@@ -23,6 +23,10 @@ const RENEW: &str =
 /// Drops the claim if it is still the holder's; someone else's is never touched.
 const RELEASE: &str = "DELETE FROM waypoint_thread_leases WHERE thread_id = ?1 AND token = ?2";
 
+/// Whether `(thread_id, token)` still holds its thread (lapsed but not taken over included).
+const HOLDS: &str =
+    "SELECT EXISTS (SELECT 1 FROM waypoint_thread_leases WHERE thread_id = ?1 AND token = ?2)";
+
 /// Microseconds since the Unix epoch, the column's unit.
 fn micros(t: SystemTime) -> Result<i64> {
     let since = t
@@ -127,4 +131,11 @@ pub(crate) fn release(conn: &mut Connection, thread_id: &str, token: &str) -> Re
         .and_then(|mut s| s.execute(params![thread_id, token]))
         .map_err(sqlite_error)
         .map(drop)
+}
+
+/// Whether `lease` still holds its thread; run inside the write transaction it fences.
+pub(crate) fn holds(conn: &Connection, lease: &Lease) -> Result<bool> {
+    conn.prepare_cached(HOLDS)
+        .and_then(|mut s| s.query_row(params![lease.thread_id, lease.token], |r| r.get(0)))
+        .map_err(sqlite_error)
 }

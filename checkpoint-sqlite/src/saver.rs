@@ -11,7 +11,7 @@ use waypoint_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
     CheckpointSaver, CheckpointTuple, DeltaChannelHistory, Error, Lease, ListOptions, PendingWrite,
     PreparedPut, PreparedSave, PreparedWrites, PruneStrategy, Result, Save, Serde, SerializedValue,
-    Slot,
+    Slot, check_fenced_saves, lease_lost,
 };
 
 use crate::cache::BlobCache;
@@ -53,6 +53,52 @@ fn reader(
 }
 
 impl SqliteSaver {
+    /// Writes a batch in one transaction (one commit); with a `fence`, only while that lease
+    /// still holds the thread, checked inside the same transaction.
+    async fn save_prepared(&self, fence: Option<&Lease>, saves: Vec<Save>) -> Result<()> {
+        // Prepared (validated, sealed) here, then written in one transaction.
+        let prepared = PreparedSave::batch(&self.serde, saves)?;
+        if prepared.is_empty() && fence.is_none() {
+            return Ok(());
+        }
+        let cache = self.cache.clone();
+        let fence = fence.cloned();
+        let mut prepared = Some(prepared);
+        self.writer
+            .run_quick(move |conn| {
+                let Some(saves) = prepared.as_ref() else {
+                    return Ok(());
+                };
+                // Immediate: the write lock is taken before the lease is read, so no other
+                // process can claim the thread between the check and the commit.
+                let tx = conn
+                    .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                    .map_err(sqlite_error)?;
+                if let Some(lease) = &fence
+                    && !lease::holds(&tx, lease)?
+                {
+                    return Err(lease_lost(lease));
+                }
+                for save in saves {
+                    match save {
+                        PreparedSave::Put(put) => {
+                            let checkpoint = json_text(&put.checkpoint)?;
+                            queries::put_in(&tx, put, &checkpoint, &json_text(&put.metadata)?)?
+                        }
+                        PreparedSave::Writes(w) => queries::put_writes_in(&tx, w)?,
+                    }
+                }
+                tx.commit().map_err(sqlite_error)?;
+                for save in prepared.take().into_iter().flatten() {
+                    if let PreparedSave::Put(put) = save {
+                        cache_blobs(&cache, *put);
+                    }
+                }
+                Ok(())
+            })
+            .await
+    }
+
     /// Opens (creating if needed) the database `config` names; runs [`Self::setup`] unless
     /// `auto_setup` is off. Fails clearly on a file that is not a SQLite database or whose
     /// schema is newer than this build.
@@ -271,37 +317,12 @@ impl CheckpointSaver for SqliteSaver {
     }
 
     async fn save_batch(&self, saves: Vec<Save>) -> Result<()> {
-        // Prepared (validated, sealed) here, then written in one transaction: one commit.
-        let prepared = PreparedSave::batch(&self.serde, saves)?;
-        if prepared.is_empty() {
-            return Ok(());
-        }
-        let cache = self.cache.clone();
-        let mut prepared = Some(prepared);
-        self.writer
-            .run_quick(move |conn| {
-                let Some(saves) = prepared.as_ref() else {
-                    return Ok(());
-                };
-                let tx = conn.transaction().map_err(sqlite_error)?;
-                for save in saves {
-                    match save {
-                        PreparedSave::Put(put) => {
-                            let checkpoint = json_text(&put.checkpoint)?;
-                            queries::put_in(&tx, put, &checkpoint, &json_text(&put.metadata)?)?
-                        }
-                        PreparedSave::Writes(w) => queries::put_writes_in(&tx, w)?,
-                    }
-                }
-                tx.commit().map_err(sqlite_error)?;
-                for save in prepared.take().into_iter().flatten() {
-                    if let PreparedSave::Put(put) = save {
-                        cache_blobs(&cache, *put);
-                    }
-                }
-                Ok(())
-            })
-            .await
+        self.save_prepared(None, saves).await
+    }
+
+    async fn save_fenced(&self, lease: &Lease, saves: Vec<Save>) -> Result<()> {
+        check_fenced_saves(lease, &saves)?;
+        self.save_prepared(Some(lease), saves).await
     }
 
     async fn put_writes(
