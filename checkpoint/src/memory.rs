@@ -436,9 +436,9 @@ impl CheckpointSaver for InMemorySaver {
         let prepared = PreparedSave::batch(&self.serde, saves)?;
         // The lease lock is held across the writes, so no claim can slip in between.
         let leases = self.leases.lock();
-        if !leases
+        if leases
             .get(&lease.thread_id)
-            .is_some_and(|(token, _)| *token == lease.token)
+            .is_none_or(|(token, _)| *token != lease.token)
         {
             return Err(lease_lost(lease));
         }

@@ -44,6 +44,10 @@ pub struct RunConfig {
     /// How long to wait for another run on the thread to finish; `None` fails at once with
     /// `Error::Conflict`.
     pub wait_for_thread: Option<std::time::Duration>,
+    /// How long the run's claim on its thread lasts without renewal (default
+    /// [`LEASE_TTL`](crate::LEASE_TTL)); a run paused longer than this may lose the thread,
+    /// and then fails with `Error::Conflict` at its next write instead of writing.
+    pub lease_ttl: std::time::Duration,
 }
 
 impl Default for RunConfig {
@@ -59,6 +63,7 @@ impl Default for RunConfig {
             interrupt_before: None,
             interrupt_after: None,
             wait_for_thread: None,
+            lease_ttl: crate::LEASE_TTL,
         }
     }
 }
@@ -120,6 +125,12 @@ impl RunConfig {
     /// The same config waiting up to `wait` for another run on the thread to finish.
     pub fn wait_for_thread(mut self, wait: std::time::Duration) -> Self {
         self.wait_for_thread = Some(wait);
+        self
+    }
+
+    /// The same config claiming its thread for `ttl` at a time (renewed while the run goes).
+    pub fn lease_ttl(mut self, ttl: std::time::Duration) -> Self {
+        self.lease_ttl = ttl;
         self
     }
 

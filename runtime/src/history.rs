@@ -238,12 +238,16 @@ impl<S: State> CompiledGraph<S> {
         let saver = self.require_saver()?;
         let thread = self.thread_of(config)?.unwrap_or_default().to_owned();
         // Like a run, an update holds the thread's lease while it writes.
-        let lease = LeaseGuard::acquire(saver, &thread, config.wait_for_thread).await?;
+        let (wait, ttl) = (config.wait_for_thread, config.lease_ttl);
+        let lease = LeaseGuard::acquire(saver, &thread, wait, ttl).await?;
+        let writer = lease
+            .as_ref()
+            .map_or_else(|| Arc::clone(saver), LeaseGuard::fenced);
         let result = self
-            .update_state_held(saver, thread, config, values, as_node)
+            .update_state_held(&writer, thread, config, values, as_node)
             .await;
         if let Some(lease) = lease {
-            lease.release().await?;
+            lease.release().await;
         }
         result
     }

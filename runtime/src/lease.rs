@@ -2,12 +2,20 @@
 //!
 //! The lease comes from the checkpointer, so it excludes writers in other processes on the
 //! same database too. A background task renews it while the run goes on (a node may take
-//! longer than the lease's ttl); if the process dies, the lease expires.
+//! longer than the lease's ttl); if the process dies, the lease expires. Every write of the
+//! run goes through [`Fenced`], which proves in the same atomic step that the lease still
+//! holds: a run paused past its lease while another run took the thread fails with
+//! `Conflict` at its next write and writes nothing.
+//!
+//! A lease whose release failed (the server was away when the run ended) is kept as an
+//! orphan: released again in the background until it lapses, and at once when this process
+//! claims the same thread again, so a failed run does not lock its own client out.
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime};
 
-use waypoint_checkpoint::{CheckpointSaver, Lease};
+use waypoint_checkpoint::{CheckpointSaver, Fenced, Lease};
 
 use crate::{Error, Result};
 
@@ -17,25 +25,42 @@ pub const LEASE_TTL: Duration = Duration::from_secs(30);
 /// A held lease, renewed in the background until released.
 pub(crate) struct LeaseGuard {
     saver: Arc<dyn CheckpointSaver>,
+    /// The claim as first granted: thread and token never change with renewals.
+    granted: Lease,
     lease: Arc<tokio::sync::Mutex<Lease>>,
     renewer: tokio::task::JoinHandle<()>,
 }
 
+/// One lease whose release failed.
+type Orphan = (Arc<dyn CheckpointSaver>, Lease);
+
+/// Leases this process failed to release, by thread id.
+static ORPHANS: LazyLock<Mutex<HashMap<String, Vec<Orphan>>>> = LazyLock::new(Mutex::default);
+
+/// The orphans, whatever a panicking holder left behind.
+fn orphans() -> MutexGuard<'static, HashMap<String, Vec<Orphan>>> {
+    ORPHANS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 impl LeaseGuard {
-    /// Claims `thread_id`; `Error::Conflict` if another writer holds it after `wait`.
-    /// `None` when the saver has no leases.
+    /// Claims `thread_id` for `ttl` at a time; `Error::Conflict` if another writer holds it
+    /// after `wait`. `None` when the saver has no leases.
     pub(crate) async fn acquire(
         saver: &Arc<dyn CheckpointSaver>,
         thread_id: &str,
         wait: Option<Duration>,
+        ttl: Duration,
     ) -> Result<Option<LeaseGuard>> {
         if !saver.capabilities().leases {
             return Ok(None);
         }
+        release_orphans(thread_id).await;
         let deadline = wait.map(|w| Instant::now() + w);
         let mut backoff = Duration::from_millis(5);
         let lease = loop {
-            match saver.acquire_lease(thread_id, LEASE_TTL).await {
+            match saver.acquire_lease(thread_id, ttl).await {
                 Ok(lease) => break lease,
                 Err(waypoint_checkpoint::Error::Conflict(_))
                     if deadline.is_some_and(|d| Instant::now() + backoff < d) =>
@@ -52,17 +77,18 @@ impl LeaseGuard {
                 Err(err) => return Err(err.into()),
             }
         };
+        let granted = lease.clone();
         let lease = Arc::new(tokio::sync::Mutex::new(lease));
         let renewer = tokio::spawn({
             let (saver, lease) = (Arc::clone(saver), Arc::clone(&lease));
             async move {
                 loop {
-                    tokio::time::sleep(LEASE_TTL / 3).await;
+                    tokio::time::sleep(ttl / 3).await;
                     let mut held = lease.lock().await;
-                    match saver.renew_lease(&held, LEASE_TTL).await {
+                    match saver.renew_lease(&held, ttl).await {
                         Ok(renewed) => *held = renewed,
-                        // Lost (taken over after expiring): nothing more to renew. A
-                        // transient error is retried at the next tick.
+                        // Lost (taken over after expiring): the run's next fenced write
+                        // fails with `Conflict`. A transient error is retried next tick.
                         Err(waypoint_checkpoint::Error::Conflict(_)) => return,
                         Err(_) => {}
                     }
@@ -71,16 +97,25 @@ impl LeaseGuard {
         });
         Ok(Some(LeaseGuard {
             saver: Arc::clone(saver),
+            granted,
             lease,
             renewer,
         }))
     }
 
-    /// Stops renewing and gives the lease up.
-    pub(crate) async fn release(self) -> Result<()> {
+    /// The saver whose writes prove this lease still holds the thread.
+    pub(crate) fn fenced(&self) -> Arc<dyn CheckpointSaver> {
+        Arc::new(Fenced::new(Arc::clone(&self.saver), self.granted.clone()))
+    }
+
+    /// Stops renewing and gives the lease up. A release that fails (the server is away)
+    /// is retried in the background, and before this process next claims the thread.
+    pub(crate) async fn release(self) {
         self.renewer.abort();
         let lease = self.lease.lock().await.clone();
-        Ok(self.saver.release_lease(&lease).await?)
+        if self.saver.release_lease(&lease).await.is_err() {
+            orphan(Arc::clone(&self.saver), lease);
+        }
     }
 }
 
@@ -89,5 +124,58 @@ impl Drop for LeaseGuard {
         // A guard dropped without `release` (a cancelled run) stops renewing, so the lease
         // expires after its ttl.
         self.renewer.abort();
+    }
+}
+
+/// Keeps a lease whose release failed, and retries the release until it succeeds or the
+/// lease lapses (after that, nobody is kept out by it).
+fn orphan(saver: Arc<dyn CheckpointSaver>, lease: Lease) {
+    orphans()
+        .entry(lease.thread_id.clone())
+        .or_default()
+        .push((Arc::clone(&saver), lease.clone()));
+    tokio::spawn(async move {
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(2));
+            if !is_orphan(&lease) {
+                return; // released when this process claimed the thread again
+            }
+            if saver.release_lease(&lease).await.is_ok() || SystemTime::now() >= lease.expires_at {
+                forget(&lease);
+                return;
+            }
+        }
+    });
+}
+
+fn is_orphan(lease: &Lease) -> bool {
+    orphans()
+        .get(&lease.thread_id)
+        .is_some_and(|held| held.iter().any(|(_, l)| l.token == lease.token))
+}
+
+fn forget(lease: &Lease) {
+    let mut orphans = orphans();
+    if let Some(held) = orphans.get_mut(&lease.thread_id) {
+        held.retain(|(_, l)| l.token != lease.token);
+        if held.is_empty() {
+            orphans.remove(&lease.thread_id);
+        }
+    }
+}
+
+/// Releases this process's orphaned leases on `thread_id`; those still failing stay.
+async fn release_orphans(thread_id: &str) {
+    let held = orphans().remove(thread_id).unwrap_or_default();
+    for (saver, lease) in held {
+        // Releasing never frees another holder's claim: the token must match.
+        if saver.release_lease(&lease).await.is_err() && SystemTime::now() < lease.expires_at {
+            orphans()
+                .entry(lease.thread_id.clone())
+                .or_default()
+                .push((saver, lease));
+        }
     }
 }

@@ -335,20 +335,23 @@ impl<S: State> CompiledGraph<S> {
         // The root run holds the thread's lease; its subgraphs write under it.
         let lease = match run.saver() {
             Some((saver, thread)) if run.nested.parents.is_empty() => {
-                LeaseGuard::acquire(saver, thread, config.wait_for_thread).await?
+                let (wait, ttl) = (config.wait_for_thread, config.lease_ttl);
+                LeaseGuard::acquire(saver, thread, wait, ttl).await?
             }
             _ => None,
         };
+        // Every write of the run (its subgraphs' too) proves the lease still holds.
+        if let Some(lease) = &lease {
+            run.nested.saver = Some(lease.fenced());
+        }
         let result = run.execute(input).await;
         // Exit durability (and a failed run) still leave the thread where the run stopped.
         let finished = run.finish().await;
-        let released = match lease {
-            Some(lease) => lease.release().await,
-            None => Ok(()),
-        };
+        if let Some(lease) = lease {
+            lease.release().await;
+        }
         let interrupts = result?;
         finished?;
-        released?;
         run.remember();
         Ok(Outcome {
             values: run.frame.state,

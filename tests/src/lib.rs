@@ -9,6 +9,7 @@ pub mod cases;
 pub mod graphs;
 pub mod hitl;
 pub mod messages;
+pub mod paused;
 pub mod savers;
 pub mod subgraphs;
 

@@ -64,3 +64,50 @@ fn server_url(var: &str) -> Option<String> {
         }
     }
 }
+
+/// Opens the saver a spec names, so a second process can open the same one: `sqlite:PATH`,
+/// `postgres:URL#SCHEMA` or `redis:URL#PREFIX` (the schema must be set up already).
+pub async fn open_spec(spec: &str) -> waypoint_checkpoint::Result<Arc<dyn CheckpointSaver>> {
+    let bad = || waypoint_checkpoint::Error::InvalidConfig(format!("bad saver spec `{spec}`"));
+    let (kind, rest) = spec.split_once(':').ok_or_else(bad)?;
+    Ok(match kind {
+        "sqlite" => Arc::new(SqliteSaver::from_path(rest).await?),
+        "postgres" => {
+            let (url, schema) = rest.rsplit_once('#').ok_or_else(bad)?;
+            let config = PostgresConfig::new(url).schema(schema).max_connections(4);
+            Arc::new(PostgresSaver::connect(config).await?)
+        }
+        "redis" => {
+            let (url, prefix) = rest.rsplit_once('#').ok_or_else(bad)?;
+            Arc::new(RedisSaver::connect(RedisConfig::new(url).prefix(prefix)).await?)
+        }
+        _ => return Err(bad()),
+    })
+}
+
+/// A spec for [`open_spec`] naming a fresh database of `kind` (`sqlite`, `postgres`,
+/// `redis`), set up; `None` when the test server for it is absent.
+pub async fn fresh_spec(kind: &str) -> waypoint_checkpoint::Result<Option<String>> {
+    Ok(match kind {
+        "sqlite" => {
+            let dir = tempfile::tempdir()
+                .map_err(|e| waypoint_checkpoint::Error::backend("sqlite", e))?;
+            let path = dir.keep().join("checkpoints.db");
+            Some(format!("sqlite:{}", path.display()))
+        }
+        "postgres" => match postgres_url() {
+            Some(url) => {
+                let schema = format!("wp_rt_{}", uuid::Uuid::new_v4().simple());
+                let config = PostgresConfig::new(url.clone()).schema(schema.clone());
+                PostgresSaver::connect(config).await?.setup().await?;
+                Some(format!("postgres:{url}#{schema}"))
+            }
+            None => None,
+        },
+        "redis" => server_url("WAYPOINT_TEST_REDIS_URL").map(|url| {
+            let prefix = format!("wp-rt-{}", uuid::Uuid::new_v4().simple());
+            format!("redis:{url}#{prefix}")
+        }),
+        _ => None,
+    })
+}
