@@ -39,7 +39,8 @@ postgres_bin() {
 }
 
 # Starts a fresh PostgreSQL cluster under DIR/NAME and exports WAYPOINT_TEST_<VAR>_URL (and
-# _CTL, a script taking `start` or `stop`, for tests that take the server away).
+# _CTL, a script taking `start`, `stop`, `pause` or `resume`, for tests that take the server
+# away or hang it).
 start_postgres() {
     local root="$1/$2" var="$3" bin port ctl
     bin="$(postgres_bin)"
@@ -56,12 +57,17 @@ start_postgres() {
     ctl="$root/ctl.sh"
     cat >"$ctl" <<CTL
 #!/usr/bin/env bash
-# start | stop the throwaway PostgreSQL server in $root/data
+# start | stop | pause | resume the throwaway PostgreSQL server in $root/data
 set -euo pipefail
 run() { if [ "\$(id -u)" = 0 ]; then runuser -u $_waypoint_owner -- "\$@"; else "\$@"; fi; }
 case "\$1" in
     start) run $bin/pg_ctl -D $root/data -l $root/server.log -w -t 60 start -o "-c listen_addresses=127.0.0.1 -p $port -k $root -c max_connections=300 -c shared_buffers=256MB" >/dev/null ;;
     stop) run $bin/pg_ctl -D $root/data -m fast -w -t 60 stop >/dev/null ;;
+    # A hung server: the postmaster (first, so it forks no more) and every process it
+    # started stopped with SIGSTOP, sockets left open; \`resume\` continues them.
+    pause) pid="\$(head -1 $root/data/postmaster.pid)"; kill -STOP "\$pid"; kill -STOP \$(pgrep -P "\$pid") ;;
+    resume) pid="\$(head -1 $root/data/postmaster.pid)"; kill -CONT \$(pgrep -P "\$pid"); kill -CONT "\$pid" ;;
+    *) echo "usage: \$0 start|stop|pause|resume" >&2; exit 2 ;;
 esac
 CTL
     chmod +x "$ctl"
@@ -85,8 +91,10 @@ redis_bin() {
     command -v redis-server
 }
 
-# Starts a fresh Redis under DIR/NAME (no persistence) and exports WAYPOINT_TEST_<VAR>_URL
-# (and _CTL, a script taking `start` or `stop`, for tests that take the server away).
+# Starts a fresh Redis under DIR/NAME with the persistence Waypoint needs (AOF, fsync every
+# second; no RDB snapshots) and exports WAYPOINT_TEST_<VAR>_URL (and _CTL, a script taking
+# `start`, `stop` or `kill`, for tests that take the server away; `kill` is SIGKILL, no
+# shutdown, as a crash).
 start_redis() {
     local root="$1/$2" var="$3" bin port ctl
     bin="$(redis_bin)"
@@ -95,11 +103,12 @@ start_redis() {
     ctl="$root/ctl.sh"
     cat >"$ctl" <<CTL
 #!/usr/bin/env bash
-# start | stop the throwaway Redis server in $root
+# start | stop | kill the throwaway Redis server in $root
 set -euo pipefail
 case "\$1" in
     start)
-        $bin --bind 127.0.0.1 --port $port --dir $root --save '' --appendonly no \\
+        $bin --bind 127.0.0.1 --port $port --dir $root --save '' \\
+            --appendonly yes --appendfsync everysec \\
             --daemonize yes --pidfile $root/redis.pid --logfile $root/server.log
         for _ in \$(seq 100); do
             redis-cli -p $port ping >/dev/null 2>&1 && exit 0
@@ -112,6 +121,14 @@ case "\$1" in
             redis-cli -p $port ping >/dev/null 2>&1 || exit 0
             sleep 0.05
         done ;;
+    kill)
+        pid="\$(cat $root/redis.pid)"
+        kill -KILL "\$pid"
+        for _ in \$(seq 100); do
+            kill -0 "\$pid" 2>/dev/null || { rm -f $root/redis.pid; exit 0; }
+            sleep 0.05
+        done
+        echo "Redis (pid \$pid) did not die" >&2; exit 1 ;;
 esac
 CTL
     chmod +x "$ctl"

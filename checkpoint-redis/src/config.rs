@@ -1,14 +1,20 @@
 //! Where the server is, which keys are ours, and how long operations and threads may last.
 
+use std::fmt;
 use std::time::Duration;
 
-use waypoint_checkpoint::{Error, Result, Serde};
+use waypoint_checkpoint::{Error, Result, Serde, redact_url};
+
+use crate::PersistenceCheck;
 
 /// The longest thread ttl (ten years): the server refuses expiry times past its clock range.
 const MAX_TTL: Duration = Duration::from_secs(10 * 365 * 24 * 60 * 60);
 
-/// Settings of a [`crate::RedisSaver`].
-#[derive(Clone, Debug)]
+/// Redis' own limit on one value (`proto-max-bulk-len`, 512 MB by default).
+pub const REDIS_MAX_VALUE_BYTES: usize = 512 * 1024 * 1024;
+
+/// Settings of a [`crate::RedisSaver`]; `Debug` shows the URL without its password.
+#[derive(Clone)]
 pub struct RedisConfig {
     /// `redis://[user:password@]host:port[/db]` (or `unix://...`).
     pub url: String,
@@ -23,6 +29,29 @@ pub struct RedisConfig {
     pub ttl: Option<Duration>,
     /// Seals stored values when it has a keyring.
     pub serde: Serde,
+    /// What connecting does when the server may lose acknowledged writes on a restart
+    /// (default [`PersistenceCheck::Warn`]; see [`crate::check_persistence`]).
+    pub persistence: PersistenceCheck,
+    /// The largest value sent to the server, in bytes as stored (a channel value or pending
+    /// write with its small header, a checkpoint's or its metadata's JSON; default
+    /// [`REDIS_MAX_VALUE_BYTES`]). A larger one is refused before anything is sent, with
+    /// [`Error::Serialization`] naming its size: the server would drop the connection.
+    /// Set it to the server's `proto-max-bulk-len` if that was changed.
+    pub max_value_bytes: usize,
+}
+
+impl fmt::Debug for RedisConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisConfig")
+            .field("url", &redact_url(&self.url))
+            .field("prefix", &self.prefix)
+            .field("timeout", &self.timeout)
+            .field("ttl", &self.ttl)
+            .field("serde", &self.serde)
+            .field("persistence", &self.persistence)
+            .field("max_value_bytes", &self.max_value_bytes)
+            .finish()
+    }
 }
 
 impl RedisConfig {
@@ -34,6 +63,8 @@ impl RedisConfig {
             timeout: Duration::from_secs(5),
             ttl: None,
             serde: Serde::default(),
+            persistence: PersistenceCheck::default(),
+            max_value_bytes: REDIS_MAX_VALUE_BYTES,
         }
     }
 
@@ -61,6 +92,18 @@ impl RedisConfig {
         self
     }
 
+    /// Sets what connecting does about the server's persistence settings.
+    pub fn persistence(mut self, check: PersistenceCheck) -> Self {
+        self.persistence = check;
+        self
+    }
+
+    /// Sets the largest value sent to the server, in bytes (at least 1).
+    pub fn max_value_bytes(mut self, bytes: usize) -> Self {
+        self.max_value_bytes = bytes;
+        self
+    }
+
     /// Checks the settings a server cannot check.
     pub(crate) fn check(&self) -> Result<()> {
         if self.prefix.is_empty() || self.prefix.contains(['{', '}']) {
@@ -72,6 +115,11 @@ impl RedisConfig {
         if self.timeout.is_zero() {
             return Err(Error::InvalidConfig(
                 "the Redis timeout must be positive".into(),
+            ));
+        }
+        if self.max_value_bytes == 0 {
+            return Err(Error::InvalidConfig(
+                "the largest Redis value must be at least 1 byte".into(),
             ));
         }
         if let Some(ttl) = self.ttl

@@ -43,7 +43,7 @@
 //! | `P:{T}:registry` | set | the names of every key above, for `delete_thread`, pins and ttl |
 //! | `P:{T}:meta` | hash | `gen` (bumped by every write), `pinned`, `refreshed` (last full ttl renewal) |
 //! | `P:index` | sorted set | `enc(id) enc(thread) ns` of every checkpoint: `list` without a thread, newest first across threads |
-//! | `P:lease:{T}` | hash | the thread's lease: `token`, `expires` (server ms) |
+//! | `P:lease:{T}` | hash | the thread's lease: `token`, `expires` (server ms); kept a day past `expires` |
 //!
 //! `enc` escapes NUL as `00 FF` and ends with `00`, which keeps members in the order of
 //! their ids. The global index is the only key outside a thread's slot: the scripts update
@@ -60,14 +60,45 @@
 //! the next `list` that meets them. [`RedisSaver::pin_thread`] keeps a thread forever (until
 //! unpinned or deleted). Leases are not thread data: `delete_thread` leaves them alone, and
 //! a lapsed lease stays renewable by its holder for a day unless someone takes it over.
+//!
+//! # Fencing
+//!
+//! `save_fenced` sends the lease's key and token with the batch, and the save script checks
+//! the token before it writes anything: the check and the writes are one atomic step, so a
+//! run paused past its lease while another run took the thread gets `Conflict` and writes
+//! nothing. The lease hash outlives the lease by a day (the grace above) with its expiry
+//! inside it, so a lease that lapsed but that nobody took over still proves itself, as
+//! `renew_lease` allows. A lease key that is gone (released, or lapsed more than a day ago)
+//! counts as lost: nothing then shows that no other run wrote the thread meanwhile.
+//!
+//! # Durability
+//!
+//! Redis acknowledges a write once it is in memory. Waypoint needs the append-only file:
+//! `appendonly yes` with `appendfsync everysec` (a killed or crashed server loses nothing
+//! acknowledged; a power failure or OS crash, up to about two seconds) or `always`. With RDB
+//! snapshots only, a restart loses everything since the last snapshot; with no persistence,
+//! everything. [`RedisSaver::connect`] reads `appendonly` and `appendfsync` (`CONFIG GET`)
+//! and, per [`RedisConfig::persistence`], warns through `tracing` (the default), refuses
+//! to connect, or does not look ([`check_persistence`]; the Redis store runs the same check).
+//! A server that disallows `CONFIG` (as managed services often do) has unknown settings:
+//! a warning, or a refusal under [`PersistenceCheck::Require`].
+//!
+//! # Limits and secrets
+//!
+//! A value over [`RedisConfig::max_value_bytes`] (default 512 MB, the server's own
+//! `proto-max-bulk-len`) is refused before anything is sent, with an error naming its size
+//! and the limit; the server would drop the connection otherwise. `Debug` of the config and
+//! every error show the URL with its password replaced by `***`.
 
 mod config;
 mod convert;
 mod keys;
+mod persistence;
 mod saver;
 mod scripts;
 
-pub use config::RedisConfig;
+pub use config::{REDIS_MAX_VALUE_BYTES, RedisConfig};
+pub use persistence::{PersistenceCheck, PersistenceError, check_persistence};
 pub use saver::RedisSaver;
 
 /// The Redis client this crate is built on, for commands next to the saver's

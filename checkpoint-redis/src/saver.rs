@@ -12,7 +12,7 @@ use waypoint_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
     CheckpointSaver, CheckpointTuple, DELTA_COUNTERS_KEY, DeltaChannelHistory, Error, Lease,
     ListOptions, PreparedPut, PreparedSave, PreparedWrites, PruneStrategy, Result, Save, Serde,
-    SerializedValue, Slot, json_contains,
+    SerializedValue, Slot, check_fenced_saves, json_contains, lease_lost, redact_url,
 };
 
 use crate::config::RedisConfig;
@@ -24,6 +24,7 @@ use crate::keys::{
     self, KeyKind, ThreadKeys, blob_field, enc, enc_successor, parse_blob_field,
     parse_global_member, parse_index_member, parse_write_field, write_field,
 };
+use crate::persistence::{PersistenceError, check_persistence};
 use crate::scripts;
 
 /// How long a lapsed lease stays renewable by its holder (unless someone takes it over).
@@ -92,13 +93,22 @@ impl fmt::Debug for RedisSaver {
 #[derive(Debug)]
 struct Failure {
     operation: &'static str,
+    /// The server, its URL redacted, when the operation is connecting.
+    server: Option<String>,
     detail: String,
     source: Option<RedisError>,
 }
 
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "`{}` failed: {}", self.operation, self.detail)
+        match &self.server {
+            Some(server) => write!(
+                f,
+                "`{}` to {server} failed: {}",
+                self.operation, self.detail
+            ),
+            None => write!(f, "`{}` failed: {}", self.operation, self.detail),
+        }
     }
 }
 
@@ -120,10 +130,28 @@ fn failure(operation: &'static str, e: RedisError) -> Error {
         "redis",
         Failure {
             operation,
+            server: None,
             detail,
             source: Some(e),
         },
     )
+}
+
+/// `e`, a failure to connect, naming the server (`redacted`: its URL without secrets).
+fn at_server(e: Error, redacted: &str) -> Error {
+    match e {
+        Error::Backend { backend, source } => match source.downcast::<Failure>() {
+            Ok(mut failure) => {
+                failure.server = Some(redacted.to_owned());
+                Error::Backend {
+                    backend,
+                    source: failure,
+                }
+            }
+            Err(source) => Error::Backend { backend, source },
+        },
+        other => other,
+    }
 }
 
 fn timed_out(operation: &'static str, timeout: Duration) -> Error {
@@ -131,6 +159,7 @@ fn timed_out(operation: &'static str, timeout: Duration) -> Error {
         "redis",
         Failure {
             operation,
+            server: None,
             detail: format!("no answer from the Redis server within {timeout:?}"),
             source: None,
         },
@@ -181,6 +210,15 @@ enum Removal {
     Member(String, Vec<u8>),
     Field(String, String),
     Global(Vec<u8>),
+}
+
+/// A put's stored parts: checkpoint, metadata and blob-field list JSON, and the blobs-hash
+/// field and value of each new channel value.
+struct EncodedPut {
+    checkpoint: Vec<u8>,
+    metadata: Vec<u8>,
+    fields: Vec<u8>,
+    values: Vec<(String, Vec<u8>)>,
 }
 
 /// A thread as [`scripts::DUMP`] returned it.
@@ -235,11 +273,19 @@ impl NsState {
 }
 
 impl RedisSaver {
-    /// Connects to the server `config` names and checks that it answers.
+    /// Connects to the server `config` names, checks that it answers, and checks its
+    /// persistence settings per [`RedisConfig::persistence`].
     pub async fn connect(config: RedisConfig) -> Result<Self> {
         config.check()?;
+        let server = redact_url(&config.url);
         let client = redis::Client::open(config.url.as_str())
-            .map_err(|e| Error::InvalidConfig(format!("invalid Redis URL: {e}")))?;
+            .map_err(|e| Error::InvalidConfig(format!("invalid Redis URL {server}: {e}")))?;
+        Self::open(client, config)
+            .await
+            .map_err(|e| at_server(e, &server))
+    }
+
+    async fn open(client: redis::Client, config: RedisConfig) -> Result<Self> {
         // Few, short reconnection attempts per call: during an outage calls fail fast with
         // a clear error instead of each waiting out a long backoff.
         let manager = ConnectionManagerConfig::new()
@@ -258,7 +304,15 @@ impl RedisSaver {
         let ping = redis::cmd("PING");
         with_conn!(saver, "connect", retry = false, |conn| ping
             .query_async::<Value>(&mut conn))?;
-        Ok(saver)
+        let server = redact_url(&saver.config.url);
+        let mut conn = saver.conn.clone();
+        let checking = check_persistence(&mut conn, saver.config.persistence, &server);
+        match tokio::time::timeout(saver.config.timeout, checking).await {
+            Ok(Ok(())) => Ok(saver),
+            Ok(Err(PersistenceError::Refused(why))) => Err(Error::InvalidConfig(why)),
+            Ok(Err(PersistenceError::Redis(e))) => Err(failure("connect", e)),
+            Err(_) => Err(timed_out("connect", saver.config.timeout)),
+        }
     }
 
     /// Connects to `redis://...` with default settings.
@@ -318,15 +372,57 @@ impl RedisSaver {
         keys::global_index(&self.config.prefix)
     }
 
-    fn add_put(&self, inv: &mut ScriptInvocation<'_>, put: &PreparedPut) -> Result<()> {
-        let k = self.keys(&put.thread_id);
-        let (ns, id) = (put.checkpoint_ns.as_str(), put.checkpoint.id.as_str());
+    /// `Error::Serialization` (nothing sent) when `len` bytes are over
+    /// [`RedisConfig::max_value_bytes`]; `tag` and `path` name the value.
+    fn check_size(&self, len: usize, tag: &str, path: impl FnOnce() -> String) -> Result<()> {
+        let limit = self.config.max_value_bytes;
+        if len <= limit {
+            return Ok(());
+        }
+        Err(Error::Serialization {
+            tag: tag.to_owned(),
+            path: Some(path()),
+            message: format!(
+                "the value is {len} bytes as stored, over the limit of {limit} bytes for one \
+                 Redis value (RedisConfig::max_value_bytes; Redis refuses values over its \
+                 proto-max-bulk-len, 512 MB by default): nothing was written"
+            ),
+        })
+    }
+
+    /// A put's stored parts, each checked against the size limit.
+    fn encode_put(&self, put: &PreparedPut) -> Result<EncodedPut> {
+        let checkpoint = json_bytes(&put.checkpoint)?;
+        self.check_size(checkpoint.len(), "json", || "checkpoint".into())?;
+        let metadata = json_bytes(&put.metadata)?;
+        self.check_size(metadata.len(), "json", || "metadata".into())?;
         let fields: Vec<String> = put
             .checkpoint
             .channel_versions
             .iter()
             .map(|(channel, version)| blob_field(channel, version.as_str()))
             .collect();
+        let fields = json_bytes(&fields)?;
+        self.check_size(fields.len(), "json", || "channel_versions".into())?;
+        let mut values = Vec::with_capacity(put.values.len());
+        for v in &put.values {
+            let encoded = encode_value(v.value.as_ref());
+            let tag = v.value.as_ref().map_or("", |v| &*v.type_tag);
+            self.check_size(encoded.len(), tag, || v.channel.clone())?;
+            values.push((blob_field(&v.channel, v.version.as_str()), encoded));
+        }
+        Ok(EncodedPut {
+            checkpoint,
+            metadata,
+            fields,
+            values,
+        })
+    }
+
+    fn add_put(&self, inv: &mut ScriptInvocation<'_>, put: &PreparedPut) -> Result<()> {
+        let k = self.keys(&put.thread_id);
+        let (ns, id) = (put.checkpoint_ns.as_str(), put.checkpoint.id.as_str());
+        let encoded = self.encode_put(put)?;
         inv.key(k.registry())
             .key(k.meta())
             .key(k.checkpoint(ns, id))
@@ -336,16 +432,15 @@ impl RedisSaver {
             .key(self.global());
         inv.arg("P")
             .arg(id)
-            .arg(json_bytes(&put.checkpoint)?)
-            .arg(json_bytes(&put.metadata)?)
+            .arg(encoded.checkpoint)
+            .arg(encoded.metadata)
             .arg(put.parent.as_deref().unwrap_or(""))
-            .arg(json_bytes(&fields)?)
+            .arg(encoded.fields)
             .arg(ThreadKeys::index_member(id, ns))
             .arg(k.global_member(id, ns))
-            .arg(put.values.len());
-        for v in &put.values {
-            inv.arg(blob_field(&v.channel, v.version.as_str()))
-                .arg(encode_value(v.value.as_ref()));
+            .arg(encoded.values.len());
+        for (field, value) in encoded.values {
+            inv.arg(field).arg(value);
         }
         Ok(())
     }
@@ -379,12 +474,7 @@ impl RedisSaver {
     fn put_pipeline(&self, put: &PreparedPut) -> Result<redis::Pipeline> {
         let k = self.keys(&put.thread_id);
         let (ns, id) = (put.checkpoint_ns.as_str(), put.checkpoint.id.as_str());
-        let fields: Vec<String> = put
-            .checkpoint
-            .channel_versions
-            .iter()
-            .map(|(channel, version)| blob_field(channel, version.as_str()))
-            .collect();
+        let encoded = self.encode_put(put)?;
         let (cp, nsz, idx, blobs) = (k.checkpoint(ns, id), k.ns_index(ns), k.index(), k.blobs(ns));
         let mut pipe = redis::pipe();
         pipe.atomic()
@@ -393,9 +483,9 @@ impl RedisSaver {
             .hset_multiple(
                 &cp,
                 &[
-                    ("c", json_bytes(&put.checkpoint)?),
-                    ("m", json_bytes(&put.metadata)?),
-                    ("b", json_bytes(&fields)?),
+                    ("c", encoded.checkpoint),
+                    ("m", encoded.metadata),
+                    ("b", encoded.fields),
                 ],
             )
             .ignore()
@@ -405,18 +495,8 @@ impl RedisSaver {
             .ignore()
             .zadd(self.global(), k.global_member(id, ns), 0)
             .ignore();
-        if !put.values.is_empty() {
-            let values: Vec<(String, Vec<u8>)> = put
-                .values
-                .iter()
-                .map(|v| {
-                    (
-                        blob_field(&v.channel, v.version.as_str()),
-                        encode_value(v.value.as_ref()),
-                    )
-                })
-                .collect();
-            pipe.hset_multiple(&blobs, &values).ignore();
+        if !encoded.values.is_empty() {
+            pipe.hset_multiple(&blobs, &encoded.values).ignore();
         }
         pipe.sadd(k.registry(), &[&cp, &nsz, &idx, &blobs])
             .ignore()
@@ -425,20 +505,61 @@ impl RedisSaver {
         Ok(pipe)
     }
 
-    fn add_writes(&self, inv: &mut ScriptInvocation<'_>, w: &PreparedWrites) {
+    fn add_writes(&self, inv: &mut ScriptInvocation<'_>, w: &PreparedWrites) -> Result<()> {
+        let mut rows = Vec::with_capacity(w.rows.len());
+        for row in &w.rows {
+            let encoded = encode_write(&row.channel, &w.task_path, &row.value);
+            self.check_size(encoded.len(), &row.value.type_tag, || {
+                format!("{} (write {} of task {})", row.channel, row.idx, w.task_id)
+            })?;
+            rows.push((write_field(&w.task_id, row.idx), encoded));
+        }
         let k = self.keys(&w.thread_id);
         inv.key(k.registry())
             .key(k.meta())
             .key(k.writes(&w.checkpoint_ns, &w.checkpoint_id));
         inv.arg("W")
             .arg(if w.replace { "1" } else { "0" })
-            .arg(w.rows.len());
-        for row in &w.rows {
-            inv.arg(write_field(&w.task_id, row.idx)).arg(encode_write(
-                &row.channel,
-                &w.task_path,
-                &row.value,
-            ));
+            .arg(rows.len());
+        for (field, value) in rows {
+            inv.arg(field).arg(value);
+        }
+        Ok(())
+    }
+
+    /// Applies prepared saves in one [`scripts::SAVE`] call (atomic: all or nothing), fenced
+    /// by `fence` when given: `Conflict` and nothing written once that lease is lost.
+    async fn save(
+        &self,
+        what: &'static str,
+        fence: Option<&Lease>,
+        saves: &[PreparedSave],
+    ) -> Result<()> {
+        let mut inv = scripts::SAVE.prepare_invoke();
+        inv.arg(self.config.ttl_ms());
+        match fence {
+            // The lease key carries the thread's hash tag: it shares the thread's slot.
+            Some(lease) => inv
+                .key(keys::lease(&self.config.prefix, &lease.thread_id))
+                .arg("1")
+                .arg(&lease.token),
+            None => inv.arg("0").arg(""),
+        };
+        for save in saves {
+            match save {
+                PreparedSave::Put(put) => self.add_put(&mut inv, put)?,
+                PreparedSave::Writes(w) => self.add_writes(&mut inv, w)?,
+            }
+        }
+        // Every operation is idempotent, so a batch cut off by a broken connection (never
+        // half-applied: a script runs whole or not at all) is safe to send again. A fenced
+        // one whose first attempt landed but whose lease was taken over before the retry
+        // reports `Conflict` although its writes (made while the lease held) are stored.
+        let threads: i64 =
+            with_conn!(self, what, retry = true, |conn| inv.invoke_async(&mut conn))?;
+        match fence {
+            Some(lease) if threads < 0 => Err(lease_lost(lease)),
+            _ => Ok(()),
         }
     }
 
@@ -980,12 +1101,10 @@ impl CheckpointSaver for RedisSaver {
                 .query_async::<Value>(&mut conn))?;
             return Ok(put.config());
         }
-        let mut inv = scripts::SAVE.prepare_invoke();
-        inv.arg(self.config.ttl_ms());
-        self.add_put(&mut inv, &put)?;
-        with_conn!(self, "put", retry = true, |conn| inv
-            .invoke_async::<Value>(&mut conn))?;
-        Ok(put.config())
+        let returned = put.config();
+        self.save("put", None, &[PreparedSave::Put(Box::new(put))])
+            .await?;
+        Ok(returned)
     }
 
     async fn put_writes(
@@ -998,12 +1117,8 @@ impl CheckpointSaver for RedisSaver {
         let Some(w) = PreparedWrites::new(self.serde(), config, writes, task_id, task_path)? else {
             return Ok(());
         };
-        let mut inv = scripts::SAVE.prepare_invoke();
-        inv.arg(self.config.ttl_ms());
-        self.add_writes(&mut inv, &w);
-        with_conn!(self, "put_writes", retry = true, |conn| inv
-            .invoke_async::<Value>(&mut conn))?;
-        Ok(())
+        self.save("put_writes", None, &[PreparedSave::Writes(w)])
+            .await
     }
 
     async fn save_batch(&self, saves: Vec<Save>) -> Result<()> {
@@ -1012,19 +1127,15 @@ impl CheckpointSaver for RedisSaver {
         if prepared.is_empty() {
             return Ok(());
         }
-        let mut inv = scripts::SAVE.prepare_invoke();
-        inv.arg(self.config.ttl_ms());
-        for save in &prepared {
-            match save {
-                PreparedSave::Put(put) => self.add_put(&mut inv, put)?,
-                PreparedSave::Writes(w) => self.add_writes(&mut inv, w),
-            }
-        }
-        // Every operation is idempotent, so a batch cut off by a broken connection (never
-        // half-applied: a script runs whole or not at all) is safe to send again.
-        with_conn!(self, "save_batch", retry = true, |conn| inv
-            .invoke_async::<Value>(&mut conn))?;
-        Ok(())
+        self.save("save_batch", None, &prepared).await
+    }
+
+    async fn save_fenced(&self, lease: &Lease, saves: Vec<Save>) -> Result<()> {
+        check_fenced_saves(lease, &saves)?;
+        // Sealed before the call; the token check and the writes are one script. An empty
+        // batch still checks the lease.
+        let prepared = PreparedSave::batch(self.serde(), saves)?;
+        self.save("save_fenced", Some(lease), &prepared).await
     }
 
     async fn delete_thread(&self, thread_id: &str) -> Result<()> {

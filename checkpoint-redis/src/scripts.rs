@@ -55,16 +55,25 @@ fn with_prelude(body: &str) -> Script {
     Script::new(&format!("{PRELUDE}\n{body}"))
 }
 
-/// A batch of puts (`P`, 7 keys) and write calls (`W`, 3 keys), in order.
+/// A batch of puts (`P`, 7 keys) and write calls (`W`, 3 keys), in order; the number of
+/// threads written, or -1 (and nothing written) when the batch is fenced and its lease lost.
 ///
-/// `ARGV[1]` is the ttl in ms (0: none). `P`: id, checkpoint JSON, metadata JSON, parent id
-/// (empty: none), blob fields JSON, thread-index member, global member, count, then
-/// field/value pairs. `W`: replace flag, count, then field/value pairs.
+/// `ARGV[1]` is the ttl in ms (0: none), `ARGV[2]` the fence flag (`1`: fenced), `ARGV[3]`
+/// the lease token of a fenced batch. A fenced batch's first key is the thread's lease: the
+/// batch applies only while the lease hash still holds the token (lapsed but not taken over
+/// included; a lease key gone, released or expired past its grace, is lost). `P`: id,
+/// checkpoint JSON, metadata JSON, parent id (empty: none), blob fields JSON, thread-index
+/// member, global member, count, then field/value pairs. `W`: replace flag, count, then
+/// field/value pairs.
 pub(crate) static SAVE: LazyLock<Script> = LazyLock::new(|| {
     with_prelude(
         r#"
 local ttl = tonumber(ARGV[1])
-local a, k = 2, 1
+local a, k = 4, 1
+if ARGV[2] == '1' then
+  if redis.call('HGET', KEYS[1], 'token') ~= ARGV[3] then return -1 end
+  k = 2
+end
 local regs, metas, touched = {}, {}, {}
 local function note(reg, meta, keys)
   if not touched[reg] then
