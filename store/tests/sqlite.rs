@@ -19,14 +19,19 @@ type TestResult = std::result::Result<(), BoxError>;
 /// A store on a file in its own temporary directory, removed when the store is dropped.
 struct FileStore {
     store: SqliteStore,
-    _dir: TempDir,
+    dir: TempDir,
 }
 
 impl FileStore {
     async fn open(config: StoreConfig) -> Result<Self> {
         let dir = tempfile::tempdir().map_err(|e| Error::backend("test", e))?;
         let store = SqliteStore::open(dir.path().join("store.db"), config).await?;
-        Ok(FileStore { store, _dir: dir })
+        Ok(FileStore { store, dir })
+    }
+
+    /// The database file.
+    fn path(&self) -> PathBuf {
+        self.dir.path().join("store.db")
     }
 }
 
@@ -47,9 +52,10 @@ impl Store for FileStore {
 
 mod file {
     use super::*;
-    waypoint_store::store_conformance!(|config: StoreConfig| async move {
-        Result::Ok(Some(FileStore::open(config).await?))
-    });
+    waypoint_store::store_conformance!(
+        |config: StoreConfig| async move { Result::Ok(Some(FileStore::open(config).await?)) },
+        second = |first: &FileStore, config: StoreConfig| SqliteStore::open(first.path(), config)
+    );
 }
 
 mod memory {
@@ -151,7 +157,7 @@ async fn schema_has_langgraph_tables_and_versions() -> TestResult {
     let versions: Vec<i64> = query_column(&conn, "SELECT v FROM store_migrations ORDER BY v")?;
     assert_eq!(versions, [0, 1, 2, 3, 4]);
     let ours: Vec<i64> = query_column(&conn, "SELECT v FROM waypoint_store_migrations ORDER BY v")?;
-    assert_eq!(ours, [1]);
+    assert_eq!(ours, [1, 2]);
     let columns: Vec<String> = query_column(
         &conn,
         "SELECT name FROM pragma_table_info('store') ORDER BY cid",
@@ -186,6 +192,11 @@ async fn schema_has_langgraph_tables_and_versions() -> TestResult {
         "SELECT name FROM pragma_table_info('waypoint_store_vectors') ORDER BY cid",
     )?;
     assert_eq!(vector_columns, ["prefix", "key", "field_name", "embedding"]);
+    let log_columns: Vec<String> = query_column(
+        &conn,
+        "SELECT name FROM pragma_table_info('waypoint_store_changes') ORDER BY cid",
+    )?;
+    assert_eq!(log_columns, ["seq", "prefix", "key", "changed_at"]);
     assert!(
         query_column::<String>(
             &conn,
@@ -439,6 +450,73 @@ async fn urls_open_files_and_memory() -> TestResult {
     Ok(())
 }
 
+/// Opening `path` fails with one clear line about a `store` table that is not Waypoint's or
+/// LangGraph's, and leaves the file byte for byte as it was, with no WAL beside it.
+async fn refused_untouched(path: &std::path::Path) -> TestResult {
+    let before = std::fs::read(path)?;
+    for attempt in [
+        SqliteStore::open(path, StoreConfig::new()).await,
+        SqliteStore::from_url(&format!("sqlite:{}", path.display()), StoreConfig::new()).await,
+    ] {
+        let Err(Error::InvalidConfig(message)) = attempt else {
+            return Err(format!("expected a refusal, got {attempt:?}").into());
+        };
+        assert!(!message.contains('\n'), "{message}");
+        assert!(message.contains("`store` table"), "{message}");
+        assert!(
+            message.contains("neither Waypoint nor LangGraph"),
+            "{message}"
+        );
+    }
+    assert_eq!(std::fs::read(path)?, before, "the file changed");
+    let wal = path.with_extension("db-wal");
+    assert!(!wal.exists(), "a WAL appeared beside the file");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_table_another_program_made_is_refused_untouched() -> TestResult {
+    // Another program's `store` table, nothing like LangGraph's.
+    let (_dir, path) = temp_db()?;
+    let conn = Connection::open(&path)?;
+    conn.execute_batch(
+        "CREATE TABLE store (id INTEGER PRIMARY KEY, name TEXT NOT NULL, price REAL);
+         INSERT INTO store (name, price) VALUES ('lamp', 19.5), ('desk', 120);",
+    )?;
+    drop(conn);
+    refused_untouched(&path).await?;
+    let conn = Connection::open(&path)?;
+    let tables: Vec<String> =
+        query_column(&conn, "SELECT name FROM sqlite_master WHERE type = 'table'")?;
+    assert_eq!(tables, ["store"]);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lookalike_store_table_is_refused_untouched() -> TestResult {
+    // LangGraph's columns but no `store_migrations`; then with its migrations table but an
+    // extra column and another key: made by neither library.
+    for sql in [
+        "CREATE TABLE store (prefix text NOT NULL, key text NOT NULL, value text NOT NULL,
+            created_at TIMESTAMP, updated_at TIMESTAMP, PRIMARY KEY (prefix, key));",
+        "CREATE TABLE store_migrations (v INTEGER PRIMARY KEY);
+         INSERT INTO store_migrations (v) VALUES (0);
+         CREATE TABLE store (prefix text NOT NULL, key text NOT NULL, value text NOT NULL,
+            created_at TIMESTAMP, updated_at TIMESTAMP, owner TEXT, PRIMARY KEY (key));",
+    ] {
+        let (_dir, path) = temp_db()?;
+        let conn = Connection::open(&path)?;
+        conn.execute_batch(sql)?;
+        conn.execute(
+            "INSERT INTO store (prefix, key, value) VALUES ('a', 'k', '{}')",
+            [],
+        )?;
+        drop(conn);
+        refused_untouched(&path).await?;
+    }
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_that_is_not_a_database_is_a_backend_error() -> TestResult {
     let (_dir, path) = temp_db()?;
@@ -601,6 +679,52 @@ async fn concurrent_writers_and_readers_share_a_file() -> TestResult {
         .search(SearchOp::new(ns(&["conc"])).limit(1000))
         .await?;
     assert_eq!(all.len(), 400);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_behind_a_trimmed_change_log_reloads_its_index() -> TestResult {
+    let (_dir, path) = temp_db()?;
+    let indexed = || StoreConfig::new().index(IndexConfig::hashing(32));
+    let a = SqliteStore::open(&path, indexed()).await?;
+    let b = SqliteStore::open(&path, indexed()).await?;
+    let n = ns(&["docs"]);
+    let search = |store: SqliteStore| {
+        let n = n.clone();
+        async move {
+            let hits = store
+                .search(SearchOp::new(&n).query("ramen").limit(10))
+                .await?;
+            Ok::<_, Error>(keys(&hits))
+        }
+    };
+    assert!(search(b.clone()).await?.is_empty());
+    a.put(&n, "late", json!({"text": "spicy ramen"})).await?;
+    // The entry ages past what the log keeps; A's sweep trims it before B reads it.
+    let conn = Connection::open(&path)?;
+    let seq: i64 = conn.query_row("SELECT max(seq) FROM waypoint_store_changes", [], |r| {
+        r.get(0)
+    })?;
+    conn.execute(
+        "UPDATE waypoint_store_changes SET changed_at = '2000-01-01 00:00:00.000000+00:00'",
+        [],
+    )?;
+    a.sweep_expired().await?;
+    let left: i64 = conn.query_row("SELECT count(*) FROM waypoint_store_changes", [], |r| {
+        r.get(0)
+    })?;
+    let through: i64 = conn.query_row(
+        "SELECT through_seq FROM waypoint_store_changes_trimmed",
+        [],
+        |r| r.get(0),
+    )?;
+    assert_eq!((left, through), (0, seq));
+    // B cannot replay what was trimmed: it reloads every vector and finds the item.
+    assert_eq!(search(b.clone()).await?, ["late"]);
+    // And follows the log again from there.
+    a.delete(&n, "late").await?;
+    a.put(&n, "next", json!({"text": "ramen again"})).await?;
+    assert_eq!(search(b).await?, ["next"]);
     Ok(())
 }
 

@@ -10,6 +10,15 @@
 //!     Ok(Some(waypoint_store::InMemoryStore::with_config(config)?))
 //! });
 //! ```
+//!
+//! A backend whose stores can share a database also passes, after `second =`, how to open a
+//! second store on the database of a first; the cases about two stores then run too:
+//!
+//! ```ignore
+//! waypoint_store::store_conformance!(|config| open(config), second = |first: &MyStore, config| {
+//!     MyStore::connect(first.config().clone().store(config))
+//! });
+//! ```
 
 use std::future::Future;
 
@@ -37,6 +46,7 @@ where
 }
 
 mod basic;
+mod feed;
 mod filters;
 mod namespaces;
 mod outage;
@@ -45,6 +55,7 @@ mod ttl;
 mod vectors;
 
 pub use basic::*;
+pub use feed::*;
 pub use filters::*;
 pub use namespaces::*;
 pub use outage::{Restart, restart_mid_write_loop};
@@ -65,6 +76,38 @@ macro_rules! store_conformance {
     ($factory:expr) => {
         $crate::__store_cases!(tests $factory);
     };
+    ($factory:expr, second = $second:expr) => {
+        $crate::__store_cases!(tests $factory);
+        $crate::__store_shared_cases!(tests $factory, $second);
+    };
+}
+
+/// The cases on two stores sharing one database; `names` gives their names, `tests` the test
+/// functions.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __store_shared_cases {
+    ($($mode:tt)*) => {
+        $crate::__store_shared_cases_apply! { [$($mode)*]
+            feed_second_store_sees_puts_updates_and_deletes
+        }
+    };
+}
+
+/// Expands the shared-database case list into names or tests.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __store_shared_cases_apply {
+    ([names] $($case:ident)*) => {
+        &[$(stringify!($case)),*]
+    };
+    ([tests $factory:expr, $second:expr] $($case:ident)*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $case() -> $crate::Result<()> {
+            let factory = $crate::conformance::Shared::new($factory, $second);
+            $crate::conformance::$case(&factory).await
+        }
+    )*};
 }
 
 /// The one list of cases; `names` gives their names, `tests` the test functions.
@@ -125,6 +168,9 @@ macro_rules! __store_cases_apply {
 
 /// The names of every case, in suite order.
 pub const CASE_NAMES: &[&str] = __store_cases!(names);
+
+/// The names of the cases on two stores sharing a database, in suite order.
+pub const SHARED_CASE_NAMES: &[&str] = __store_shared_cases!(names);
 
 // ---- fixtures shared by the cases ----------------------------------------------------------
 

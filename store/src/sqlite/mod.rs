@@ -2,7 +2,9 @@
 //!
 //! Items live in LangGraph's `store` table (see `schema`); vectors in
 //! `waypoint_store_vectors`, loaded into the in-process index when the store opens. File
-//! databases run in WAL mode: one writer connection, a few readers.
+//! databases run in WAL mode: one writer connection, a few readers; every process sharing a
+//! file keeps its index current from the change log `waypoint_store_changes`, replayed before
+//! each semantic search.
 
 mod convert;
 mod pool;
@@ -19,14 +21,17 @@ use self::convert::{BACKEND, timestamp};
 use self::pool::{Mode, Pool};
 use self::queries::Scope;
 use crate::Object;
-use crate::backend::{Backend, ItemVectors, Row, Write};
+use crate::backend::{Backend, Changes, ItemVectors, Row, Write};
 use crate::engine::{Engine, forward_store};
 use crate::{Error, ItemKey, Namespace, Result, StoreConfig};
 
 /// A store in a SQLite database: a file laid out like LangGraph's `SqliteStore` (either can
 /// open it), or a private in-memory database.
 ///
-/// Every batch's writes are one transaction. Operations run on the calling thread through
+/// Every batch's writes are one transaction. Several stores (in one process or several) may
+/// share a file: each semantic search first replays what the others wrote since, so new,
+/// updated and deleted items reach its index at once. A file whose `store` table another
+/// program made is refused with [`Error::InvalidConfig`] and left untouched. Operations run on the calling thread through
 /// `block_in_place` (on tokio's blocking pool under a current-thread runtime), so they never
 /// stall other tasks. Clones share the database and the index.
 ///
@@ -114,6 +119,8 @@ pub(crate) struct SqliteBackend {
     writer: Pool,
     readers: Pool,
     target: Target,
+    /// Whether other connections may share the database (a file): writes are then logged.
+    shared: bool,
     /// Keeps the WAL checkpointer of a file database running while the backend lives.
     _checkpointer: Option<std::sync::mpsc::Sender<()>>,
 }
@@ -145,6 +152,7 @@ impl SqliteBackend {
         Ok(SqliteBackend {
             writer,
             readers,
+            shared: matches!(target, Target::File(_)),
             target,
             _checkpointer: checkpointer,
         })
@@ -221,8 +229,9 @@ impl Backend for SqliteBackend {
         if writes.is_empty() {
             return Ok(());
         }
+        let log = self.shared;
         self.writer
-            .run(move |conn| queries::write(conn, writes, now))
+            .run(move |conn| queries::write(conn, writes, now, log))
             .await
     }
 
@@ -234,10 +243,29 @@ impl Backend for SqliteBackend {
     }
 
     async fn sweep(&self, now: DateTime<Utc>) -> Result<Vec<ItemKey>> {
-        let now = timestamp(now);
+        let log = self.shared;
         self.writer
-            .run(move |conn| queries::sweep(conn, &now))
+            .run(move |conn| queries::sweep(conn, now, log))
             .await
+    }
+
+    async fn changes(&self, after: i64) -> Result<Option<Changes>> {
+        if !self.shared {
+            return Ok(None);
+        }
+        let from = (after != i64::MAX).then_some(after);
+        let (last_seq, keys, trimmed) = self
+            .readers
+            .run(move |conn| queries::changes(conn, from))
+            .await?;
+        // Incomplete when entries this reader had not read were trimmed, or when the log is
+        // behind the reader (the file was replaced).
+        let complete = from.is_none_or(|after| trimmed <= after && last_seq >= after);
+        Ok(Some(Changes {
+            last_seq,
+            keys,
+            complete,
+        }))
     }
 }
 

@@ -90,6 +90,34 @@ const VECTORS_OF: &str = "SELECT prefix, key, field_name, embedding FROM waypoin
 const SWEEP: &str = "DELETE FROM store WHERE expires_at IS NOT NULL AND expires_at <= ?1
      RETURNING prefix, key";
 
+const LOG_CHANGE: &str =
+    "INSERT INTO waypoint_store_changes (prefix, key, changed_at) VALUES (?1, ?2, ?3)";
+
+// The first entry young enough to keep: entries are in `seq` order, which is time order up to
+// the clocks of the processes writing, so the walk stops at the first kept entry.
+const FIRST_KEPT: &str =
+    "SELECT seq FROM waypoint_store_changes WHERE changed_at >= ?1 ORDER BY seq LIMIT 1";
+
+const LAST_CHANGE: &str = "SELECT max(seq) FROM waypoint_store_changes";
+
+const TRIM: &str = "DELETE FROM waypoint_store_changes WHERE seq < ?1";
+
+const MARK_TRIMMED: &str = "UPDATE waypoint_store_changes_trimmed
+     SET through_seq = max(through_seq, ?1) WHERE id = 1";
+
+const TRIMMED: &str = "SELECT through_seq FROM waypoint_store_changes_trimmed WHERE id = 1";
+
+const CHANGES_AFTER: &str =
+    "SELECT seq, prefix, key FROM waypoint_store_changes WHERE seq > ?1 ORDER BY seq";
+
+/// How long the change log keeps an entry: a process that has not searched for longer reloads
+/// its whole index instead of replaying the log.
+const LOG_KEEPS: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
+
+/// Writes trim the change log each time its `seq` passes a multiple of this (sweeps always
+/// do), so the log stays bounded without a sweeper.
+const TRIM_EVERY: i64 = 1024;
+
 /// The rows a scan covers.
 pub(crate) enum Scope {
     /// Every row.
@@ -227,16 +255,25 @@ pub(crate) fn namespaces(conn: &Connection, now: &str) -> Result<Vec<Namespace>>
     Ok(found)
 }
 
-/// Applies `writes` in one transaction: all of them, or none when one fails.
-pub(crate) fn write(conn: &mut Connection, writes: Vec<Write>, now: DateTime<Utc>) -> Result<()> {
+/// Applies `writes` in one transaction: all of them, or none when one fails. With `log`, each
+/// put that sets vectors and each delete goes to the change log in the same transaction.
+pub(crate) fn write(
+    conn: &mut Connection,
+    writes: Vec<Write>,
+    now: DateTime<Utc>,
+    log: bool,
+) -> Result<()> {
     let now_text = timestamp(now);
     // Dropped without commit on any error below: rusqlite rolls the transaction back.
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(sqlite_error)?;
+    // The `seq` of the first change this write logs.
+    let mut first_logged = None;
     {
         let mut upsert = tx.prepare_cached(UPSERT).map_err(sqlite_error)?;
         let mut delete_vectors = tx.prepare_cached(DELETE_VECTORS).map_err(sqlite_error)?;
+        let mut logged = tx.prepare_cached(LOG_CHANGE).map_err(sqlite_error)?;
         for write in writes {
             match write {
                 Write::Put(put) => {
@@ -255,6 +292,13 @@ pub(crate) fn write(conn: &mut Connection, writes: Vec<Write>, now: DateTime<Utc
                         ])
                         .map_err(sqlite_error)?;
                     if let Some(vectors) = put.vectors {
+                        if log {
+                            first_logged.get_or_insert(
+                                logged
+                                    .insert(params![prefix, put.key.key, now_text])
+                                    .map_err(sqlite_error)?,
+                            );
+                        }
                         delete_vectors
                             .execute(params![prefix, put.key.key])
                             .map_err(sqlite_error)?;
@@ -282,8 +326,21 @@ pub(crate) fn write(conn: &mut Connection, writes: Vec<Write>, now: DateTime<Utc
                     delete_vectors
                         .execute(params![prefix, key.key])
                         .map_err(sqlite_error)?;
+                    if log {
+                        first_logged.get_or_insert(
+                            logged
+                                .insert(params![prefix, key.key, now_text])
+                                .map_err(sqlite_error)?,
+                        );
+                    }
                 }
             }
+        }
+    }
+    if let Some(first) = first_logged {
+        let last = tx.last_insert_rowid();
+        if last / TRIM_EVERY > (first - 1) / TRIM_EVERY {
+            trim_log(&tx, now)?;
         }
     }
     tx.commit().map_err(sqlite_error)
@@ -383,15 +440,17 @@ impl Grouped {
     }
 }
 
-/// Deletes every expired row and its vectors; returns their keys.
-pub(crate) fn sweep(conn: &mut Connection, now: &str) -> Result<Vec<ItemKey>> {
+/// Deletes every expired row and its vectors; returns their keys. With `log`, logs them and
+/// trims the change log.
+pub(crate) fn sweep(conn: &mut Connection, now: DateTime<Utc>, log: bool) -> Result<Vec<ItemKey>> {
+    let now_text = timestamp(now);
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(sqlite_error)?;
     let mut removed = Vec::new();
     {
         let mut stmt = tx.prepare_cached(SWEEP).map_err(sqlite_error)?;
-        let mut rows = stmt.query(params![now]).map_err(sqlite_error)?;
+        let mut rows = stmt.query(params![now_text]).map_err(sqlite_error)?;
         while let Some(r) = rows.next().map_err(sqlite_error)? {
             let prefix: String = r.get(0).map_err(sqlite_error)?;
             let key: String = r.get(1).map_err(sqlite_error)?;
@@ -400,15 +459,90 @@ pub(crate) fn sweep(conn: &mut Connection, now: &str) -> Result<Vec<ItemKey>> {
     }
     {
         let mut delete_vectors = tx.prepare_cached(DELETE_VECTORS).map_err(sqlite_error)?;
+        let mut logged = tx.prepare_cached(LOG_CHANGE).map_err(sqlite_error)?;
         for (prefix, key) in &removed {
             delete_vectors
                 .execute(params![prefix, key])
                 .map_err(sqlite_error)?;
+            if log {
+                logged
+                    .execute(params![prefix, key, now_text])
+                    .map_err(sqlite_error)?;
+            }
         }
+    }
+    if log {
+        trim_log(&tx, now)?;
     }
     tx.commit().map_err(sqlite_error)?;
     Ok(removed
         .into_iter()
         .map(|(prefix, key)| ItemKey::new(Namespace::from_joined(&prefix), key))
         .collect())
+}
+
+/// Deletes change-log entries older than [`LOG_KEEPS`] and records through which `seq`.
+fn trim_log(tx: &Connection, now: DateTime<Utc>) -> Result<()> {
+    let cutoff = timestamp(now - LOG_KEEPS);
+    let kept: Option<i64> = tx
+        .prepare_cached(FIRST_KEPT)
+        .and_then(|mut s| s.query_row([&cutoff], |r| r.get(0)).optional())
+        .map_err(sqlite_error)?;
+    let bound = match kept {
+        Some(seq) => seq,
+        None => {
+            let last: Option<i64> = tx
+                .prepare_cached(LAST_CHANGE)
+                .and_then(|mut s| s.query_row([], |r| r.get(0)))
+                .map_err(sqlite_error)?;
+            match last {
+                Some(last) => last + 1,
+                None => return Ok(()),
+            }
+        }
+    };
+    let removed = tx
+        .prepare_cached(TRIM)
+        .and_then(|mut s| s.execute([bound]))
+        .map_err(sqlite_error)?;
+    if removed > 0 {
+        tx.prepare_cached(MARK_TRIMMED)
+            .and_then(|mut s| s.execute([bound - 1]))
+            .map_err(sqlite_error)?;
+    }
+    Ok(())
+}
+
+/// The change log after `after` from one snapshot: the newest `seq` logged (or trimmed), the
+/// keys changed since `after` (none when `after` is `None`), and through which `seq` the log
+/// was trimmed.
+pub(crate) fn changes(
+    conn: &mut Connection,
+    after: Option<i64>,
+) -> Result<(i64, Vec<ItemKey>, i64)> {
+    let tx = conn.transaction().map_err(sqlite_error)?;
+    let trimmed: i64 = tx
+        .prepare_cached(TRIMMED)
+        .and_then(|mut s| s.query_row([], |r| r.get(0)).optional())
+        .map_err(sqlite_error)?
+        .unwrap_or(0);
+    let mut head: i64 = tx
+        .prepare_cached(LAST_CHANGE)
+        .and_then(|mut s| s.query_row([], |r| r.get::<_, Option<i64>>(0)))
+        .map_err(sqlite_error)?
+        .unwrap_or(0)
+        .max(trimmed);
+    let mut keys = Vec::new();
+    if let Some(after) = after {
+        let mut stmt = tx.prepare_cached(CHANGES_AFTER).map_err(sqlite_error)?;
+        let mut rows = stmt.query([after]).map_err(sqlite_error)?;
+        while let Some(r) = rows.next().map_err(sqlite_error)? {
+            head = head.max(r.get(0).map_err(sqlite_error)?);
+            let prefix: String = r.get(1).map_err(sqlite_error)?;
+            let key: String = r.get(2).map_err(sqlite_error)?;
+            keys.push(ItemKey::new(Namespace::from_joined(&prefix), key));
+        }
+    }
+    drop(tx);
+    Ok((head, keys, trimmed))
 }

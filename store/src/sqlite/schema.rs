@@ -5,6 +5,10 @@
 //! Waypoint's additions are recorded separately in `waypoint_store_migrations` (versions from
 //! 1), a name apart from the SQLite checkpointer's `waypoint_migrations` because both may share
 //! one database file.
+//!
+//! A `store` table that neither Waypoint nor LangGraph's `SqliteStore` made is refused before
+//! anything touches the file (not even the switch to WAL), so another program's database is
+//! left byte for byte as it was.
 
 use std::path::Path;
 use std::time::Duration;
@@ -91,6 +95,28 @@ CREATE INDEX IF NOT EXISTS waypoint_store_prefix_updated_idx ON store (prefix, u
 ",
         adds_column: None,
     },
+    // 2: the change log other processes replay into their index, written in the transaction
+    // of each write that changes vectors (and of each delete and sweep). `seq` never repeats
+    // (AUTOINCREMENT), and SQLite commits one writer at a time, so a reader that has read
+    // through `seq` has every change up to it. Old entries are trimmed; the single row of
+    // `waypoint_store_changes_trimmed` says through which `seq`, so a reader that fell behind
+    // reloads its whole index instead.
+    Migration {
+        sql: "
+CREATE TABLE IF NOT EXISTS waypoint_store_changes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    prefix TEXT NOT NULL,
+    key TEXT NOT NULL,
+    changed_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS waypoint_store_changes_trimmed (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    through_seq INTEGER NOT NULL
+);
+INSERT OR IGNORE INTO waypoint_store_changes_trimmed (id, through_seq) VALUES (1, 0);
+",
+        adds_column: None,
+    },
 ];
 
 /// How long a statement waits for another connection's lock before failing.
@@ -120,6 +146,8 @@ pub(crate) fn open_connection(path: Option<&Path>) -> Result<Connection> {
     .map_err(sqlite_error)?;
     conn.set_prepared_statement_cache_capacity(64);
     if path.is_some() {
+        // Before WAL: switching the journal mode rewrites the file's header.
+        check_owner(&conn)?;
         // Switching a new file to WAL needs it to itself, and SQLite answers "busy" at once
         // rather than through the busy handler when another process is opening it too (two
         // processes opening one new file failed 2 runs in 3): retried until the timeout.
@@ -155,76 +183,143 @@ pub(crate) fn open_connection(path: Option<&Path>) -> Result<Connection> {
     Ok(conn)
 }
 
-/// Applies missing migrations, LangGraph's first, each in its own `IMMEDIATE` transaction
-/// that re-reads the version: processes migrating at once serialize on the write lock and the
-/// later ones find nothing to do. Idempotent.
+/// Applies missing migrations, LangGraph's first, in one `IMMEDIATE` transaction that
+/// re-reads the versions: processes migrating at once serialize on the write lock and the
+/// later ones find nothing to do, and a crash leaves the schema as it was. Idempotent.
+/// Refuses, unchanged, a database whose `store` table another program made.
 pub(crate) fn migrate(conn: &mut Connection) -> Result<()> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(sqlite_error)?;
+    // Dropped without commit on an error: nothing is changed.
+    check_owner(&tx)?;
     apply(
-        conn,
+        &tx,
         "CREATE TABLE IF NOT EXISTS store_migrations (v INTEGER PRIMARY KEY)",
         "store_migrations",
         0,
         STORE_MIGRATIONS,
     )?;
     apply(
-        conn,
+        &tx,
         "CREATE TABLE IF NOT EXISTS waypoint_store_migrations (v INTEGER PRIMARY KEY)",
         "waypoint_store_migrations",
         1,
         WAYPOINT_MIGRATIONS,
-    )
+    )?;
+    tx.commit().map_err(sqlite_error)
 }
 
-/// Applies `migrations` (the first numbered `first`) recorded in `table`.
+/// The columns of LangGraph's `store` table, all migrations applied.
+const LANGGRAPH_COLUMNS: &[&str] = &[
+    "prefix",
+    "key",
+    "value",
+    "created_at",
+    "updated_at",
+    "expires_at",
+    "ttl_minutes",
+];
+
+/// Refuses a database whose `store` table was made neither by Waypoint (which records
+/// `waypoint_store_migrations`) nor by LangGraph's `SqliteStore` (`store_migrations` and its
+/// columns, keyed by prefix and key), whose layout Waypoint reads and extends. Reads only.
+pub(crate) fn check_owner(conn: &Connection) -> Result<()> {
+    let tables = |name: &str| -> Result<bool> {
+        conn.query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1)",
+            [name],
+            |r| r.get(0),
+        )
+        .map_err(sqlite_error)
+    };
+    if !tables("store")? || tables("waypoint_store_migrations")? {
+        return Ok(());
+    }
+    let mut columns = Vec::new();
+    let mut key = Vec::new();
+    {
+        let mut stmt = conn
+            .prepare("SELECT name, pk FROM pragma_table_info('store') ORDER BY pk")
+            .map_err(sqlite_error)?;
+        let mut rows = stmt.query([]).map_err(sqlite_error)?;
+        while let Some(r) = rows.next().map_err(sqlite_error)? {
+            let name: String = r.get(0).map_err(sqlite_error)?;
+            let pk: i64 = r.get(1).map_err(sqlite_error)?;
+            if pk > 0 {
+                key.push(name.clone());
+            }
+            columns.push(name);
+        }
+    }
+    let langgraph = tables("store_migrations")?
+        && key == ["prefix", "key"]
+        && LANGGRAPH_COLUMNS[..5]
+            .iter()
+            .all(|c| columns.iter().any(|n| n == c))
+        && columns
+            .iter()
+            .all(|n| LANGGRAPH_COLUMNS.contains(&n.as_str()));
+    if langgraph {
+        return Ok(());
+    }
+    Err(Error::InvalidConfig(String::from(
+        "the database has a `store` table that neither Waypoint nor LangGraph's SqliteStore \
+         created (left untouched): give the store a database file of its own",
+    )))
+}
+
+/// Applies `migrations` (the first numbered `first`) recorded in `table`, within the caller's
+/// transaction.
 fn apply(
-    conn: &mut Connection,
+    tx: &Connection,
     create_table: &str,
     table: &str,
     first: i64,
     migrations: &[Migration],
 ) -> Result<()> {
-    loop {
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sqlite_error)?;
-        tx.execute_batch(create_table).map_err(sqlite_error)?;
-        let applied: Option<i64> = tx
-            .query_row(
-                &format!("SELECT v FROM {table} ORDER BY v DESC LIMIT 1"),
-                [],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(sqlite_error)?;
-        let next = applied.map_or(first, |v| v + 1);
-        let position = usize::try_from(next - first)
-            .map_err(|_| Error::Corrupt(format!("`{table}` records version {next}")))?;
-        let Some(migration) = migrations.get(position) else {
-            // LangGraph may add store migrations we do not know; they only add to its schema.
-            // Ours are refused: an older build must not write a newer schema it misreads.
-            if table != "store_migrations" && position > migrations.len() {
-                let found = next - 1;
-                let latest = first + migrations.len() as i64 - 1;
-                return Err(Error::backend(
-                    BACKEND,
-                    format!(
-                        "database store schema version {found} is newer than this build supports ({latest}); upgrade Waypoint"
-                    ),
-                ));
-            }
-            return tx.commit().map_err(sqlite_error);
-        };
+    tx.execute_batch(create_table).map_err(sqlite_error)?;
+    let applied: Option<i64> = tx
+        .query_row(
+            &format!("SELECT v FROM {table} ORDER BY v DESC LIMIT 1"),
+            [],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(sqlite_error)?;
+    let next = applied.map_or(first, |v| v + 1);
+    let position = usize::try_from(next - first)
+        .map_err(|_| Error::Corrupt(format!("`{table}` records version {next}")))?;
+    if position > migrations.len() {
+        // LangGraph may add store migrations we do not know; they only add to its schema.
+        // Ours are refused: an older build must not write a newer schema it misreads.
+        if table == "store_migrations" {
+            return Ok(());
+        }
+        let found = next - 1;
+        let latest = first + migrations.len() as i64 - 1;
+        return Err(Error::backend(
+            BACKEND,
+            format!(
+                "database store schema version {found} is newer than this build supports ({latest}); upgrade Waypoint"
+            ),
+        ));
+    }
+    for (offset, migration) in migrations.iter().enumerate().skip(position) {
         let present = match migration.adds_column {
-            Some(column) => has_column(&tx, column)?,
+            Some(column) => has_column(tx, column)?,
             None => false,
         };
         if !present {
             tx.execute_batch(migration.sql).map_err(sqlite_error)?;
         }
-        tx.execute(&format!("INSERT INTO {table} (v) VALUES (?1)"), [next])
-            .map_err(sqlite_error)?;
-        tx.commit().map_err(sqlite_error)?;
+        tx.execute(
+            &format!("INSERT INTO {table} (v) VALUES (?1)"),
+            [first + offset as i64],
+        )
+        .map_err(sqlite_error)?;
     }
+    Ok(())
 }
 
 /// Whether the `store` table has `column`.
@@ -257,14 +352,16 @@ mod tests {
         migrate(&mut conn).unwrap();
         migrate(&mut conn).unwrap();
         assert_eq!(versions(&conn, "store_migrations"), vec![0, 1, 2, 3, 4]);
-        assert_eq!(versions(&conn, "waypoint_store_migrations"), vec![1]);
+        assert_eq!(versions(&conn, "waypoint_store_migrations"), vec![1, 2]);
     }
 
     #[test]
     fn a_store_with_unrecorded_columns_still_migrates() {
         let mut conn = open_connection(None).unwrap();
         conn.execute_batch(
-            "CREATE TABLE store (prefix text NOT NULL, key text NOT NULL, value text NOT NULL,
+            "CREATE TABLE store_migrations (v INTEGER PRIMARY KEY);
+            INSERT INTO store_migrations (v) VALUES (0), (1);
+            CREATE TABLE store (prefix text NOT NULL, key text NOT NULL, value text NOT NULL,
                 created_at TIMESTAMP, updated_at TIMESTAMP, expires_at TIMESTAMP,
                 ttl_minutes REAL, PRIMARY KEY (prefix, key));",
         )
