@@ -1,11 +1,13 @@
 //! Reliability on a real Redis server: the server stopped and started again in the middle of
-//! a put loop (clear errors during the outage, recovery after it with the same saver), and
-//! an unreachable server. The server has no persistence: what was written before the restart
-//! is gone, so only errors and recovery are checked.
+//! a put loop (clear errors during the outage, recovery after it with the same saver), the
+//! server SIGKILLed and restarted under concurrent writers (every acknowledged checkpoint is
+//! read back with its value by a fresh saver: the server runs AOF with `appendfsync
+//! everysec`, as `scripts/services.sh` starts it), and an unreachable server.
 
 mod common;
 
 use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -13,7 +15,29 @@ use waypoint_checkpoint::{
     ChannelVersion, Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSaver,
     CheckpointSource, Error, Result, SerializedValue,
 };
-use waypoint_checkpoint_redis::{RedisConfig, RedisSaver};
+use waypoint_checkpoint_redis::{PersistenceCheck, RedisConfig, RedisSaver};
+
+/// Held by each test that takes the fault server away, so they never overlap.
+static FAULT_SERVER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The fault server's URL; `None` (the test passes without running) when it is not set,
+/// a failure under `WAYPOINT_REQUIRE_BACKENDS=1`.
+fn fault_server() -> Option<String> {
+    match (
+        std::env::var("WAYPOINT_TEST_REDIS_FAULTS_URL"),
+        std::env::var("WAYPOINT_TEST_REDIS_FAULTS_CTL"),
+    ) {
+        (Ok(url), Ok(_)) => Some(url),
+        _ => {
+            assert!(
+                std::env::var("WAYPOINT_REQUIRE_BACKENDS").as_deref() != Ok("1"),
+                "WAYPOINT_TEST_REDIS_FAULTS_URL/_CTL are not set but WAYPOINT_REQUIRE_BACKENDS=1"
+            );
+            eprintln!("skipped: WAYPOINT_TEST_REDIS_FAULTS_URL/_CTL are not set");
+            None
+        }
+    }
+}
 
 fn ctl(action: &str) {
     let script =
@@ -47,17 +71,10 @@ async fn put_next(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_restart_mid_put_loop_fails_clearly_then_recovers() -> Result<()> {
     // A server of its own: stopping it must not disturb tests running on the shared one.
-    let (Ok(url), Ok(_)) = (
-        std::env::var("WAYPOINT_TEST_REDIS_FAULTS_URL"),
-        std::env::var("WAYPOINT_TEST_REDIS_FAULTS_CTL"),
-    ) else {
-        assert!(
-            std::env::var("WAYPOINT_REQUIRE_BACKENDS").as_deref() != Ok("1"),
-            "WAYPOINT_TEST_REDIS_FAULTS_URL/_CTL are not set but WAYPOINT_REQUIRE_BACKENDS=1"
-        );
-        eprintln!("skipped: WAYPOINT_TEST_REDIS_FAULTS_URL/_CTL are not set");
+    let Some(url) = fault_server() else {
         return Ok(());
     };
+    let _alone = FAULT_SERVER.lock().await;
     let config = RedisConfig::new(url).prefix(common::fresh_prefix());
     let timeout = Duration::from_secs(2);
     let saver = RedisSaver::connect(config.timeout(timeout)).await?;
@@ -131,6 +148,135 @@ async fn server_restart_mid_put_loop_fails_clearly_then_recovers() -> Result<()>
     eprintln!(
         "{acknowledged} puts acknowledged, {failures} failed during the outage, \
          {after_restart} after the restart; errors: {messages:#?}"
+    );
+    Ok(())
+}
+
+/// The value the kill test stores at `step` of `thread`.
+fn kill_value(thread: usize, step: u64) -> Vec<u8> {
+    serde_json::to_vec(&json!({"thread": thread, "step": step, "pad": "k".repeat(200)}))
+        .expect("json")
+}
+
+/// One writer of the kill test: puts a chain on its own thread until `until`, and returns
+/// every acknowledged checkpoint with the value it holds and when it was acknowledged. After a failed put it continues
+/// from the thread's latest checkpoint (a put whose reply was lost may have landed).
+async fn kill_writer(
+    saver: Arc<RedisSaver>,
+    thread: usize,
+    until: Instant,
+) -> (Vec<(CheckpointConfig, Vec<u8>, Instant)>, u64) {
+    let root = CheckpointConfig::new(format!("kill-{thread}")).with_ns("");
+    let mut parent = root.clone();
+    let (mut acked, mut failures, mut resync) = (Vec::new(), 0u64, false);
+    let mut step = 0u64;
+    while Instant::now() < until {
+        if resync {
+            match saver.get_tuple(&root).await {
+                Ok(latest) => {
+                    parent = latest.map_or_else(|| root.clone(), |t| t.config);
+                    resync = false;
+                }
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                }
+            }
+        }
+        let value = kill_value(thread, step);
+        let mut cp = Checkpoint::new(step as i64);
+        let version = ChannelVersion::from(step + 1);
+        cp.channel_values.insert(
+            "messages".into(),
+            SerializedValue::new("json", value.clone()),
+        );
+        cp.channel_versions
+            .insert("messages".into(), version.clone());
+        let meta = CheckpointMetadata::new(CheckpointSource::Loop, step as i64);
+        match saver
+            .put(&parent, cp, meta, [("messages".to_owned(), version)].into())
+            .await
+        {
+            Ok(stored) => {
+                acked.push((stored.clone(), value, Instant::now()));
+                parent = stored;
+            }
+            Err(e) => {
+                assert!(matches!(e, Error::Backend { .. }), "{e:?}");
+                failures += 1;
+                resync = true;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        step += 1;
+    }
+    (acked, failures)
+}
+
+/// Redis SIGKILLed (no shutdown, no final fsync) and restarted while four writers put
+/// checkpoints: a fresh saver finds every acknowledged checkpoint with its value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_killed_mid_put_loop_loses_nothing_acknowledged() -> Result<()> {
+    let Some(url) = fault_server() else {
+        return Ok(());
+    };
+    let _alone = FAULT_SERVER.lock().await;
+    let config = RedisConfig::new(url)
+        .prefix(common::fresh_prefix())
+        .timeout(Duration::from_secs(2))
+        .persistence(PersistenceCheck::Require);
+    let saver = Arc::new(RedisSaver::connect(config.clone()).await?);
+    let start = Instant::now();
+    let until = start + Duration::from_secs(8);
+    let writers: Vec<_> = (0..4)
+        .map(|t| tokio::spawn(kill_writer(saver.clone(), t, until)))
+        .collect();
+    // Killed two seconds in, while the writers keep calling; back a second later.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let killed = tokio::task::spawn_blocking(|| {
+        let killed_at = Instant::now();
+        ctl("kill");
+        std::thread::sleep(Duration::from_secs(1));
+        ctl("start");
+        killed_at
+    })
+    .await
+    .expect("kill and restart");
+    let (mut acked, mut failures) = (Vec::new(), 0);
+    for w in writers {
+        let (a, f) = w.await.expect("writer");
+        acked.extend(a);
+        failures += f;
+    }
+    let killed_after = killed.duration_since(start);
+    assert!(failures > 0, "no put failed while the server was down");
+
+    // A fresh saver (new connection, new process state) reads everything back.
+    let fresh = RedisSaver::connect(config).await?;
+    let mut lost = Vec::new();
+    for (stored, value, _) in &acked {
+        match fresh.get_tuple(stored).await? {
+            Some(t)
+                if t.checkpoint.channel_values["messages"].bytes.as_ref() == value.as_slice() => {}
+            other => lost.push((stored.clone(), other.map(|t| t.checkpoint.id))),
+        }
+    }
+    let before_kill = acked.iter().filter(|(_, _, at)| *at < killed).count();
+    eprintln!(
+        "SIGKILL at {killed_after:?}: {} checkpoints acknowledged ({before_kill} before the \
+         kill), {} lost, {failures} puts failed during the outage",
+        acked.len(),
+        lost.len()
+    );
+    assert!(lost.is_empty(), "acknowledged checkpoints lost: {lost:#?}");
+    assert!(
+        before_kill > 50,
+        "too few puts before the kill: {before_kill}"
+    );
+    assert!(
+        acked.len() - before_kill > 50,
+        "the writers did not recover after the restart: {} puts",
+        acked.len() - before_kill
     );
     Ok(())
 }
