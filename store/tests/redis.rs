@@ -54,7 +54,12 @@ async fn open(store: StoreConfig) -> Result<Option<RedisStore>> {
 mod conformance {
     use super::*;
 
-    waypoint_store::store_conformance!(|config: StoreConfig| open(config));
+    waypoint_store::store_conformance!(
+        |config: StoreConfig| open(config),
+        second = |first: &RedisStore, config: StoreConfig| {
+            RedisStore::connect(first.config().clone().store(config))
+        }
+    );
 }
 
 fn indexed() -> StoreConfig {
@@ -179,8 +184,11 @@ async fn deletes_and_sweeps_leave_no_key_behind() -> Result<()> {
     let left = keys_of(&url, &prefix).await;
     assert_eq!(
         left,
-        [format!("{{{prefix}}}:meta").into_bytes()],
-        "only the layout marker stays"
+        [
+            format!("{{{prefix}}}:changes").into_bytes(),
+            format!("{{{prefix}}}:meta").into_bytes()
+        ],
+        "only the change feed (capped) and the layout marker stay"
     );
     assert!(
         query_keys(&store, &Namespace::from(["a"]), "item 3")
@@ -295,6 +303,96 @@ async fn connect_opens_redis_urls() -> Result<()> {
     store.put(&ns, "k", json!({"v": 1})).await?;
     assert!(store.get(&ns, "k").await?.is_some());
     store.delete(&ns, "k").await?;
+    Ok(())
+}
+
+/// An entry of a change feed: its id and its fields.
+type FeedEntry = (String, Vec<(String, Vec<u8>)>);
+
+/// The `n` of every entry of a store's change feed, oldest first.
+async fn feed_entries(url: &str, prefix: &str) -> Vec<i64> {
+    let entries: Vec<FeedEntry> = redis::cmd("XRANGE")
+        .arg(format!("{{{prefix}}}:changes"))
+        .arg("-")
+        .arg("+")
+        .query_async(&mut raw(url).await)
+        .await
+        .expect("xrange");
+    entries
+        .iter()
+        .map(|(id, _)| id.strip_prefix("0-").expect("0-n").parse().expect("n"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_behind_a_trimmed_feed_reloads_its_index() -> Result<()> {
+    let Some(url) = env("WAYPOINT_TEST_REDIS_URL") else {
+        return Ok(());
+    };
+    let prefix = fresh_prefix();
+    let settings = || RedisStoreConfig::new(&url).prefix(&prefix).store(indexed());
+    let a = RedisStore::connect(settings()).await?;
+    let b = RedisStore::connect(settings()).await?;
+    let ns = Namespace::from(["docs"]);
+    assert!(query_keys(&b, &ns, "ramen").await?.is_empty());
+    a.put(&ns, "first", json!({"text": "spicy ramen"})).await?;
+    a.put(&ns, "second", json!({"text": "ramen again"})).await?;
+    // The feed drops the first entry before B reads it, as its cap would.
+    let entries = feed_entries(&url, &prefix).await;
+    assert_eq!(entries.len(), 2, "one entry per batch: {entries:?}");
+    let trimmed: i64 = redis::cmd("XTRIM")
+        .arg(format!("{{{prefix}}}:changes"))
+        .arg("MINID")
+        .arg(format!("0-{}", entries[1]))
+        .query_async(&mut raw(&url).await)
+        .await
+        .expect("xtrim");
+    assert_eq!(trimmed, 1);
+    // B cannot replay the lost entry: it reloads every vector and finds both items.
+    let mut got = query_keys(&b, &ns, "ramen").await?;
+    got.sort();
+    assert_eq!(got, ["first", "second"]);
+    // A sweep reaches the feed too: B's index drops what A's sweep removed.
+    a.put_with(
+        &ns,
+        "brief",
+        json!({"text": "ramen for a moment"}),
+        Index::Default,
+        Ttl::Minutes(0.2 / 60.0),
+    )
+    .await?;
+    assert_eq!(query_keys(&b, &ns, "ramen").await?.len(), 3);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let before = feed_entries(&url, &prefix).await.len();
+    assert_eq!(a.sweep_expired().await?, 1);
+    assert_eq!(feed_entries(&url, &prefix).await.len(), before + 1);
+    assert_eq!(query_keys(&b, &ns, "ramen").await?.len(), 2);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn layout_1_is_upgraded_to_the_change_feed() -> Result<()> {
+    let Some(url) = env("WAYPOINT_TEST_REDIS_URL") else {
+        return Ok(());
+    };
+    let prefix = fresh_prefix();
+    let meta = format!("{{{prefix}}}:meta");
+    let mut conn = raw(&url).await;
+    redis::cmd("HSET")
+        .arg(&meta)
+        .arg("layout")
+        .arg(1)
+        .query_async::<()>(&mut conn)
+        .await
+        .expect("hset");
+    RedisStore::connect(RedisStoreConfig::new(&url).prefix(&prefix)).await?;
+    let layout: String = redis::cmd("HGET")
+        .arg(&meta)
+        .arg("layout")
+        .query_async(&mut conn)
+        .await
+        .expect("hget");
+    assert_eq!(layout, "2");
     Ok(())
 }
 

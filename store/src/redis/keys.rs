@@ -50,6 +50,12 @@ impl Keys {
         self.named("expiry", b"")
     }
 
+    /// Stream of the ids whose vectors changed (puts with vectors, deletes, sweeps): the change
+    /// feed other processes replay into their index.
+    pub(crate) fn changes(&self) -> Vec<u8> {
+        self.named("changes", b"")
+    }
+
     /// Set of the ids of items that have vectors.
     pub(crate) fn vectored(&self) -> Vec<u8> {
         self.named("vectored", b"")

@@ -17,6 +17,7 @@
 //! | `{p}:namespaces` | sorted set | the namespaces holding items, all scored 0 (ordered bytewise, for prefix ranges) |
 //! | `{p}:expiry` | sorted set | the ids of items with a TTL, scored by `expires` |
 //! | `{p}:vectored` | set | the ids of items with vectors, read when the index loads |
+//! | `{p}:changes` | stream | the change feed: per batch or sweep, the ids whose vectors changed (`i` fields), entry ids `0-1`, `0-2`, ...; capped near 10,000 entries |
 //! | `{p}:meta` | hash | `layout`: the version of this layout |
 //!
 //! A batch's writes are one Lua script, so they apply atomically and in one round trip; reads
@@ -25,7 +26,9 @@
 //! on every backend: an expired item is invisible at once and deleted by the next sweep,
 //! which walks `{p}:expiry`. Redis's own key expiry is not used, since it would leave the
 //! sorted sets pointing at nothing. Vectors are loaded into the in-process index when the
-//! store connects.
+//! store connects, and kept current with every other client's writes by replaying the change
+//! feed, written by the same script as each write, before each semantic search; a reader the
+//! capped feed left behind reloads every vector instead.
 
 mod config;
 mod convert;
@@ -48,13 +51,18 @@ use self::convert::{
     redis_error, row,
 };
 use self::keys::Keys;
-use self::scripts::{PAGE, REFRESH, SWEEP, WRITE};
-use crate::backend::{Backend, ItemVectors, Row, Write};
+use self::scripts::{CHANGES, PAGE, REFRESH, SWEEP, WRITE};
+use crate::backend::{Backend, Changes, ItemVectors, Row, Write};
 use crate::engine::{Engine, forward_store};
 use crate::{Error, ItemKey, Namespace, Object, Result, StoreConfig};
 
 /// The version of the key layout this code writes; a store written by a newer one is refused.
-const LAYOUT: i64 = 1;
+/// Layout 2 adds the change feed to layout 1, which is upgraded in place: from then on, older
+/// versions (which would write without logging) refuse the store.
+const LAYOUT: i64 = 2;
+
+/// Entries of the change feed one read replays at most; a reader further behind reloads.
+const CHANGES_READ: usize = 1000;
 
 /// Runs `$body` (a future using `$conn`, a fresh handle on the shared connection) within the
 /// operation deadline. A broken connection is retried once: the manager reconnects in the
@@ -178,7 +186,8 @@ impl RedisBackend {
         Ok(RedisBackend { conn, keys, config })
     }
 
-    /// Records this code's layout under a new prefix; refuses one written by a newer version.
+    /// Records this code's layout under a new prefix, upgrades layout 1 (which lacks only the
+    /// change feed), and refuses one written by a newer version.
     async fn check_layout(&self) -> Result<()> {
         let meta = self.keys.meta();
         let mut pipe = redis::pipe();
@@ -193,6 +202,13 @@ impl RedisBackend {
         let (layout,): (Option<String>,) = with_conn!(self, |conn| pipe.query_async(&mut conn))?;
         match layout.as_deref().map(str::parse::<i64>) {
             Some(Ok(LAYOUT)) => Ok(()),
+            Some(Ok(1)) => {
+                with_conn!(self, |conn| redis::cmd("HSET")
+                    .arg(&meta)
+                    .arg("layout")
+                    .arg(LAYOUT)
+                    .query_async::<()>(&mut conn))
+            }
             _ => Err(Error::InvalidConfig(format!(
                 "the keys under `{{{}}}:` have layout {}, this version reads layout {LAYOUT}: \
                  written by a newer version, or not a store",
@@ -495,6 +511,7 @@ impl Backend for RedisBackend {
             .key(self.keys.namespaces())
             .key(self.keys.expiry())
             .key(self.keys.vectored())
+            .key(self.keys.changes())
             .arg(at)
             .arg(-at);
         for write in &writes {
@@ -605,6 +622,7 @@ impl Backend for RedisBackend {
                 .key(self.keys.namespaces())
                 .key(self.keys.expiry())
                 .key(self.keys.vectored())
+                .key(self.keys.changes())
                 .arg(micros(now));
             let mut foreign = Vec::new();
             for id in &ids {
@@ -637,6 +655,56 @@ impl Backend for RedisBackend {
         }
         Ok(removed)
     }
+
+    async fn changes(&self, after: i64) -> Result<Option<Changes>> {
+        let from = (after != i64::MAX).then_some(after);
+        let mut call = CHANGES.prepare_invoke();
+        call.key(self.keys.changes())
+            .arg(from.map(|a| a.to_string()).unwrap_or_default())
+            .arg(CHANGES_READ);
+        let reply: Vec<Vec<u8>> = with_conn!(self, |conn| call.invoke_async(&mut conn))?;
+        let mut reply = reply.into_iter();
+        let mut header = || reply.next().unwrap_or_default();
+        let (first, last, read) = (header(), header(), header());
+        let first = feed_seq(&first);
+        let last_seq = feed_seq(&last).flatten().unwrap_or(0);
+        let read: usize = std::str::from_utf8(&read)
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(usize::MAX);
+        let ids: Vec<Vec<u8>> = reply.collect();
+        let keys: Vec<ItemKey> = ids.iter().filter_map(|id| keys::parse_id(id)).collect();
+        // Complete when nothing after the cursor was trimmed (the first entry kept follows
+        // it), the feed is not behind the cursor (it was not deleted and begun again), the
+        // read was not cut short, and every entry was the feed's own.
+        let complete = from.is_none_or(|after| {
+            let first_ok = match first {
+                None => true,
+                Some(Some(seq)) => seq <= after.saturating_add(1),
+                Some(None) => false,
+            };
+            first_ok && last_seq >= after && read <= CHANGES_READ && keys.len() == ids.len()
+        });
+        Ok(Some(Changes {
+            last_seq,
+            keys,
+            complete,
+        }))
+    }
+}
+
+/// The `n` of a feed entry id `0-<n>`: `None` when the feed has no entry (empty text),
+/// `Some(None)` for an id this code does not write.
+fn feed_seq(id: &[u8]) -> Option<Option<i64>> {
+    if id.is_empty() {
+        return None;
+    }
+    Some(
+        std::str::from_utf8(id)
+            .ok()
+            .and_then(|id| id.strip_prefix("0-"))
+            .and_then(|n| n.parse().ok()),
+    )
 }
 
 #[cfg(test)]

@@ -14,16 +14,16 @@ use redis::Script;
 
 /// Applies a batch of puts and deletes.
 ///
-/// KEYS: order, namespaces, expiry, vectored, then per write its item, vectors and namespace
-/// keys. ARGV: now, the score of now (`-now`), then per write either
+/// KEYS: order, namespaces, expiry, vectored, changes, then per write its item, vectors and
+/// namespace keys. ARGV: now, the score of now (`-now`), then per write either
 /// `p id namespace key value ttl expires n field1 vector1 ... fieldN vectorN` (empty `ttl`
 /// and `expires` for none; `n = -1` leaves the stored vectors alone) or `d id namespace`.
 pub(crate) static WRITE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+    logging(
         r#"#!lua
 local now, score = ARGV[1], ARGV[2]
 local now_n = tonumber(now)
-local ops, a, k = {}, 3, 5
+local ops, a, k = {}, 3, 6
 while a <= #ARGV do
   local op = {kind = ARGV[a], id = ARGV[a + 1], ns = ARGV[a + 2],
               item = KEYS[k], vec = KEYS[k + 1], nsz = KEYS[k + 2]}
@@ -45,10 +45,9 @@ local function expect(key, kind)
   local t = redis.call('TYPE', key)['ok']
   return t == 'none' or t == kind
 end
-for i = 1, 4 do
-  local kind = 'zset'
-  if i == 4 then kind = 'set' end
-  if not expect(KEYS[i], kind) then
+local kinds = {'zset', 'zset', 'zset', 'set', 'stream'}
+for i = 1, 5 do
+  if not expect(KEYS[i], kinds[i]) then
     return redis.error_reply('WRONGTYPE waypoint: a store key holds another kind of value')
   end
 end
@@ -100,6 +99,11 @@ for _, op in ipairs(ops) do
     if redis.call('ZCARD', op.nsz) == 0 then redis.call('ZREM', KEYS[2], op.ns) end
   end
 end
+local changed = {}
+for _, op in ipairs(ops) do
+  if op.kind == 'd' or op.n >= 0 then changed[#changed + 1] = op.id end
+end
+LOG
 return #ops
 "#,
     )
@@ -131,14 +135,18 @@ return 0
 /// A candidate whose item is gone is only unlinked; one whose item lives (refreshed since it
 /// was picked) gets its expiry entry back in line with the item.
 ///
-/// KEYS: order, namespaces, expiry, vectored, then per candidate its item, vectors and
-/// namespace keys. ARGV: now, then per candidate its id and namespace.
+/// KEYS: order, namespaces, expiry, vectored, changes, then per candidate its item, vectors
+/// and namespace keys. ARGV: now, then per candidate its id and namespace.
 pub(crate) static SWEEP: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+    logging(
         r#"#!lua
 local now_n = tonumber(ARGV[1])
+local t = redis.call('TYPE', KEYS[5])['ok']
+if t ~= 'none' and t ~= 'stream' then
+  return redis.error_reply('WRONGTYPE waypoint: a store key holds another kind of value')
+end
 local removed = {}
-local k = 5
+local k = 6
 for a = 2, #ARGV, 2 do
   local id, ns = ARGV[a], ARGV[a + 1]
   local item, vec, nsz = KEYS[k], KEYS[k + 1], KEYS[k + 2]
@@ -159,7 +167,64 @@ for a = 2, #ARGV, 2 do
     if redis.call('ZCARD', nsz) == 0 then redis.call('ZREM', KEYS[2], ns) end
   end
 end
+local changed = removed
+LOG
 return removed
+"#,
+    )
+});
+
+/// Entries the change feed keeps, about (`MAXLEN ~`): each is one batch's or sweep's ids.
+pub(crate) const CHANGES_KEPT: usize = 10_000;
+
+/// The end of every script that writes: appends the ids in the Lua table `changed` to the
+/// change feed (`KEYS[5]`), at most 1000 ids an entry, with ids `0-<n>` that number the
+/// entries one by one, so a reader sees from the first id kept whether it missed any.
+const LOG_CHANGES: &str = "
+for i = 1, #changed, 1000 do
+  local entry = {}
+  for j = i, math.min(i + 999, #changed) do
+    entry[#entry + 1] = 'i'
+    entry[#entry + 1] = changed[j]
+  end
+  redis.call('XADD', KEYS[5], 'MAXLEN', '~', CHANGES_KEPT, '0-*', unpack(entry))
+end
+";
+
+/// A script whose `LOG` line is [`LOG_CHANGES`].
+fn logging(body: &str) -> Script {
+    let log = LOG_CHANGES.replace("CHANGES_KEPT", &CHANGES_KEPT.to_string());
+    Script::new(&body.replacen("\nLOG\n", &log, 1))
+}
+
+/// Reads the change feed: the ids of its first and last entries (empty when it has none) and
+/// how many entries come after a cursor, then the item ids those entries name (at most
+/// `limit + 1` entries are read, so a reader too far behind learns it cheaply).
+///
+/// KEYS: the feed. ARGV: the cursor (`n` of the last entry read; empty: none), `limit`.
+pub(crate) static CHANGES: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"#!lua flags=no-writes
+local key, after, limit = KEYS[1], ARGV[1], tonumber(ARGV[2])
+local t = redis.call('TYPE', key)['ok']
+if t == 'none' then return {'', '', '0'} end
+if t ~= 'stream' then
+  return redis.error_reply('WRONGTYPE waypoint: a store key holds another kind of value')
+end
+local first = redis.call('XRANGE', key, '-', '+', 'COUNT', 1)[1]
+local last = redis.call('XREVRANGE', key, '+', '-', 'COUNT', 1)[1]
+local out = {first and first[1] or '', last and last[1] or '', '0'}
+if after ~= '' then
+  local entries = redis.call('XRANGE', key, '(0-' .. after, '+', 'COUNT', limit + 1)
+  out[3] = tostring(#entries)
+  if #entries <= limit then
+    for _, entry in ipairs(entries) do
+      local fields = entry[2]
+      for j = 2, #fields, 2 do out[#out + 1] = fields[j] end
+    end
+  end
+end
+return out
 "#,
     )
 });
