@@ -24,13 +24,26 @@ pub(crate) fn sqlite_error(e: rusqlite::Error) -> Error {
     Error::backend("sqlite", e)
 }
 
-/// A stored channel value; the bytes are shared by every tuple of a read that uses them.
+/// A stored channel value (an `empty` row too, its blob the empty seal or nothing); the bytes
+/// are shared by every tuple of a read that uses them.
 #[derive(Debug, Clone)]
 pub(crate) struct RawBlob {
     pub(crate) channel: String,
     pub(crate) version: String,
     pub(crate) type_tag: String,
     pub(crate) blob: Bytes,
+}
+
+impl RawBlob {
+    /// An `empty` row without a seal (LangGraph's NULL blob).
+    pub(crate) fn empty(channel: String, version: String) -> Self {
+        RawBlob {
+            channel,
+            version,
+            type_tag: EMPTY.to_owned(),
+            blob: Bytes::new(),
+        }
+    }
 }
 
 /// A stored pending write.
@@ -52,6 +65,7 @@ pub(crate) struct RawCheckpoint {
     pub(crate) parent: Option<String>,
     pub(crate) checkpoint: Checkpoint,
     pub(crate) metadata: String,
+    /// The rows of the versions the checkpoint names, by channel; a missing row is absent.
     pub(crate) blobs: Vec<RawBlob>,
     pub(crate) writes: Vec<RawWrite>,
 }
@@ -81,15 +95,24 @@ impl RawCheckpoint {
         let metadata = decode_metadata(&self.metadata)?;
         let mut checkpoint = self.checkpoint;
         let (thread_id, ns, id) = (&self.thread_id, &self.checkpoint_ns, &self.checkpoint_id);
-        for b in self.blobs {
+        let mut rows: std::collections::HashMap<String, RawBlob> = self
+            .blobs
+            .into_iter()
+            .map(|b| (b.channel.clone(), b))
+            .collect();
+        for (channel, version) in &checkpoint.channel_versions {
             let slot = Slot::Channel {
                 thread_id,
                 checkpoint_ns: ns,
-                channel: &b.channel,
-                version: &b.version,
+                channel,
+                version: version.as_str(),
             };
-            let value = serde.open(&SerializedValue::new(b.type_tag, b.blob), &slot)?;
-            checkpoint.channel_values.insert(b.channel, value);
+            let found = rows
+                .remove(channel)
+                .map(|b| SerializedValue::new(b.type_tag, b.blob));
+            if let Some(value) = serde.open_channel(found.as_ref(), &slot)? {
+                checkpoint.channel_values.insert(channel.clone(), value);
+            }
         }
         let pending_writes = self
             .writes

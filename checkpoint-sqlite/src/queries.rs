@@ -173,15 +173,14 @@ fn fill(
                     })
                     .optional()
                     .map_err(sqlite_error)?;
-                let found = match row {
-                    Some((tag, Some(blob))) if tag != EMPTY => Some(RawBlob {
-                        channel: channel.clone(),
-                        version: key.3.clone(),
-                        type_tag: tag,
-                        blob: Bytes::from(blob),
-                    }),
-                    _ => None,
-                };
+                // Empty rows are kept (their seal is checked under a keyring); `None` is a
+                // version with no row at all.
+                let found = row.map(|(tag, blob)| RawBlob {
+                    channel: channel.clone(),
+                    version: key.3.clone(),
+                    type_tag: tag,
+                    blob: blob.map(Bytes::from).unwrap_or_default(),
+                });
                 cache.insert(key.clone(), found.clone());
                 seen.insert(key, found.clone());
                 found
@@ -461,18 +460,14 @@ fn copy_resealed(
             r.get(3).map_err(sqlite_error)?,
         );
         let blob: Option<Vec<u8>> = r.get(4).map_err(sqlite_error)?;
-        let (tag, blob) = match blob {
-            Some(blob) if tag != EMPTY => {
-                let (t, b) = reseal(CopiedValue {
-                    ns: &ns,
-                    slot: Ok((&channel, &version)),
-                    type_tag: tag,
-                    blob,
-                })?;
-                (t, Some(b))
-            }
-            _ => (tag, None),
-        };
+        // Empty rows are resealed too: under a keyring their seal names the slot.
+        let (tag, blob) = reseal(CopiedValue {
+            ns: &ns,
+            slot: Ok((&channel, &version)),
+            type_tag: tag,
+            blob: blob.unwrap_or_default(),
+        })?;
+        let blob = (!blob.is_empty() || tag != EMPTY).then_some(blob);
         insert
             .execute(params![target, ns, channel, version, tag, blob])
             .map_err(sqlite_error)?;

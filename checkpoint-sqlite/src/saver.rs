@@ -229,13 +229,16 @@ fn cache_blobs(cache: &BlobCache, put: PreparedPut) {
             v.channel.clone(),
             v.version.to_string(),
         );
-        let blob = v.value.map(|value| RawBlob {
-            channel: v.channel,
-            version: v.version.to_string(),
-            type_tag: tag(&value),
-            blob: value.bytes,
-        });
-        cache.insert(key, blob);
+        let blob = match v.value {
+            Some(value) => RawBlob {
+                channel: v.channel,
+                version: v.version.to_string(),
+                type_tag: tag(&value),
+                blob: value.bytes,
+            },
+            None => RawBlob::empty(v.channel, v.version.to_string()),
+        };
+        cache.insert(key, Some(blob));
     }
 }
 
@@ -247,6 +250,10 @@ impl CheckpointSaver for SqliteSaver {
 
     fn capabilities(&self) -> Capabilities {
         Capabilities::ALL
+    }
+
+    fn sealed(&self) -> bool {
+        self.serde.is_encrypted()
     }
 
     async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
@@ -399,7 +406,7 @@ impl CheckpointSaver for SqliteSaver {
                             },
                         ),
                     };
-                    let sealed = serde.seal(&serde.open(&stored, &from)?, &to)?;
+                    let sealed = serde.reseal(&stored, &from, &to)?;
                     Ok((tag(&sealed), sealed.bytes.to_vec()))
                 };
                 let reseal: queries::Reseal<'_> = if serde.is_encrypted() {

@@ -52,6 +52,10 @@ impl CheckpointSaver for Fenced {
         self.inner.capabilities()
     }
 
+    fn sealed(&self) -> bool {
+        self.inner.sealed()
+    }
+
     async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
         self.inner.get_tuple(config).await
     }

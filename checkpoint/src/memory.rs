@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
+use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use serde_json::Value;
 
@@ -13,7 +14,7 @@ use crate::saver::{
     Capabilities, CheckpointSaver, DeltaChannelHistory, Lease, ListOptions, PruneStrategy, Save,
     check_fenced_saves, lease_lost,
 };
-use crate::serde::{Serde, Slot};
+use crate::serde::{Serde, Slot, TAG_EMPTY};
 use crate::version::ChannelVersion;
 use crate::{
     ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointTuple, Error,
@@ -171,20 +172,20 @@ impl InMemorySaver {
         stored: &Stored,
     ) -> Result<CheckpointTuple> {
         let mut checkpoint = stored.checkpoint.clone();
+        let null = SerializedValue::new(TAG_EMPTY, Bytes::new());
         for (channel, version) in &checkpoint.channel_versions {
-            let value = ns
+            let found = ns
                 .blobs
                 .get(channel)
                 .and_then(|versions| versions.get(version))
-                .and_then(Option::as_ref);
-            if let Some(value) = value {
-                let slot = Slot::Channel {
-                    thread_id,
-                    checkpoint_ns: ns_name,
-                    channel,
-                    version: version.as_str(),
-                };
-                let opened = self.serde.open(value, &slot)?;
+                .map(|value| value.as_ref().unwrap_or(&null));
+            let slot = Slot::Channel {
+                thread_id,
+                checkpoint_ns: ns_name,
+                channel,
+                version: version.as_str(),
+            };
+            if let Some(opened) = self.serde.open_channel(found, &slot)? {
                 checkpoint.channel_values.insert(channel.clone(), opened);
             }
         }
@@ -264,6 +265,11 @@ fn write_slot<'a>(
     }
 }
 
+/// Whether a stored blob is a value (not a versioned channel's sealed empty marker).
+fn is_value(value: &SerializedValue) -> bool {
+    value.type_tag != TAG_EMPTY
+}
+
 impl Namespace {
     fn has_value(&self, stored: &Stored, channel: &str) -> bool {
         stored
@@ -271,7 +277,7 @@ impl Namespace {
             .channel_versions
             .get(channel)
             .and_then(|v| self.blobs.get(channel)?.get(v))
-            .is_some_and(Option::is_some)
+            .is_some_and(|value| value.as_ref().is_some_and(is_value))
     }
 
     /// The ids `KeepLatest` keeps (see [`crate::ids_to_keep`]).
@@ -334,6 +340,10 @@ impl CheckpointSaver for InMemorySaver {
 
     fn capabilities(&self) -> Capabilities {
         Capabilities::ALL
+    }
+
+    fn sealed(&self) -> bool {
+        self.serde.is_encrypted()
     }
 
     async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
@@ -508,6 +518,7 @@ impl CheckpointSaver for InMemorySaver {
                         .get(channel)
                         .and_then(|versions| versions.get(v))
                         .and_then(Option::as_ref)
+                        .filter(|value| is_value(value))
                         .map(|value| (v, value))
                 });
                 match (stored, out.get_mut(channel)) {

@@ -16,7 +16,8 @@ pub struct NewValue {
     pub channel: String,
     /// Its new version.
     pub version: ChannelVersion,
-    /// The value, sealed for `(thread, ns, channel, version)`.
+    /// The value, sealed for `(thread, ns, channel, version)`; for a channel without value,
+    /// `None`, or under a keyring an `empty`-tagged seal ([`Serde::seal_empty`]).
     pub value: Option<SerializedValue>,
 }
 
@@ -54,17 +55,15 @@ impl PreparedPut {
         metadata.strip_nul();
         let mut values = Vec::with_capacity(new_versions.len());
         for (channel, version) in new_versions {
+            let slot = Slot::Channel {
+                thread_id: &thread_id,
+                checkpoint_ns: &checkpoint_ns,
+                channel: &channel,
+                version: version.as_str(),
+            };
             let value = match checkpoint.channel_values.remove(&channel) {
-                Some(value) => Some(serde.seal(
-                    &value,
-                    &Slot::Channel {
-                        thread_id: &thread_id,
-                        checkpoint_ns: &checkpoint_ns,
-                        channel: &channel,
-                        version: version.as_str(),
-                    },
-                )?),
-                None => None,
+                Some(value) => Some(serde.seal(&value, &slot)?),
+                None => serde.seal_empty(&slot)?,
             };
             values.push(NewValue {
                 channel,

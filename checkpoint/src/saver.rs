@@ -182,6 +182,13 @@ pub trait CheckpointSaver: Send + Sync + Debug {
     /// The optional operations this backend implements.
     fn capabilities(&self) -> Capabilities;
 
+    /// Whether stored values are sealed with a keyring; reads then fail closed: a channel a
+    /// checkpoint names whose stored value is missing, nulled or unsealed is an error, never
+    /// an absent channel.
+    fn sealed(&self) -> bool {
+        false
+    }
+
     /// The checkpoint `config` names, or the latest of its thread and namespace.
     ///
     /// Returns `None` for an unknown thread, namespace or id. The tuple's config is exactly
@@ -497,6 +504,9 @@ macro_rules! forward_saver {
             }
             fn capabilities(&self) -> Capabilities {
                 (**self).capabilities()
+            }
+            fn sealed(&self) -> bool {
+                (**self).sealed()
             }
             async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
                 (**self).get_tuple(config).await

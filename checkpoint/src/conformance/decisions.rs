@@ -291,8 +291,9 @@ pub async fn reput_keeps_parent(saver: &dyn CheckpointSaver) -> Result<()> {
     again.channel_versions = versions(&[("x", 1)]);
     let m = meta(CheckpointSource::Update, 9);
     // Claim no parent this time: the stored parent must survive.
+    let new_versions = again.channel_versions.clone();
     saver
-        .put(&cfg(&t, ""), again.clone(), m.clone(), Default::default())
+        .put(&cfg(&t, ""), again.clone(), m.clone(), new_versions)
         .await?;
     let tuple = saver.get_tuple(&c[1]).await?.expect("stored");
     assert_eq!(tuple.parent_config, Some(c[0].clone()));
@@ -355,7 +356,7 @@ pub async fn namespaces_never_mix(saver: &dyn CheckpointSaver) -> Result<()> {
                 ..shared.clone()
             },
             meta(CheckpointSource::Loop, 0),
-            Default::default(),
+            versions(&[("a", 1)]),
         )
         .await?;
     put_empty(saver, &cfg(&t, "child:1"), meta(CheckpointSource::Loop, 5)).await?;

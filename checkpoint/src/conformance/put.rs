@@ -81,7 +81,7 @@ pub async fn put_preserves_channel_versions(saver: &dyn CheckpointSaver) -> Resu
             &cfg(&t, ""),
             cp,
             meta(CheckpointSource::Loop, 0),
-            ChannelVersions::new(),
+            versions(&[("a", 1), ("b", 2)]),
         )
         .await?;
     let tuple = saver.get_tuple(&stored).await?.expect("stored");
@@ -399,7 +399,14 @@ pub async fn put_only_stores_changed_channels(saver: &dyn CheckpointSaver) -> Re
                 versions(new_versions),
             )
             .await?;
-        let tuple = saver.get_tuple(&stored).await?.expect("stored");
+        let read = saver.get_tuple(&stored).await;
+        if saver.sealed() && new_versions.len() < vers.len() {
+            // Under a keyring a named version with no stored row cannot be told from a
+            // deleted one: the read fails closed.
+            assert!(matches!(read, Err(crate::Error::Decrypt(_))), "{read:?}");
+            continue;
+        }
+        let tuple = read?.expect("stored");
         assert_eq!(
             serde_json::to_value(values_of(&tuple)).expect("json"),
             expected

@@ -54,6 +54,32 @@ pub enum Slot<'a> {
 }
 
 impl Slot<'_> {
+    /// The slot in words, for errors.
+    pub fn describe(&self) -> String {
+        match self {
+            Slot::Channel {
+                thread_id,
+                checkpoint_ns,
+                channel,
+                version,
+            } => format!(
+                "channel `{channel}` version `{version}` of thread `{thread_id}` namespace \
+                 `{checkpoint_ns}`"
+            ),
+            Slot::Write {
+                thread_id,
+                checkpoint_ns,
+                checkpoint_id,
+                task_id,
+                channel,
+                idx,
+            } => format!(
+                "write {idx} of task `{task_id}` to `{channel}` at checkpoint `{checkpoint_id}` \
+                 of thread `{thread_id}` namespace `{checkpoint_ns}`"
+            ),
+        }
+    }
+
     /// The associated data: a domain label, then length-prefixed fields, so no two slots
     /// (and no field split) produce the same bytes.
     fn associated_data(&self, inner_tag: &str) -> Vec<u8> {

@@ -21,6 +21,8 @@ pub const TAG_BINCODE: &str = "bincode";
 pub const TAG_NULL: &str = "null";
 /// Tag of raw bytes stored as they are.
 pub const TAG_BYTES: &str = "bytes";
+/// Tag of a versioned channel without value (LangGraph's `empty` blob type).
+pub const TAG_EMPTY: &str = "empty";
 
 /// Deepest nesting a self-describing decoder accepts (serde_json's own limit); deeper input
 /// is an error rather than a stack overflow.

@@ -17,7 +17,9 @@ use serde::Serialize;
 use serde::de::{DeserializeOwned, IntoDeserializer, value::BytesDeserializer};
 
 pub use cipher::{CIPHER_NAME, KEY_ENV, Keyring, Slot};
-pub use format::{Format, TAG_BINCODE, TAG_BYTES, TAG_JSON, TAG_MSGPACK, TAG_NULL, TAG_POSTCARD};
+pub use format::{
+    Format, TAG_BINCODE, TAG_BYTES, TAG_EMPTY, TAG_JSON, TAG_MSGPACK, TAG_NULL, TAG_POSTCARD,
+};
 
 use crate::{Error, Result, SerializedValue};
 
@@ -136,6 +138,80 @@ impl Serde {
                 })
             }
         }
+    }
+
+    /// The stored form of a versioned channel without value: `None` (LangGraph's NULL blob)
+    /// without a keyring; with one, an `empty`-tagged seal of nothing bound to `slot`, so a
+    /// row whose ciphertext was nulled or deleted cannot pass for an empty channel.
+    pub fn seal_empty(&self, slot: &Slot<'_>) -> Result<Option<SerializedValue>> {
+        let Some(ring) = &self.keyring else {
+            return Ok(None);
+        };
+        let (tag, sealed) = ring.seal(TAG_EMPTY, &[], slot)?;
+        let key_id = cipher::split_sealed_tag(&tag)?.map_or("", |(_, id)| id);
+        let id_len = u8::try_from(key_id.len())
+            .map_err(|_| Error::InvalidConfig("a key id is longer than 255 bytes".into()))?;
+        // The row keeps LangGraph's `empty` type; its blob names the key, then the seal.
+        let mut bytes = Vec::with_capacity(1 + key_id.len() + sealed.len());
+        bytes.push(id_len);
+        bytes.extend_from_slice(key_id.as_bytes());
+        bytes.extend_from_slice(&sealed);
+        Ok(Some(SerializedValue::new(TAG_EMPTY, bytes)))
+    }
+
+    /// Opens the row a backend found for a channel version a checkpoint names (`None`: no
+    /// row at all; an `empty`-tagged value: an empty channel, its bytes the seal or nothing).
+    ///
+    /// Returns `None` for an empty channel. Under a keyring this fails closed: a missing row,
+    /// or an empty one without a valid seal for `slot`, is `Error::Decrypt` (unless legacy
+    /// plaintext is accepted), never an absent channel.
+    pub fn open_channel(
+        &self,
+        found: Option<&SerializedValue>,
+        slot: &Slot<'_>,
+    ) -> Result<Option<SerializedValue>> {
+        let refuse = |what: &str| {
+            Err(Error::Decrypt(format!(
+                "{what} for {}; refusing to read it as an absent channel",
+                slot.describe()
+            )))
+        };
+        match (found, &self.keyring) {
+            (Some(v), _) if v.type_tag != TAG_EMPTY => self.open(v, slot).map(Some),
+            (_, None) => Ok(None),
+            (_, Some(_)) if self.accept_plaintext => Ok(None),
+            (None, Some(_)) => refuse("no stored value"),
+            (Some(v), Some(_)) if v.bytes.is_empty() => refuse("no ciphertext"),
+            (Some(v), Some(ring)) => {
+                let bytes = &v.bytes[..];
+                let id_len = usize::from(bytes[0]);
+                let Some((key_id, sealed)) = bytes[1..]
+                    .split_at_checked(id_len)
+                    .and_then(|(id, sealed)| Some((std::str::from_utf8(id).ok()?, sealed)))
+                else {
+                    return refuse("a malformed empty-value seal");
+                };
+                ring.open(TAG_EMPTY, key_id, sealed, slot)?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Moves a stored channel value or write (an `empty` row included) from slot `from` to
+    /// slot `to`: opened (or its empty seal checked) for the one, sealed for the other.
+    pub fn reseal(
+        &self,
+        stored: &SerializedValue,
+        from: &Slot<'_>,
+        to: &Slot<'_>,
+    ) -> Result<SerializedValue> {
+        if stored.type_tag != TAG_EMPTY {
+            return self.seal(&self.open(stored, from)?, to);
+        }
+        self.open_channel(Some(stored), from)?;
+        Ok(self
+            .seal_empty(to)?
+            .unwrap_or_else(|| SerializedValue::new(TAG_EMPTY, Bytes::new())))
     }
 
     /// Encodes `value` and seals it for `slot`.

@@ -1,0 +1,136 @@
+//! A keyed saver fails closed: a channel value whose ciphertext was nulled, deleted, or
+//! swapped for another slot's is an error on read, never an absent channel.
+
+use std::path::PathBuf;
+
+use serde_json::json;
+use waypoint_checkpoint::{
+    ChannelVersion, Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSaver,
+    CheckpointSource, Error, Keyring, Result, Serde,
+};
+use waypoint_checkpoint_sqlite::{SqliteConfig, SqliteSaver};
+
+fn keyed() -> Result<Serde> {
+    Ok(Serde::default().with_keyring(Keyring::new("k1", &[7u8; 32])?))
+}
+
+/// A file with one checkpoint: `secret` holds a value, `flag` is versioned but empty.
+async fn stored(serde: Serde) -> Result<(PathBuf, CheckpointConfig)> {
+    let path = tempfile::tempdir()
+        .expect("temp dir")
+        .keep()
+        .join("sealed.db");
+    let saver = SqliteSaver::open(SqliteConfig::file(&path).serde(serde.clone())).await?;
+    let mut cp = Checkpoint::new(0);
+    cp.channel_values
+        .insert("secret".into(), serde.dumps(&json!("launch codes"))?);
+    let versions: std::collections::BTreeMap<String, ChannelVersion> = [
+        ("secret".to_owned(), ChannelVersion::from(1)),
+        ("flag".to_owned(), ChannelVersion::from(1)),
+    ]
+    .into();
+    cp.channel_versions = versions.clone();
+    let meta = CheckpointMetadata::new(CheckpointSource::Loop, 0);
+    let config = saver
+        .put(&CheckpointConfig::new("t").with_ns(""), cp, meta, versions)
+        .await?;
+    Ok((path, config))
+}
+
+/// Reads the checkpoint back through a new saver (as another process would).
+async fn read(path: &PathBuf, serde: Serde, config: &CheckpointConfig) -> Result<Vec<String>> {
+    let saver = SqliteSaver::open(SqliteConfig::file(path).serde(serde)).await?;
+    let tuple = saver.get_tuple(config).await?.expect("stored");
+    Ok(tuple.checkpoint.channel_values.into_keys().collect())
+}
+
+fn tamper(path: &PathBuf, sql: &str) {
+    let conn = rusqlite::Connection::open(path).expect("open the file");
+    let changed = conn.execute(sql, []).expect("tamper");
+    assert!(changed > 0, "{sql} changed nothing");
+}
+
+fn refused(r: Result<Vec<String>>, what: &str) {
+    assert!(matches!(r, Err(Error::Decrypt(_))), "{what}: {r:?}");
+}
+
+#[tokio::test]
+async fn intact_rows_read_back() -> Result<()> {
+    let (path, config) = stored(keyed()?).await?;
+    assert_eq!(read(&path, keyed()?, &config).await?, ["secret"]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn nulled_ciphertext_is_refused() -> Result<()> {
+    let (path, config) = stored(keyed()?).await?;
+    tamper(
+        &path,
+        "UPDATE checkpoint_blobs SET blob = NULL WHERE channel = 'secret'",
+    );
+    refused(read(&path, keyed()?, &config).await, "NULL blob");
+    Ok(())
+}
+
+#[tokio::test]
+async fn value_turned_empty_is_refused() -> Result<()> {
+    let (path, config) = stored(keyed()?).await?;
+    tamper(
+        &path,
+        "UPDATE checkpoint_blobs SET type = 'empty', blob = NULL WHERE channel = 'secret'",
+    );
+    refused(
+        read(&path, keyed()?, &config).await,
+        "value made an unsealed empty",
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn deleted_row_is_refused() -> Result<()> {
+    let (path, config) = stored(keyed()?).await?;
+    tamper(
+        &path,
+        "DELETE FROM checkpoint_blobs WHERE channel = 'secret'",
+    );
+    refused(read(&path, keyed()?, &config).await, "deleted value row");
+    let (path, config) = stored(keyed()?).await?;
+    tamper(&path, "DELETE FROM checkpoint_blobs WHERE channel = 'flag'");
+    refused(read(&path, keyed()?, &config).await, "deleted empty row");
+    Ok(())
+}
+
+#[tokio::test]
+async fn empty_seal_moved_to_another_channel_is_refused() -> Result<()> {
+    let (path, config) = stored(keyed()?).await?;
+    tamper(
+        &path,
+        "UPDATE checkpoint_blobs SET type = 'empty', blob =
+            (SELECT blob FROM checkpoint_blobs WHERE channel = 'flag') WHERE channel = 'secret'",
+    );
+    refused(
+        read(&path, keyed()?, &config).await,
+        "another slot's empty seal",
+    );
+    tamper(
+        &path,
+        "UPDATE checkpoint_blobs SET blob = NULL WHERE channel = 'flag'",
+    );
+    refused(read(&path, keyed()?, &config).await, "nulled empty seal");
+    Ok(())
+}
+
+/// Without a keyring, LangGraph's layout holds: an `empty` row with a NULL blob is an
+/// absent channel. Legacy plaintext accepted under a keyring reads it the same way.
+#[tokio::test]
+async fn unkeyed_empty_rows_are_absent_channels() -> Result<()> {
+    let (path, config) = stored(Serde::default()).await?;
+    tamper(
+        &path,
+        "UPDATE checkpoint_blobs SET type = 'empty', blob = NULL WHERE channel = 'secret'",
+    );
+    assert!(read(&path, Serde::default(), &config).await?.is_empty());
+    let legacy = keyed()?.accept_plaintext(true);
+    assert!(read(&path, legacy, &config).await?.is_empty());
+    Ok(())
+}
