@@ -60,7 +60,12 @@ async fn open(store: StoreConfig) -> Result<Option<PostgresStore>> {
 mod conformance {
     use super::*;
 
-    waypoint_store::store_conformance!(|config: StoreConfig| open(config));
+    waypoint_store::store_conformance!(
+        |config: StoreConfig| open(config),
+        second = |first: &PostgresStore, config: StoreConfig| {
+            PostgresStore::connect(first.config().clone().store(config))
+        }
+    );
 }
 
 /// Two indexed stores on one fresh schema (set up), as two processes would share it.
