@@ -55,7 +55,7 @@ mod redis;
 mod sqlite;
 
 #[cfg(feature = "redis")]
-pub use crate::redis::{RedisStore, RedisStoreConfig};
+pub use crate::redis::{PersistenceCheck, RedisStore, RedisStoreConfig};
 pub use config::{AnnConfig, Distance, IndexConfig, StoreConfig, TtlConfig};
 pub use connect::connect;
 pub use embed::{Embedder, HashingEmbedder, OpenAiConfig, OpenAiEmbedder};

@@ -3,9 +3,16 @@
 use std::fmt;
 use std::time::Duration;
 
+use redis::aio::ConnectionLike;
+use waypoint_checkpoint::redact_url;
+pub use waypoint_checkpoint_redis::PersistenceCheck;
+use waypoint_checkpoint_redis::{PersistenceError, check_persistence};
+
+use super::convert::{BACKEND, redis_error};
 use crate::{Error, Result, StoreConfig};
 
-/// Settings of a [`RedisStore`](crate::RedisStore).
+/// Settings of a [`RedisStore`](crate::RedisStore); `Debug` shows the URL without its
+/// password.
 #[derive(Clone)]
 pub struct RedisStoreConfig {
     /// `redis://[user:password@]host:port[/db]` or `redis+unix:///path` (redis-rs syntax).
@@ -20,6 +27,10 @@ pub struct RedisStoreConfig {
     pub connect_timeout: Duration,
     /// The store's index and TTL policy.
     pub store: StoreConfig,
+    /// What connecting does when the server may lose acknowledged writes on a restart
+    /// (default [`PersistenceCheck::Warn`]); the same check as the Redis checkpointer's
+    /// ([`waypoint_checkpoint_redis::check_persistence`]).
+    pub persistence: PersistenceCheck,
 }
 
 impl RedisStoreConfig {
@@ -31,6 +42,7 @@ impl RedisStoreConfig {
             timeout: Duration::from_secs(5),
             connect_timeout: Duration::from_secs(2),
             store: StoreConfig::default(),
+            persistence: PersistenceCheck::default(),
         }
     }
 
@@ -58,6 +70,28 @@ impl RedisStoreConfig {
         self
     }
 
+    /// Sets what connecting does about the server's persistence settings.
+    pub fn persistence(mut self, check: PersistenceCheck) -> Self {
+        self.persistence = check;
+        self
+    }
+
+    /// Reads the server's persistence settings on `conn` and warns or refuses per
+    /// [`Self::persistence`], within the operation timeout.
+    pub(crate) async fn check_persistence(&self, conn: &mut impl ConnectionLike) -> Result<()> {
+        let server = redact_url(&self.url);
+        let checking = check_persistence(conn, self.persistence, &server);
+        match tokio::time::timeout(self.timeout, checking).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(PersistenceError::Refused(why))) => Err(Error::InvalidConfig(why)),
+            Ok(Err(PersistenceError::Redis(e))) => Err(redis_error(e)),
+            Err(_) => Err(Error::backend(
+                BACKEND,
+                format!("no answer from Redis at {server} within {:?}", self.timeout),
+            )),
+        }
+    }
+
     /// The prefix, checked to be usable as a hash tag.
     pub(crate) fn checked_prefix(&self) -> Result<&str> {
         let prefix = self.prefix.as_str();
@@ -72,17 +106,13 @@ impl RedisStoreConfig {
 
 impl fmt::Debug for RedisStoreConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // The URL may carry a password.
-        let url = match self.url.split_once('@') {
-            Some((_, host)) => format!("redis://***@{host}"),
-            None => self.url.clone(),
-        };
         f.debug_struct("RedisStoreConfig")
-            .field("url", &url)
+            .field("url", &redact_url(&self.url))
             .field("prefix", &self.prefix)
             .field("timeout", &self.timeout)
             .field("connect_timeout", &self.connect_timeout)
             .field("store", &self.store)
+            .field("persistence", &self.persistence)
             .finish()
     }
 }

@@ -35,7 +35,7 @@ mod convert;
 mod keys;
 mod scripts;
 
-pub use config::RedisStoreConfig;
+pub use config::{PersistenceCheck, RedisStoreConfig};
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
@@ -120,12 +120,14 @@ pub struct RedisStore {
 }
 
 impl RedisStore {
-    /// Connects to the server `config` names, checks the key layout under its prefix, and
-    /// loads the stored vectors into the index.
+    /// Connects to the server `config` names, checks the key layout under its prefix and
+    /// the server's persistence settings (per [`RedisStoreConfig::persistence`]), and loads
+    /// the stored vectors into the index.
     pub async fn connect(config: RedisStoreConfig) -> Result<Self> {
         let store = config.store.clone();
         let backend = RedisBackend::new(config)?;
         backend.check_layout().await?;
+        backend.config.check_persistence(&mut backend.conn.clone()).await?;
         Ok(RedisStore {
             engine: Engine::open(backend, store).await?,
         })
