@@ -1,11 +1,13 @@
 //! Where the server is and how the pool behaves.
 
+use std::fmt;
 use std::time::Duration;
 
-use waypoint_checkpoint::{Error, Result, Serde};
+use waypoint_checkpoint::{Error, Result, Serde, redact_url};
 
-/// Settings of a [`crate::PostgresSaver`].
-#[derive(Clone, Debug)]
+/// Settings of a [`crate::PostgresSaver`]. Its `Debug` output shows the URL without its
+/// password.
+#[derive(Clone)]
 pub struct PostgresConfig {
     /// `postgres://user:password@host:port/database?...` (libpq URL syntax).
     pub url: String,
@@ -21,6 +23,12 @@ pub struct PostgresConfig {
     pub timeout: Duration,
     /// How long an idle connection stays in the pool (default 10 min).
     pub idle_timeout: Duration,
+    /// How long the server lets a session sit idle inside a transaction before it ends the
+    /// session, rolling the transaction back (`idle_in_transaction_session_timeout`): a
+    /// backstop against a transaction left open by a client that stalled or vanished, which
+    /// would hold its row locks (a thread's lease) indefinitely. `None` (the default) is
+    /// three times [`timeout`](Self::timeout), at least one second.
+    pub idle_in_transaction_timeout: Option<Duration>,
     /// Server-side prepared statements (default on). Turn off behind PgBouncer in
     /// transaction mode, where a statement prepared on one server connection is unknown on
     /// the next.
@@ -39,6 +47,7 @@ impl PostgresConfig {
             min_connections: 1,
             timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(600),
+            idle_in_transaction_timeout: None,
             prepared_statements: true,
             serde: Serde::default(),
         }
@@ -60,6 +69,21 @@ impl PostgresConfig {
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
+    }
+
+    /// Sets how long the server lets a session idle inside a transaction.
+    pub fn idle_in_transaction_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_in_transaction_timeout = Some(timeout);
+        self
+    }
+
+    /// The `idle_in_transaction_session_timeout` sessions get, in whole milliseconds (at
+    /// least 1: 0 would turn it off).
+    pub(crate) fn idle_in_transaction_millis(&self) -> u128 {
+        let timeout = self
+            .idle_in_transaction_timeout
+            .unwrap_or_else(|| (self.timeout * 3).max(Duration::from_secs(1)));
+        timeout.as_millis().max(1)
     }
 
     /// Turns server-side prepared statements on or off.
@@ -91,5 +115,24 @@ impl PostgresConfig {
             )));
         }
         Ok(Some(schema))
+    }
+}
+
+impl fmt::Debug for PostgresConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresConfig")
+            .field("url", &redact_url(&self.url))
+            .field("schema", &self.schema)
+            .field("max_connections", &self.max_connections)
+            .field("min_connections", &self.min_connections)
+            .field("timeout", &self.timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .field(
+                "idle_in_transaction_timeout",
+                &self.idle_in_transaction_timeout,
+            )
+            .field("prepared_statements", &self.prepared_statements)
+            .field("serde", &self.serde)
+            .finish()
     }
 }

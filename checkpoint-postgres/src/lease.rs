@@ -28,6 +28,12 @@ const RENEW: &str = "UPDATE waypoint_thread_leases
 /// Drops the claim if it is still the holder's; someone else's is never touched.
 const RELEASE: &str = "DELETE FROM waypoint_thread_leases WHERE thread_id = $1 AND token = $2";
 
+/// Locks the lease row if it still holds `token` (expired but not taken over included), until
+/// the transaction ends: `FOR SHARE` makes a takeover, renewal or release wait, and lets
+/// fenced saves of the same holder run side by side.
+const LOCK_IF_HELD: &str =
+    "SELECT 1 FROM waypoint_thread_leases WHERE thread_id = $1 AND token = $2 FOR SHARE";
+
 /// Checks the claim's arguments and gives the ttl in microseconds.
 pub(crate) fn ttl_micros(thread_id: &str, ttl: Duration) -> Result<i64> {
     Lease::check(thread_id, ttl)?;
@@ -116,4 +122,21 @@ pub(crate) async fn release(
         .await
         .map_err(pg_error)
         .map(drop)
+}
+
+/// Whether `lease` still holds its thread, locking its row for the rest of the caller's
+/// transaction when it does.
+pub(crate) async fn lock_if_held(
+    conn: &mut PgConnection,
+    lease: &Lease,
+    persistent: bool,
+) -> Result<bool> {
+    let held: Option<i32> = sqlx::query_scalar(LOCK_IF_HELD)
+        .persistent(persistent)
+        .bind(&lease.thread_id)
+        .bind(&lease.token)
+        .fetch_optional(conn)
+        .await
+        .map_err(pg_error)?;
+    Ok(held.is_some())
 }

@@ -27,12 +27,14 @@
 
 mod config;
 mod convert;
+mod input;
 mod lease;
 mod queries;
 mod saver;
 mod schema;
 
 pub use config::PostgresConfig;
+pub use input::MAX_ID_BYTES;
 pub use saver::PostgresSaver;
 
 /// The newest `checkpoint_migrations` version this build creates and understands.

@@ -14,18 +14,22 @@ use waypoint_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
     CheckpointSaver, CheckpointTuple, DeltaChannelHistory, Error, Lease, ListOptions, PreparedPut,
     PreparedSave, PreparedWrites, PruneStrategy, Result, Save, Serde, SerializedValue,
+    check_fenced_saves, lease_lost, redact_url,
 };
 
 use crate::config::PostgresConfig;
 use crate::convert::{pg_error, tuple_from_row};
+use crate::input::{check_id, check_lookup, check_nul, check_put, check_saves, check_writes};
 use crate::lease;
 use crate::queries::{self, ListQuery};
 use crate::schema;
 
 /// Runs `$body` (a future using `$conn: &mut PgConnection`) on a pooled connection within
-/// the saver's timeout (or, with `bounded = false`, a body that bounds its own waits). A connection found broken is closed rather than returned to the
-/// pool, and with `retry = true` (idempotent operations) the body runs once more on a fresh
-/// connection, so a server restart costs no failed call once it is back.
+/// the saver's timeout (or, with `bounded = false`, a body that bounds its own waits). The
+/// connection goes back to the pool only if the body finished cleanly (see [`Checkout`]):
+/// cut off by the deadline, dropped by the caller or failed in transport, it is closed. With
+/// `retry = true` (idempotent operations) a body that met a broken connection runs once more
+/// on a fresh one, so a server restart costs no failed call once it is back.
 macro_rules! on_conn {
     ($saver:expr, retry = $retry:expr, |$conn:ident| $body:expr) => {
         on_conn!($saver, retry = $retry, bounded = true, |$conn| $body)
@@ -37,13 +41,10 @@ macro_rules! on_conn {
             attempts -= 1;
             let outcome = saver
                 .deadline($bounded, async {
-                    let mut pooled: PoolConnection<Postgres> =
-                        saver.pool.acquire().await.map_err(pg_error)?;
-                    let $conn: &mut PgConnection = &mut pooled;
+                    let mut checkout = Checkout::acquire(&saver.pool).await?;
+                    let $conn: &mut PgConnection = &mut checkout.conn;
                     let done = $body.await;
-                    if done.as_ref().is_err_and(is_broken) {
-                        pooled.close_on_drop();
-                    }
+                    checkout.finish(&done);
                     done
                 })
                 .await;
@@ -55,13 +56,53 @@ macro_rules! on_conn {
     }};
 }
 
+/// A pooled connection that goes back to the pool only once [`finish`](Self::finish) saw its
+/// operation end cleanly. Dropped before that (the deadline or the caller cancelled the
+/// operation mid-statement) or after a transport failure, it is closed instead: such a
+/// session may still have a statement in flight, or a `BEGIN` whose transaction the next
+/// user would run in, its commits acknowledged and never made (sqlx 0.8 returns a connection
+/// cancelled during `BEGIN` to the pool inside the transaction, launchbadge/sqlx#4393).
+struct Checkout {
+    conn: PoolConnection<Postgres>,
+    clean: bool,
+}
+
+impl Checkout {
+    /// A connection from `pool`.
+    async fn acquire(pool: &PgPool) -> Result<Self> {
+        let conn = pool.acquire().await.map_err(pg_error)?;
+        Ok(Checkout { conn, clean: false })
+    }
+
+    /// Marks the connection reusable if `outcome` leaves it in a known state: success, or an
+    /// error the server answered (anything but a transport failure or a timeout).
+    fn finish<T>(&mut self, outcome: &Result<T>) {
+        self.clean = match outcome {
+            Ok(_) => true,
+            Err(e) => !leaves_session_unknown(e),
+        };
+    }
+}
+
+impl Drop for Checkout {
+    fn drop(&mut self) {
+        if !self.clean {
+            self.conn.close_on_drop();
+        }
+    }
+}
+
 /// A checkpointer on a PostgreSQL database, in the tables langgraph-checkpoint-postgres
 /// uses: a Python LangGraph service and this saver can share one database.
 ///
 /// Operations take a connection from a pool for their duration. Each has a deadline
 /// ([`PostgresConfig::timeout`]) and fails with [`Error::Backend`] when the server is
-/// unreachable; a connection that broke (the server restarted) is dropped and the operation
-/// retried once on a fresh one, so the saver recovers without being rebuilt.
+/// unreachable or hangs; a connection whose operation was cut off (by the deadline or by a
+/// caller dropping the future) or failed in transport is closed, never reused, so no later
+/// write runs inside a transaction nobody will commit. An operation that met a broken
+/// connection (the server restarted) is retried once on a fresh one, so the saver recovers
+/// without being rebuilt. Ids are refused with [`Error::InvalidConfig`] when PostgreSQL cannot
+/// store them: NUL characters, or over [`crate::MAX_ID_BYTES`] in a write.
 #[derive(Debug, Clone)]
 pub struct PostgresSaver {
     pool: PgPool,
@@ -73,10 +114,10 @@ impl PostgresSaver {
     /// Connects to the server `config` names and checks that it answers. Does not create
     /// tables: call [`Self::setup`] once per database (it is idempotent).
     pub async fn connect(config: PostgresConfig) -> Result<Self> {
-        let mut options: PgConnectOptions = config
-            .url
-            .parse()
-            .map_err(|e| Error::InvalidConfig(format!("invalid PostgreSQL URL: {e}")))?;
+        let mut options: PgConnectOptions = config.url.parse().map_err(|e| {
+            let url = redact_url(&config.url);
+            Error::InvalidConfig(format!("invalid PostgreSQL URL {url}: {e}"))
+        })?;
         options = options.application_name("waypoint");
         if !config.prepared_statements {
             options = options.statement_cache_capacity(0);
@@ -85,6 +126,13 @@ impl PostgresSaver {
         // here is a keyed lookup: with skewed statistics (one busy thread) the planner would
         // otherwise scan whole tables for a handful of rows.
         options = options.options([("jit", "off"), ("enable_seqscan", "off")]);
+        // A session left idle inside a transaction (its client stalled or vanished) is ended
+        // by the server, releasing its locks.
+        let idle_in_transaction = config.idle_in_transaction_millis().to_string();
+        options = options.options([(
+            "idle_in_transaction_session_timeout",
+            idle_in_transaction.as_str(),
+        )]);
         if let Some(schema) = config.checked_schema()? {
             options = options.options([("search_path", format!("\"{schema}\""))]);
         }
@@ -124,8 +172,11 @@ impl PostgresSaver {
     pub async fn setup(&self) -> Result<()> {
         let schema = self.config.checked_schema()?.map(str::to_owned);
         let wait = self.config.timeout.max(Duration::from_secs(60));
-        let mut conn = self.pool.acquire().await.map_err(pg_error)?;
-        schema::migrate(&mut conn, schema.as_deref(), wait).await
+        // Closed unless it ends cleanly: a session cut off mid-setup may hold the setup lock.
+        let mut checkout = Checkout::acquire(&self.pool).await?;
+        let done = schema::migrate(&mut checkout.conn, schema.as_deref(), wait).await;
+        checkout.finish(&done);
+        done
     }
 
     /// The serde values are sealed and opened with.
@@ -185,6 +236,19 @@ pub(crate) fn timed_out(timeout: Duration) -> Error {
     Error::backend("postgres", format!("no answer within {timeout:?}"))
 }
 
+/// Whether after `e` the session's state is unknown: a transport or protocol failure, a
+/// timeout, or anything else the server did not answer with a statement error.
+fn leaves_session_unknown(e: &Error) -> bool {
+    let Error::Backend { source, .. } = e else {
+        // Refused before or after the statements, or answered by the server.
+        return false;
+    };
+    match source.downcast_ref::<sqlx::Error>() {
+        Some(sqlx::Error::Database(_)) => is_broken(e),
+        _ => true,
+    }
+}
+
 /// Whether an error means the connection itself failed (rather than the statement).
 fn is_broken(e: &Error) -> bool {
     let Error::Backend { source, .. } = e else {
@@ -201,7 +265,52 @@ fn is_broken(e: &Error) -> bool {
     }
 }
 
+/// A batch of saves prepared (validated, sealed, checked storable, JSON encoded) before any
+/// connection is taken, so that writing it is statements only.
+struct Batch {
+    saves: Vec<PreparedSave>,
+    /// Checkpoint and metadata JSON of each put (empty for writes).
+    texts: Vec<(String, String)>,
+}
+
+impl Batch {
+    fn prepare(serde: &Serde, saves: Vec<Save>) -> Result<Self> {
+        let saves = PreparedSave::batch(serde, saves)?;
+        check_saves(&saves)?;
+        let texts = saves
+            .iter()
+            .map(|save| match save {
+                PreparedSave::Put(put) => {
+                    Ok((json_text(&put.checkpoint)?, json_text(&put.metadata)?))
+                }
+                PreparedSave::Writes(_) => Ok((String::new(), String::new())),
+            })
+            .collect::<Result<_>>()?;
+        Ok(Batch { saves, texts })
+    }
+
+    fn is_empty(&self) -> bool {
+        self.saves.is_empty()
+    }
+
+    /// Writes every save, in order, in the caller's transaction.
+    async fn write(&self, conn: &mut PgConnection, persistent: bool) -> Result<()> {
+        for (save, (checkpoint, metadata)) in self.saves.iter().zip(&self.texts) {
+            match save {
+                PreparedSave::Put(put) => {
+                    queries::put(&mut *conn, put, checkpoint, metadata, persistent).await
+                }
+                PreparedSave::Writes(w) => queries::put_writes(&mut *conn, w, persistent).await,
+            }
+            .map_err(pg_error)?;
+        }
+        Ok(())
+    }
+}
+
 fn list_query(config: Option<&CheckpointConfig>, options: &ListOptions) -> Result<ListQuery> {
+    config.map(check_lookup).transpose()?;
+    check_nul("before", options.before.as_deref().unwrap_or(""))?;
     Ok(ListQuery {
         thread_id: config.map(|c| c.thread_id.clone()),
         checkpoint_ns: config.and_then(|c| c.checkpoint_ns.clone()),
@@ -252,6 +361,7 @@ impl CheckpointSaver for PostgresSaver {
     }
 
     async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
+        check_lookup(config)?;
         let id = config.checkpoint_id.clone().filter(|id| !id.is_empty());
         let persistent = self.config.prepared_statements;
         on_conn!(self, retry = true, |conn| async {
@@ -309,6 +419,7 @@ impl CheckpointSaver for PostgresSaver {
         new_versions: ChannelVersions,
     ) -> Result<CheckpointConfig> {
         let put = PreparedPut::new(&self.serde, config, checkpoint, metadata, new_versions)?;
+        check_put(&put)?;
         let (checkpoint, metadata) = (json_text(&put.checkpoint)?, json_text(&put.metadata)?);
         let persistent = self.config.prepared_statements;
         on_conn!(self, retry = true, |conn| async {
@@ -329,6 +440,7 @@ impl CheckpointSaver for PostgresSaver {
         let Some(w) = PreparedWrites::new(&self.serde, config, writes, task_id, task_path)? else {
             return Ok(());
         };
+        check_writes(&w)?;
         let persistent = self.config.prepared_statements;
         on_conn!(self, retry = true, |conn| async {
             queries::put_writes(conn, &w, persistent)
@@ -338,37 +450,40 @@ impl CheckpointSaver for PostgresSaver {
     }
 
     async fn save_batch(&self, saves: Vec<Save>) -> Result<()> {
-        // Prepared (validated, sealed) first, then written in one transaction: one commit.
-        let prepared = PreparedSave::batch(&self.serde, saves)?;
-        if prepared.is_empty() {
+        let batch = Batch::prepare(&self.serde, saves)?;
+        if batch.is_empty() {
             return Ok(());
-        }
-        let mut texts = Vec::with_capacity(prepared.len());
-        for save in &prepared {
-            texts.push(match save {
-                PreparedSave::Put(put) => (json_text(&put.checkpoint)?, json_text(&put.metadata)?),
-                PreparedSave::Writes(_) => (String::new(), String::new()),
-            });
         }
         let persistent = self.config.prepared_statements;
         // Every statement is idempotent, so a batch cut off by a broken connection (rolled
         // back as a whole) is safe to retry.
         on_conn!(self, retry = true, |conn| async {
             let mut tx = sqlx::Connection::begin(conn).await.map_err(pg_error)?;
-            for (save, (checkpoint, metadata)) in prepared.iter().zip(&texts) {
-                match save {
-                    PreparedSave::Put(put) => {
-                        queries::put(&mut tx, put, checkpoint, metadata, persistent).await
-                    }
-                    PreparedSave::Writes(w) => queries::put_writes(&mut tx, w, persistent).await,
-                }
-                .map_err(pg_error)?;
+            batch.write(&mut tx, persistent).await?;
+            tx.commit().await.map_err(pg_error)
+        })
+    }
+
+    async fn save_fenced(&self, lease: &Lease, saves: Vec<Save>) -> Result<()> {
+        check_fenced_saves(lease, &saves)?;
+        check_nul("lease token", &lease.token)?;
+        let batch = Batch::prepare(&self.serde, saves)?;
+        let persistent = self.config.prepared_statements;
+        // The lease row stays locked until the commit: a takeover, renewal or release waits
+        // for the writes, and writes after a takeover find another token. Idempotent, as
+        // `save_batch`.
+        on_conn!(self, retry = true, |conn| async {
+            let mut tx = sqlx::Connection::begin(conn).await.map_err(pg_error)?;
+            if !lease::lock_if_held(&mut tx, lease, persistent).await? {
+                return Err(lease_lost(lease));
             }
+            batch.write(&mut tx, persistent).await?;
             tx.commit().await.map_err(pg_error)
         })
     }
 
     async fn delete_thread(&self, thread_id: &str) -> Result<()> {
+        check_nul("thread_id", thread_id)?;
         let persistent = self.config.prepared_statements;
         on_conn!(self, retry = true, |conn| async {
             queries::delete_thread(conn, thread_id, persistent)
@@ -381,6 +496,7 @@ impl CheckpointSaver for PostgresSaver {
         if run_ids.is_empty() {
             return Ok(());
         }
+        run_ids.iter().try_for_each(|id| check_nul("run_id", id))?;
         on_conn!(self, retry = true, |conn| async {
             queries::delete_for_runs(conn, run_ids, self.config.prepared_statements).await
         })
@@ -390,6 +506,8 @@ impl CheckpointSaver for PostgresSaver {
         if source_thread_id == target_thread_id {
             return Err(Error::Conflict("cannot copy a thread onto itself".into()));
         }
+        check_nul("source thread_id", source_thread_id)?;
+        check_id("target thread_id", target_thread_id)?;
         let copied = on_conn!(self, retry = false, |conn| async {
             queries::copy_thread(
                 conn,
@@ -412,6 +530,9 @@ impl CheckpointSaver for PostgresSaver {
         if thread_ids.is_empty() {
             return Ok(());
         }
+        thread_ids
+            .iter()
+            .try_for_each(|id| check_nul("thread_id", id))?;
         let keep_latest = strategy == PruneStrategy::KeepLatest;
         on_conn!(self, retry = true, |conn| async {
             queries::prune(
@@ -432,6 +553,10 @@ impl CheckpointSaver for PostgresSaver {
         if channels.is_empty() {
             return Ok(BTreeMap::new());
         }
+        check_lookup(config)?;
+        channels
+            .iter()
+            .try_for_each(|c| check_nul("channel name", c))?;
         let id = config.checkpoint_id.as_deref().filter(|id| !id.is_empty());
         let target = (config.thread_id.as_str(), config.ns(), id);
         let persistent = self.config.prepared_statements;
@@ -446,6 +571,7 @@ impl CheckpointSaver for PostgresSaver {
 
     async fn acquire_lease(&self, thread_id: &str, ttl: Duration) -> Result<Lease> {
         let ttl = lease::ttl_micros(thread_id, ttl)?;
+        check_id("thread_id", thread_id)?;
         // One token for every attempt: a retry after a lost reply finds the row it wrote.
         let token = Lease::new_token();
         let persistent = self.config.prepared_statements;
@@ -456,6 +582,8 @@ impl CheckpointSaver for PostgresSaver {
 
     async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease> {
         let ttl = lease::ttl_micros(&lease.thread_id, ttl)?;
+        check_nul("thread_id", &lease.thread_id)?;
+        check_nul("lease token", &lease.token)?;
         let persistent = self.config.prepared_statements;
         on_conn!(self, retry = true, |conn| lease::renew(
             conn, lease, ttl, persistent
@@ -463,6 +591,8 @@ impl CheckpointSaver for PostgresSaver {
     }
 
     async fn release_lease(&self, lease: &Lease) -> Result<()> {
+        check_nul("thread_id", &lease.thread_id)?;
+        check_nul("lease token", &lease.token)?;
         let persistent = self.config.prepared_statements;
         on_conn!(self, retry = true, |conn| lease::release(
             conn, lease, persistent

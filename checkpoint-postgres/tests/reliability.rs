@@ -464,3 +464,161 @@ async fn unprepared_statements_work() -> Result<()> {
     assert_eq!(prepared, 0, "a statement was prepared on the server");
     Ok(())
 }
+
+/// `n` bytes of random hex: ids PostgreSQL cannot compress into a small index entry.
+fn random_id(n: usize) -> String {
+    let mut id = String::new();
+    while id.len() < n {
+        id.push_str(&uuid::Uuid::new_v4().simple().to_string());
+    }
+    id.truncate(n);
+    id
+}
+
+/// Ids PostgreSQL cannot store (NUL characters, or too long to index) are refused with
+/// Waypoint's own error naming the field, before any statement; ids at the limit, all at
+/// once in the widest keys, are stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ids_postgres_cannot_store_are_refused_clearly() -> Result<()> {
+    use waypoint_checkpoint_postgres::MAX_ID_BYTES;
+    let Some(saver) = common::saver(Serde::default()).await? else {
+        return Ok(());
+    };
+    let serde = Serde::default();
+    let refused = |r: Result<()>, field: &str, why: &str| match r {
+        Err(Error::InvalidConfig(m)) => {
+            assert!(m.contains(field) && m.contains(why), "{m}");
+            assert!(m.len() < 200, "the message echoes the id: {m}");
+        }
+        other => panic!("{field}: expected InvalidConfig, got {other:?}"),
+    };
+    let put = |config: CheckpointConfig, id: Option<String>, channel: String| {
+        let saver = &saver;
+        let serde = &serde;
+        async move {
+            let mut cp = Checkpoint::new(0);
+            if let Some(id) = id {
+                cp.id = id;
+            }
+            let v = saver.next_version(None)?;
+            cp.channel_values.insert(channel.clone(), serde.dumps(&1)?);
+            cp.channel_versions.insert(channel.clone(), v.clone());
+            let meta = CheckpointMetadata::new(CheckpointSource::Loop, 0);
+            saver
+                .put(&config, cp, meta, BTreeMap::from([(channel, v)]))
+                .await
+                .map(drop)
+        }
+    };
+    let x = || "x".to_owned();
+    let long = random_id(MAX_ID_BYTES + 1);
+    let huge = random_id(9000);
+    for (bad, why) in [
+        ("a\u{0}b".to_owned(), "NUL"),
+        (long.clone(), "512"),
+        (huge, "512"),
+    ] {
+        refused(
+            put(CheckpointConfig::new(&bad), None, x()).await,
+            "thread_id",
+            why,
+        );
+        let in_ns = CheckpointConfig::new("t").with_ns(&bad);
+        refused(put(in_ns, None, x()).await, "checkpoint_ns", why);
+        refused(
+            put(CheckpointConfig::new("t"), Some(bad.clone()), x()).await,
+            "checkpoint id",
+            why,
+        );
+        refused(
+            put(CheckpointConfig::new("t"), None, bad.clone()).await,
+            "channel name",
+            why,
+        );
+        let config = CheckpointConfig::of("t", "", "c");
+        let writes = |channel: &str| Ok::<_, Error>(vec![(channel.to_owned(), serde.dumps(&1)?)]);
+        refused(
+            saver.put_writes(&config, writes("x")?, &bad, "").await,
+            "task_id",
+            why,
+        );
+        refused(
+            saver.put_writes(&config, writes(&bad)?, "task", "").await,
+            "channel name",
+            why,
+        );
+        let lease = saver
+            .acquire_lease(&bad, Duration::from_secs(5))
+            .await
+            .map(drop);
+        refused(lease, "thread_id", why);
+    }
+    // Reads of NUL ids are refused too; reads of long ids (another client's rows) are not.
+    let nul = CheckpointConfig::new("a\u{0}b");
+    refused(saver.get_tuple(&nul).await.map(drop), "thread_id", "NUL");
+    let listed = saver
+        .list(Some(&nul), &ListOptions::default())
+        .await
+        .map(drop);
+    refused(listed, "thread_id", "NUL");
+    assert!(
+        saver
+            .get_tuple(&CheckpointConfig::new(&long))
+            .await?
+            .is_none()
+    );
+    // Every id at the limit, at once in each table's key.
+    let [thread, ns, id, task, channel] = [(); 5].map(|()| random_id(MAX_ID_BYTES));
+    let config = CheckpointConfig::new(&thread).with_ns(&ns);
+    put(config.clone(), Some(id.clone()), channel.clone()).await?;
+    let stored = CheckpointConfig::of(&thread, &ns, &id);
+    let value = serde.dumps(&2)?;
+    saver
+        .put_writes(&stored, vec![(channel.clone(), value)], &task, "")
+        .await?;
+    let tuple = saver.get_tuple(&stored).await?.expect("stored");
+    assert!(tuple.checkpoint.channel_values.contains_key(&channel));
+    assert_eq!(tuple.pending_writes.len(), 1);
+    saver.acquire_lease(&thread, Duration::from_secs(5)).await?;
+    Ok(())
+}
+
+/// Neither the config's nor the saver's `Debug`, nor an error, shows the URL's password.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passwords_never_show() {
+    let secret = "hunter2-secret";
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let url = format!("postgres://app:{secret}@127.0.0.1:{port}/db?sslmode=disable");
+    let config = PostgresConfig::new(&url).timeout(Duration::from_secs(1));
+    let shown = format!("{config:?}");
+    assert!(
+        !shown.contains(secret) && shown.contains("app:***@"),
+        "{shown}"
+    );
+    let unreachable = PostgresSaver::connect(config)
+        .await
+        .expect_err("nothing there");
+    for bad in [
+        format!("postgres://app:{secret}@[::1/db"),
+        format!("postgres://app@127.0.0.1:{port}/db?password={secret}&port=x"),
+    ] {
+        let err = PostgresSaver::from_url(&bad).await.expect_err("bad URL");
+        assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+        let shown = format!("{err} {err:?}");
+        assert!(!shown.contains(secret), "{shown}");
+    }
+    let shown = format!("{unreachable} {unreachable:?}");
+    assert!(!shown.contains(secret), "{shown}");
+    if let Some(url) = common::url("WAYPOINT_TEST_POSTGRES_URL") {
+        // The test server trusts every login: a password is ignored, and never shown.
+        let with_password = url.replacen("waypoint@", &format!("waypoint:{secret}@"), 1);
+        let saver = PostgresSaver::connect(PostgresConfig::new(with_password))
+            .await
+            .expect("connect");
+        let shown = format!("{saver:?}");
+        assert!(!shown.contains(secret), "{shown}");
+    }
+}
