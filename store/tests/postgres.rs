@@ -1,7 +1,8 @@
 //! `PostgresStore` on a live server (`WAYPOINT_TEST_POSTGRES_URL`): the conformance suite with
 //! every store on its own schema, two stores sharing one database, reopening, concurrent
-//! setup, corrupt and unstorable data, LangGraph's Python `PostgresStore` on the same tables,
-//! and a server restart in the middle of a write loop.
+//! setup, corrupt and unstorable data, foreign tables, LangGraph's Python `PostgresStore` on
+//! the same tables, secrets in URLs, and a server restarted or hung (SIGSTOP) in the middle of
+//! a write loop.
 //!
 //! Without the server the tests pass without running, unless `WAYPOINT_REQUIRE_BACKENDS=1`.
 
@@ -9,6 +10,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -795,7 +798,10 @@ async fn rust_puts_read_back_in_langgraph() -> Result<()> {
     Ok(())
 }
 
-// ---- a server restart mid-loop -------------------------------------------------------------
+// ---- a server restarted or hung mid-loop ---------------------------------------------------
+
+/// One fault case at a time on the fault server.
+static FAULT_SERVER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn ctl(var: &str, action: &str) {
     let script = std::env::var(var).expect("the control script of the fault server");
@@ -811,6 +817,7 @@ async fn server_restart_mid_write_loop_fails_fast_then_recovers() -> Result<()> 
     let Some(url) = env("WAYPOINT_TEST_POSTGRES_FAULTS_URL") else {
         return Ok(());
     };
+    let _turn = FAULT_SERVER.lock().await;
     let (acquire, statement) = (Duration::from_secs(1), Duration::from_secs(1));
     let store = PostgresStore::connect(
         settings(&url, &fresh_schema(), indexed())
@@ -828,4 +835,251 @@ async fn server_restart_mid_write_loop_fails_fast_then_recovers() -> Result<()> 
     .await?;
     eprintln!("{summary}");
     Ok(())
+}
+
+/// Writers putting items while the server hangs (SIGSTOP) past the deadline: calls fail
+/// within the deadline, the loop goes on once the server is back, no session is left inside a
+/// transaction, and another store finds every acknowledged item with its value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stall_past_the_deadline_loses_no_acknowledged_put() -> Result<()> {
+    let Some(url) = env("WAYPOINT_TEST_POSTGRES_FAULTS_URL") else {
+        return Ok(());
+    };
+    let _turn = FAULT_SERVER.lock().await;
+    let (acquire, statement) = (Duration::from_millis(500), Duration::from_millis(500));
+    let schema = fresh_schema();
+    let config = settings(&url, &schema, StoreConfig::new())
+        .max_connections(8)
+        .acquire_timeout(acquire)
+        .statement_timeout(statement);
+    let store = PostgresStore::connect(config.clone()).await?;
+    store.setup().await?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let resumed = Arc::new(AtomicBool::new(false));
+    let mut writers = Vec::new();
+    for w in 0..4 {
+        let (store, stop, resumed) = (store.clone(), stop.clone(), resumed.clone());
+        writers.push(tokio::spawn(async move {
+            let (mut acked, mut failed, mut after) = (Vec::new(), 0, 0);
+            let mut i = 0;
+            while !stop.load(Ordering::Relaxed) {
+                i += 1;
+                let (key, value) = (format!("w{w}-{i}"), json!({"writer": w, "i": i}));
+                let started = Instant::now();
+                match store.put(["stall"], &key, value.clone()).await {
+                    Ok(()) => {
+                        after += usize::from(resumed.load(Ordering::Relaxed));
+                        acked.push((key, value));
+                    }
+                    Err(e) => {
+                        assert!(matches!(e, Error::Backend { .. }), "{e:?}");
+                        let took = started.elapsed();
+                        assert!(
+                            took < (acquire + statement) * 2,
+                            "a failed put took {took:?}"
+                        );
+                        failed += 1;
+                    }
+                }
+            }
+            (acked, failed, after)
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    tokio::task::spawn_blocking(|| {
+        ctl("WAYPOINT_TEST_POSTGRES_FAULTS_CTL", "pause");
+        std::thread::sleep(Duration::from_millis(2500));
+        ctl("WAYPOINT_TEST_POSTGRES_FAULTS_CTL", "resume");
+    })
+    .await
+    .expect("stall");
+    resumed.store(true, Ordering::Relaxed);
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    stop.store(true, Ordering::Relaxed);
+    let (mut acked, mut failed, mut after) = (Vec::new(), 0, 0);
+    for writer in writers {
+        let (a, f, r) = writer.await.expect("writer");
+        acked.extend(a);
+        failed += f;
+        after += r;
+    }
+    let idle: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity WHERE state LIKE 'idle in transaction%'",
+    )
+    .fetch_one(store.pool())
+    .await
+    .expect("count");
+    let other = PostgresStore::connect(config).await?;
+    let mut lost = 0;
+    for (key, value) in &acked {
+        match other.get(["stall"], key).await? {
+            Some(item) if serde_json::Value::Object(item.value.clone()) == *value => {}
+            _ => lost += 1,
+        }
+    }
+    eprintln!(
+        "store stall past the deadline: {} puts acknowledged and checked, {lost} lost, {failed} failed during the stall, {after} after it",
+        acked.len()
+    );
+    assert_eq!(lost, 0, "acknowledged puts lost");
+    assert_eq!(idle, 0, "sessions left idle in a transaction");
+    assert!(failed > 0, "no put failed while the server hung");
+    assert!(after > 0, "no put succeeded once the server was back");
+    let timeout: String = sqlx::query_scalar("SHOW idle_in_transaction_session_timeout")
+        .fetch_one(store.pool())
+        .await
+        .expect("setting");
+    assert_eq!(
+        timeout, "1500ms",
+        "three times the statement timeout by default"
+    );
+    Ok(())
+}
+
+// ---- what is not ours, what cannot be stored, what must not show ----------------------------
+
+/// A schema whose `store` table another program made is refused at setup, with one line,
+/// and left exactly as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_store_table_is_refused_untouched() -> Result<()> {
+    let Some(url) = env("WAYPOINT_TEST_POSTGRES_URL") else {
+        return Ok(());
+    };
+    let schema = fresh_schema();
+    let store = PostgresStore::connect(settings(&url, &schema, StoreConfig::new())).await?;
+    let pool = store.pool();
+    sqlx::query(&format!("CREATE SCHEMA {schema}"))
+        .execute(pool)
+        .await
+        .expect("schema");
+    sqlx::query("CREATE TABLE store (id serial PRIMARY KEY, body text)")
+        .execute(pool)
+        .await
+        .expect("foreign table");
+    sqlx::query("INSERT INTO store (body) VALUES ('theirs')")
+        .execute(pool)
+        .await
+        .expect("row");
+    let layout = || async {
+        sqlx::query_scalar::<_, String>(
+            "SELECT string_agg(c.relname || ':' || a.attname, ',' ORDER BY c.relname, a.attnum)
+             FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+             LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0
+             WHERE n.nspname = $1",
+        )
+        .bind(&schema)
+        .fetch_one(pool)
+        .await
+        .expect("layout")
+    };
+    let before = layout().await;
+    let err = store.setup().await.expect_err("a foreign store table");
+    let message = err.to_string();
+    assert!(
+        matches!(&err, Error::InvalidConfig(m) if m.contains("`store`") && m.contains("neither Waypoint nor LangGraph")),
+        "{err:?}"
+    );
+    assert!(!message.contains('\n'), "one line: {message}");
+    assert_eq!(layout().await, before, "the schema was changed");
+    Ok(())
+}
+
+/// Keys, namespaces and index paths too long to index are refused with the store's own
+/// errors before any statement; at the limit, all at once, they are stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ids_too_long_to_index_are_refused_clearly() -> Result<()> {
+    let Some(store) = open(StoreConfig::new()).await? else {
+        return Ok(());
+    };
+    // Random hex: PostgreSQL cannot compress it into a small index entry.
+    let random = |n: usize| {
+        let mut s = String::new();
+        while s.len() < n {
+            s.push_str(&uuid::Uuid::new_v4().simple().to_string());
+        }
+        s.truncate(n);
+        s
+    };
+    for n in [513, 9000] {
+        let err = store
+            .put(["long"], &random(n), json!({}))
+            .await
+            .expect_err("long key");
+        assert!(
+            matches!(&err, Error::InvalidValue(m) if m.contains("512") && m.contains(&n.to_string())),
+            "{err:?}"
+        );
+        let err = store
+            .put([random(n)], "k", json!({}))
+            .await
+            .expect_err("long namespace");
+        assert!(
+            matches!(&err, Error::InvalidNamespace { reason, .. } if reason.contains("512")),
+            "{err:?}"
+        );
+    }
+    // Two labels of 256 bytes and their dot: 513.
+    let err = store
+        .put([random(256), random(256)], "k", json!({}))
+        .await
+        .expect_err("long namespace");
+    assert!(matches!(err, Error::InvalidNamespace { .. }), "{err:?}");
+    // Index paths start with a letter: `a` and random hex.
+    let path = |n: usize| format!("a{}", random(n - 1));
+    let too_long = path(513);
+    let indexed = open(StoreConfig::new().index(IndexConfig::hashing(8).fields([&too_long])))
+        .await?
+        .expect("server");
+    let err = indexed
+        .put(["long"], "k", json!({ too_long.clone(): "text" }))
+        .await
+        .expect_err("long index path");
+    assert!(
+        matches!(&err, Error::InvalidValue(m) if m.contains("index path")),
+        "{err:?}"
+    );
+    // At the limit: a 512-byte namespace, key and index path in one row and its vector.
+    let (ns, key, field) = (random(512), random(512), path(512));
+    let indexed = open(StoreConfig::new().index(IndexConfig::hashing(8).fields([&field])))
+        .await?
+        .expect("server");
+    indexed
+        .put([ns.as_str()], &key, json!({ field: "text" }))
+        .await?;
+    assert!(indexed.get([ns.as_str()], &key).await?.is_some());
+    // A long key another client stored is still read.
+    assert!(store.get(["long"], &random(600)).await?.is_none());
+    Ok(())
+}
+
+/// Neither the config's nor the store's `Debug`, nor a URL error, shows the URL's password.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passwords_never_show() {
+    let secret = "hunter2-secret";
+    let config = PostgresStoreConfig::new(format!("postgres://app:{secret}@127.0.0.1:1/db"));
+    let shown = format!("{config:?}");
+    assert!(
+        !shown.contains(secret) && shown.contains("app:***@"),
+        "{shown}"
+    );
+    for bad in [
+        format!("postgres://app:{secret}@[::1/db"),
+        format!("postgres://app@127.0.0.1:1/db?password={secret}&port=x"),
+    ] {
+        let err = PostgresStore::from_url(&bad, StoreConfig::new())
+            .await
+            .expect_err("bad URL");
+        assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+        let shown = format!("{err} {err:?}");
+        assert!(!shown.contains(secret), "{shown}");
+    }
+    let unreachable = PostgresStore::connect(
+        config
+            .acquire_timeout(Duration::from_secs(1))
+            .statement_timeout(Duration::from_secs(1)),
+    )
+    .await
+    .expect_err("nothing there");
+    let shown = format!("{unreachable} {unreachable:?}");
+    assert!(!shown.contains(secret), "{shown}");
 }

@@ -1,11 +1,15 @@
 //! Where the server is, how the pool behaves, and the store on top.
 
+use std::fmt;
 use std::time::Duration;
+
+use waypoint_checkpoint::redact_url;
 
 use crate::{Error, Result, StoreConfig};
 
-/// Settings of a [`PostgresStore`](crate::PostgresStore).
-#[derive(Clone, Debug)]
+/// Settings of a [`PostgresStore`](crate::PostgresStore). Its `Debug` output shows the URL
+/// without its password.
+#[derive(Clone)]
 pub struct PostgresStoreConfig {
     /// `postgres://user:password@host:port/database?...` (libpq URL syntax).
     pub url: String,
@@ -22,6 +26,12 @@ pub struct PostgresStoreConfig {
     /// How long a connection may sit idle before it is closed rather than reused (default
     /// 10 min).
     pub idle_timeout: Duration,
+    /// How long the server lets a session sit idle inside a transaction before it ends the
+    /// session, rolling the transaction back (`idle_in_transaction_session_timeout`): a
+    /// backstop against a client that stalled or vanished mid-transaction. `None` (the
+    /// default) is three times [`statement_timeout`](Self::statement_timeout), at least one
+    /// second.
+    pub idle_in_transaction_timeout: Option<Duration>,
     /// Server-side prepared statements (default on). Turn off behind PgBouncer in transaction
     /// mode, where a statement prepared on one server connection is unknown on the next.
     pub prepared_statements: bool,
@@ -39,6 +49,7 @@ impl PostgresStoreConfig {
             acquire_timeout: Duration::from_secs(10),
             statement_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(600),
+            idle_in_transaction_timeout: None,
             prepared_statements: true,
             store: StoreConfig::default(),
         }
@@ -66,6 +77,21 @@ impl PostgresStoreConfig {
     pub fn statement_timeout(mut self, timeout: Duration) -> Self {
         self.statement_timeout = timeout;
         self
+    }
+
+    /// Sets how long the server lets a session idle inside a transaction.
+    pub fn idle_in_transaction_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_in_transaction_timeout = Some(timeout);
+        self
+    }
+
+    /// The `idle_in_transaction_session_timeout` sessions get, in whole milliseconds (at
+    /// least 1: 0 would turn it off).
+    pub(crate) fn idle_in_transaction_millis(&self) -> u128 {
+        let timeout = self
+            .idle_in_transaction_timeout
+            .unwrap_or_else(|| (self.statement_timeout * 3).max(Duration::from_secs(1)));
+        timeout.as_millis().max(1)
     }
 
     /// Turns server-side prepared statements on or off.
@@ -97,5 +123,24 @@ impl PostgresStoreConfig {
             )));
         }
         Ok(Some(schema))
+    }
+}
+
+impl fmt::Debug for PostgresStoreConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresStoreConfig")
+            .field("url", &redact_url(&self.url))
+            .field("schema", &self.schema)
+            .field("max_connections", &self.max_connections)
+            .field("acquire_timeout", &self.acquire_timeout)
+            .field("statement_timeout", &self.statement_timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .field(
+                "idle_in_transaction_timeout",
+                &self.idle_in_transaction_timeout,
+            )
+            .field("prepared_statements", &self.prepared_statements)
+            .field("store", &self.store)
+            .finish()
     }
 }

@@ -97,6 +97,19 @@ pub(crate) fn is_broken(e: &Error) -> bool {
     }
 }
 
+/// Whether after `e` the session's state is unknown: a transport or protocol failure, a
+/// timeout, or anything else the server did not answer with a statement error.
+pub(crate) fn leaves_session_unknown(e: &Error) -> bool {
+    let Error::Backend { source, .. } = e else {
+        // Refused before or after the statements, or answered by the server.
+        return false;
+    };
+    match source.downcast_ref::<sqlx::Error>() {
+        Some(sqlx::Error::Database(_)) => is_broken(e),
+        _ => true,
+    }
+}
+
 /// Whether the statement lost a deadlock or serialization race and may simply run again.
 pub(crate) fn is_transient(e: &Error) -> bool {
     let Error::Backend { source, .. } = e else {
@@ -232,6 +245,31 @@ pub(crate) fn check_text(key: &ItemKey) -> Result<()> {
         return Err(Error::InvalidValue(format!(
             "the key {:?} contains a NUL character, which PostgreSQL's text cannot store",
             key.key
+        )));
+    }
+    Ok(())
+}
+
+/// The longest key, namespace (its labels joined by `.`) and index path, in bytes of UTF-8,
+/// the PostgreSQL store writes. A B-tree index entry holds at most about 2.7 KB (a third of a
+/// page), and the widest key here holds all three (`waypoint_store_vectors`' primary key):
+/// within this limit they always fit, whatever their content. Reads are not limited.
+pub(crate) const MAX_ID_BYTES: usize = 512;
+
+/// Refuses a key or namespace too long to index (see [`MAX_ID_BYTES`]).
+pub(crate) fn check_size(key: &ItemKey) -> Result<()> {
+    let prefix: usize = key.namespace.labels().iter().map(|l| l.len() + 1).sum();
+    if prefix.saturating_sub(1) > MAX_ID_BYTES {
+        return Err(Error::InvalidNamespace {
+            namespace: key.namespace.labels().to_vec(),
+            // Keep in step with MAX_ID_BYTES.
+            reason: "its labels joined by `.` are over the PostgreSQL store's limit of 512 bytes",
+        });
+    }
+    if key.key.len() > MAX_ID_BYTES {
+        return Err(Error::InvalidValue(format!(
+            "the key is {} bytes, over the PostgreSQL store's limit of {MAX_ID_BYTES} bytes",
+            key.key.len()
         )));
     }
     Ok(())

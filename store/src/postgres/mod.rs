@@ -28,7 +28,8 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Connection, PgConnection};
 
 use self::convert::{
-    BACKEND, Timestamp, check_text, is_broken, is_transient, pg_error, storable, value_text,
+    BACKEND, MAX_ID_BYTES, Timestamp, check_size, check_text, is_broken, is_transient,
+    leaves_session_unknown, pg_error, storable, value_text,
 };
 use self::queries::{LogPosition, Prepared};
 use crate::Object;
@@ -37,8 +38,10 @@ use crate::engine::{Engine, forward_store};
 use crate::{Error, ItemKey, Namespace, Result, StoreConfig};
 
 /// Runs `$body` (a future using `$conn: &mut PgConnection`) on a pooled connection within
-/// the backend's deadline. A connection found broken, or whose operation timed out, is
-/// closed rather than returned to the pool; with `retry = true` (every operation here is
+/// the backend's deadline. A connection goes back to the pool only if its operation finished
+/// cleanly: found broken, failed in transport, or cut off by the deadline or a caller that
+/// dropped the future (the connection is dropped with it), it is closed, so a session
+/// mid-statement or inside a transaction is never reused; with `retry = true` (every operation here is
 /// idempotent) the body then runs once more on a fresh one, so a server restart costs no
 /// failed call once it is back. A statement that lost a deadlock runs again.
 macro_rules! on_conn {
@@ -53,11 +56,12 @@ macro_rules! on_conn {
                     let $conn: &mut PgConnection = &mut conn;
                     $body.await
                 };
-                if done.as_ref().is_err_and(is_broken) {
+                match &done {
                     // The server probably restarted: every idle connection is gone too.
-                    backend.conns.forget_idle();
-                } else {
-                    backend.conns.release(conn);
+                    Err(e) if is_broken(e) => backend.conns.forget_idle(),
+                    // Dropped, so closed: its session may be mid-statement.
+                    Err(e) if leaves_session_unknown(e) => {}
+                    _ => backend.conns.release(conn),
                 }
                 done
             })
@@ -85,8 +89,10 @@ macro_rules! on_conn {
 ///
 /// Items Python writes have no vectors here (LangGraph keeps its own, in pgvector) until a
 /// Waypoint process puts them again, and Python's writes are not in the change log: an item
-/// Python deletes leaves semantic results as soon as a search meets it. Values cannot hold
-/// NUL characters (`jsonb` cannot): such a put fails with [`Error::InvalidValue`].
+/// Python deletes leaves semantic results as soon as a search meets it. Values, keys and
+/// namespaces cannot hold NUL characters (`jsonb` and `text` cannot), and a key, a namespace
+/// (its labels joined by `.`) or an index path over 512 bytes cannot be indexed: such a put
+/// fails with [`Error::InvalidValue`] or [`Error::InvalidNamespace`].
 ///
 /// ```no_run
 /// # async fn demo() -> waypoint_store::Result<()> {
@@ -231,17 +237,24 @@ impl PgBackend {
                 "a PostgreSQL URL starts with postgres:// or postgresql://",
             )));
         }
-        let mut options: PgConnectOptions = config
-            .url
-            .parse()
-            .map_err(|e| Error::InvalidConfig(format!("invalid PostgreSQL URL: {e}")))?;
+        let mut options: PgConnectOptions = config.url.parse().map_err(|e| {
+            let url = waypoint_checkpoint::redact_url(&config.url);
+            Error::InvalidConfig(format!("invalid PostgreSQL URL {url}: {e}"))
+        })?;
         options = options.application_name("waypoint-store");
         if !config.prepared_statements {
             options = options.statement_cache_capacity(0);
         }
         let statement_ms = config.statement_timeout.as_millis().to_string();
         // JIT compiles plans for longer than these keyed statements run.
-        options = options.options([("jit", "off"), ("statement_timeout", statement_ms.as_str())]);
+        // A session left idle inside a transaction (its client stalled or vanished) is ended
+        // by the server, releasing its locks.
+        let idle_ms = config.idle_in_transaction_millis().to_string();
+        options = options.options([
+            ("jit", "off"),
+            ("statement_timeout", statement_ms.as_str()),
+            ("idle_in_transaction_session_timeout", idle_ms.as_str()),
+        ]);
         if let Some(schema) = config.checked_schema()? {
             options = options.options([("search_path", format!("\"{schema}\""))]);
         }
@@ -412,11 +425,18 @@ impl Backend for PgBackend {
                 }
                 Write::Put(put) => {
                     check_text(&put.key)?;
+                    check_size(&put.key)?;
                     for field in put.vectors.iter().flatten() {
                         if field.field.contains('\0') {
                             return Err(Error::InvalidValue(format!(
                                 "the index path {:?} contains a NUL character",
                                 field.field
+                            )));
+                        }
+                        if field.field.len() > MAX_ID_BYTES {
+                            return Err(Error::InvalidValue(format!(
+                                "the index path is {} bytes, over the PostgreSQL store's limit of {MAX_ID_BYTES} bytes",
+                                field.field.len()
                             )));
                         }
                     }

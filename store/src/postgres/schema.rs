@@ -163,7 +163,41 @@ async fn lock(conn: &mut PgConnection, key: i64, wait: Duration) -> Result<()> {
     }
 }
 
+/// Tables setup creates, each with the migration table that records it: one found without
+/// its record was made by another program.
+const OWNED_TABLES: &[(&str, &str)] = &[
+    ("store", "store_migrations"),
+    ("waypoint_store_vectors", "waypoint_store_migrations"),
+    ("waypoint_store_changes", "waypoint_store_migrations"),
+    (
+        "waypoint_store_changes_trimmed",
+        "waypoint_store_migrations",
+    ),
+];
+
+/// Refuses a schema holding a table of the store's names that neither Waypoint's nor
+/// LangGraph's setup made (its migration table is missing), before anything is changed.
+async fn refuse_foreign_tables(conn: &mut PgConnection) -> Result<()> {
+    for (table, migrations) in OWNED_TABLES {
+        let foreign = scalar::<bool>(
+            conn,
+            format!(
+                "SELECT to_regclass('{table}') IS NOT NULL AND to_regclass('{migrations}') IS NULL"
+            ),
+        )
+        .await?;
+        if foreign {
+            return Err(Error::InvalidConfig(format!(
+                "the schema has a `{table}` table that neither Waypoint nor LangGraph created \
+                 (no `{migrations}` beside it), left untouched: give the store a schema of its own"
+            )));
+        }
+    }
+    Ok(())
+}
+
 async fn run_migrations(conn: &mut PgConnection, schema: Option<String>) -> Result<()> {
+    refuse_foreign_tables(conn).await?;
     if let Some(schema) = schema {
         execute(conn, format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\"")).await?;
     }
