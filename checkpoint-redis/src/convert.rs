@@ -3,10 +3,10 @@
 use redis::Value;
 use waypoint_checkpoint::{
     Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointTuple, PendingWrite, Result, Serde,
-    SerializedValue, Slot,
+    SerializedValue, Slot, serde::TAG_EMPTY,
 };
 
-use crate::keys::{corrupt, parse_blob_field, parse_write_field, put_part, take_part};
+use crate::keys::{blob_field, corrupt, parse_write_field, put_part, take_part};
 
 /// The bytes of a string reply; `None` for nil.
 pub(crate) fn bytes(v: Value) -> Result<Option<Vec<u8>>> {
@@ -115,7 +115,15 @@ pub(crate) fn parse_fields(raw: &[u8]) -> Result<Vec<String>> {
     serde_json::from_slice(raw).map_err(|e| waypoint_checkpoint::Error::serialization("json", e))
 }
 
-/// Joins a head with its values (looked up by blobs-hash field) and its writes.
+/// A stored blobs-hash value as the row `Serde::open_channel` takes: the empty string
+/// (versioned, no value, unsealed) is an `empty` value without bytes.
+pub(crate) fn stored_channel(raw: &[u8]) -> Result<SerializedValue> {
+    Ok(decode_value(raw)?.unwrap_or_else(|| SerializedValue::new(TAG_EMPTY, Vec::new())))
+}
+
+/// Joins a head with its values (looked up by blobs-hash field) and its writes. Every
+/// channel version the checkpoint names is opened with `Serde::open_channel`: under a
+/// keyring a missing, emptied or unsealed value is an error, never an absent channel.
 pub(crate) fn tuple<'a>(
     serde: &Serde,
     head: Head,
@@ -125,22 +133,19 @@ pub(crate) fn tuple<'a>(
     let mut checkpoint: Checkpoint = serde_json::from_slice(&head.checkpoint)
         .map_err(|e| waypoint_checkpoint::Error::serialization("json", e))?;
     checkpoint.channel_values.clear();
-    for field in &head.fields {
-        let Some(raw) = value_of(field) else { continue };
-        let Some(value) = decode_value(raw)? else {
-            continue;
+    for (channel, version) in &checkpoint.channel_versions {
+        let found = value_of(&blob_field(channel, version.as_str()))
+            .map(stored_channel)
+            .transpose()?;
+        let slot = Slot::Channel {
+            thread_id: &head.thread_id,
+            checkpoint_ns: &head.ns,
+            channel,
+            version: version.as_str(),
         };
-        let (channel, version) = parse_blob_field(field.as_bytes())?;
-        // Only the version the checkpoint names: the field list is derived from it.
-        if checkpoint
-            .channel_versions
-            .get(&channel)
-            .is_none_or(|v| v.as_str() != version)
-        {
-            continue;
+        if let Some(opened) = serde.open_channel(found.as_ref(), &slot)? {
+            checkpoint.channel_values.insert(channel.clone(), opened);
         }
-        let opened = open_value(serde, &head.thread_id, &head.ns, &channel, &version, &value)?;
-        checkpoint.channel_values.insert(channel, opened);
     }
     let pending = pending_writes(serde, &head.thread_id, &head.ns, &head.id, writes)?;
     Ok(CheckpointTuple {

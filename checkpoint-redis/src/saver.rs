@@ -932,6 +932,10 @@ impl CheckpointSaver for RedisSaver {
         Capabilities::ALL
     }
 
+    fn sealed(&self) -> bool {
+        self.serde().is_encrypted()
+    }
+
     async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
         if config.thread_id.is_empty() {
             return Ok(None);
@@ -1287,22 +1291,20 @@ impl CheckpointSaver for RedisSaver {
                 let value = match (&kind, encrypted) {
                     (KeyKind::Blobs(ns), true) => {
                         // Sealed values are bound to their slot, thread included.
+                        // Empty channels too: their seal names the slot as well.
                         let (channel, version) = parse_blob_field(field)?;
-                        match decode_value(value)? {
-                            None => Vec::new(),
-                            Some(sealed) => {
-                                let slot = |thread_id| Slot::Channel {
-                                    thread_id,
-                                    checkpoint_ns: ns,
-                                    channel: &channel,
-                                    version: &version,
-                                };
-                                let plain = self.serde().open(&sealed, &slot(source_thread_id))?;
-                                let resealed =
-                                    self.serde().seal(&plain, &slot(target_thread_id))?;
-                                encode_value(Some(&resealed))
-                            }
-                        }
+                        let slot = |thread_id| Slot::Channel {
+                            thread_id,
+                            checkpoint_ns: ns,
+                            channel: &channel,
+                            version: &version,
+                        };
+                        let resealed = self.serde().reseal(
+                            &convert::stored_channel(value)?,
+                            &slot(source_thread_id),
+                            &slot(target_thread_id),
+                        )?;
+                        encode_value(Some(&resealed))
                     }
                     (KeyKind::Writes(ns, id), true) => {
                         let (task_id, idx) = parse_write_field(field)?;

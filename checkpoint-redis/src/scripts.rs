@@ -279,15 +279,15 @@ while left > 0 and parent and parent ~= '' do
       writes[#writes + 1] = all[i + 1]
     end
   end
-  -- A field holds a value when it is there and not empty (the empty string: versioned,
-  -- no value).
+  -- A field holds a value when it is there, not empty (the empty string: versioned, no
+  -- value) and not a sealed empty channel (tag `empty`).
   local fields, chans = wanted_in(h[2])
   local seeds = {}
   for i = 1, #fields, 256 do
     local chunk = redis.call('HMGET', KEYS[5], unpack(fields, i, math.min(i + 255, #fields)))
     for j = 1, #chunk do
       local v, ch = chunk[j], chans[i + j - 1]
-      if v and #v > 0 and open[ch] then
+      if v and #v > 0 and string.sub(v, 1, 7) ~= '5:empty' and open[ch] then
         open[ch] = nil
         left = left - 1
         seeds[#seeds + 1] = fields[i + j - 1]
@@ -329,7 +329,8 @@ return 1
 
 /// Everything of a thread, at one instant: `{gen, key, content, key, content, ...}`.
 /// Sorted sets give their members, hashes field/value pairs; with `light`, the values of
-/// blobs hashes are replaced by `1` (a value) or an empty string (versioned, no value).
+/// blobs hashes are replaced by `1` (a value) or an empty string (versioned, no value, or a
+/// sealed empty channel).
 ///
 /// KEYS: registry, meta. ARGV: the thread's key base, light flag.
 pub(crate) static DUMP: LazyLock<Script> = LazyLock::new(|| {
@@ -345,8 +346,9 @@ for _, k in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   elseif ARGV[2] == '1' and string.sub(kind, 1, 6) == 'blobs:' then
     content = {}
     for _, f in ipairs(redis.call('HKEYS', k)) do
+      local v = redis.call('HGET', k, f)
       content[#content + 1] = f
-      content[#content + 1] = (redis.call('HSTRLEN', k, f) > 0) and '1' or ''
+      content[#content + 1] = (#v > 0 and string.sub(v, 1, 7) ~= '5:empty') and '1' or ''
     end
   else
     content = redis.call('HGETALL', k)

@@ -1,7 +1,8 @@
 //! What the saver refuses or hides, on real servers: values over the size limit (refused
-//! before anything is sent), passwords in URLs (never in `Debug` output or errors), and
-//! servers that would lose acknowledged writes on a restart (`PersistenceCheck`, tried on
-//! servers this file starts and stops itself, so the shared ones are never changed).
+//! before anything is sent), passwords in URLs (never in `Debug` output or errors), servers
+//! that would lose acknowledged writes on a restart (`PersistenceCheck`, tried on servers
+//! this file starts and stops itself, so the shared ones are never changed), and tampered
+//! ciphertexts under a keyring (reads fail closed).
 
 mod common;
 
@@ -405,5 +406,57 @@ async fn persistence_unknown_without_config_command() -> Result<()> {
     let root = CheckpointConfig::new("t").with_ns("");
     put_one(&saver, &root, 3).await?;
     assert!(saver.get_tuple(&root).await?.is_some());
+    Ok(())
+}
+
+/// Under a keyring a read fails closed: a channel value whose stored ciphertext was emptied
+/// or deleted, or an empty channel's seal stripped, is `Error::Decrypt`, never an absent
+/// channel.
+#[tokio::test]
+async fn keyed_reads_fail_closed_on_tampered_values() -> Result<()> {
+    let Some(saver) = common::saver(common::keyed()?).await? else {
+        return Ok(());
+    };
+    let mut conn = saver.connection();
+    let prefix = saver.config().prefix.clone();
+    for (tamper, channel) in [("empty", "x"), ("delete", "x"), ("empty", "gone")] {
+        let thread = uuid::Uuid::new_v4().to_string();
+        let root = CheckpointConfig::new(&thread).with_ns("");
+        let mut cp = Checkpoint::new(0);
+        cp.channel_values
+            .insert("x".into(), SerializedValue::new("json", b"1".to_vec()));
+        for c in ["x", "gone"] {
+            cp.channel_versions
+                .insert(c.into(), ChannelVersion::from(1));
+        }
+        let new_versions = cp.channel_versions.clone();
+        let meta = CheckpointMetadata::new(CheckpointSource::Loop, 0);
+        let stored = saver.put(&root, cp, meta, new_versions).await?;
+        let read = saver.get_tuple(&stored).await?.expect("stored");
+        assert!(read.checkpoint.channel_values.contains_key("x"));
+        assert!(!read.checkpoint.channel_values.contains_key("gone"));
+
+        let blobs = format!("{prefix}:{{{thread}}}:blobs:0:");
+        let fields: Vec<String> = redis::cmd("HKEYS")
+            .arg(&blobs)
+            .query_async(&mut conn)
+            .await
+            .expect("hkeys");
+        let field = fields
+            .iter()
+            .find(|f| f.starts_with(&format!("{}:{channel}", channel.len())))
+            .expect("the channel's field");
+        let mut cmd = redis::cmd(if tamper == "empty" { "HSET" } else { "HDEL" });
+        cmd.arg(&blobs).arg(field);
+        if tamper == "empty" {
+            cmd.arg("");
+        }
+        cmd.query_async::<()>(&mut conn).await.expect("tamper");
+        let r = saver.get_tuple(&stored).await;
+        assert!(
+            matches!(r, Err(Error::Decrypt(_))),
+            "{tamper} {channel}: {r:?}"
+        );
+    }
     Ok(())
 }
