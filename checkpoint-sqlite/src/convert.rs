@@ -90,8 +90,9 @@ pub(crate) fn decode_metadata(metadata: &str) -> Result<CheckpointMetadata> {
 }
 
 impl RawCheckpoint {
-    /// The tuple, with sealed values opened by `serde`.
-    pub(crate) fn into_tuple(self, serde: &Serde) -> Result<CheckpointTuple> {
+    /// The tuple, with sealed values opened and its record verified by `serde`; `latest`
+    /// when it was read as its namespace's latest.
+    pub(crate) fn into_tuple(self, serde: &Serde, latest: bool) -> Result<CheckpointTuple> {
         let metadata = decode_metadata(&self.metadata)?;
         let mut checkpoint = self.checkpoint;
         let (thread_id, ns, id) = (&self.thread_id, &self.checkpoint_ns, &self.checkpoint_id);
@@ -134,7 +135,7 @@ impl RawCheckpoint {
                 })
             })
             .collect::<Result<_>>()?;
-        Ok(CheckpointTuple {
+        let mut tuple = CheckpointTuple {
             config: CheckpointConfig::of(thread_id, ns, id),
             parent_config: self
                 .parent
@@ -143,7 +144,9 @@ impl RawCheckpoint {
             checkpoint,
             metadata,
             pending_writes,
-        })
+        };
+        serde.verify_tuple(&mut tuple, latest)?;
+        Ok(tuple)
     }
 }
 

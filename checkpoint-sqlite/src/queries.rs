@@ -10,6 +10,7 @@ use bytes::Bytes;
 
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use serde_json::Value;
+use waypoint_checkpoint::serde::{CHILD_CHANNEL, child_record_task};
 use waypoint_checkpoint::{Checkpoint, DELTA_COUNTERS_KEY, PreparedPut, PreparedWrites, Result};
 
 use crate::cache::{BlobCache, BlobKey};
@@ -88,6 +89,9 @@ pub(crate) fn put_in(
             put.metadata.run_id
         ])
         .map_err(sqlite_error)?;
+    }
+    if let Some(child) = &put.child {
+        put_writes_in(tx, child)?;
     }
     Ok(())
 }
@@ -357,6 +361,14 @@ pub(crate) fn delete_for_runs(conn: &mut Connection, run_ids: &str) -> Result<()
         "DELETE FROM checkpoint_writes WHERE (thread_id, checkpoint_ns, checkpoint_id) IN (
             SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints WHERE run_id IN (SELECT value FROM json_each(?1)))",
         [run_ids],
+    )
+    .map_err(sqlite_error)?;
+    // Their child records on surviving parents (authenticated history) go with them.
+    tx.execute(
+        "DELETE FROM checkpoint_writes WHERE channel = ?2 AND (thread_id, checkpoint_ns, task_id) IN (
+            SELECT thread_id, checkpoint_ns, ?3 || checkpoint_id FROM checkpoints
+            WHERE run_id IN (SELECT value FROM json_each(?1)))",
+        params![run_ids, CHILD_CHANNEL, child_record_task("")],
     )
     .map_err(sqlite_error)?;
     tx.execute(

@@ -191,7 +191,7 @@ impl SqliteSaver {
         raws: Vec<crate::convert::RawCheckpoint>,
     ) -> Result<Vec<CheckpointTuple>> {
         raws.into_iter()
-            .map(|r| r.into_tuple(&self.serde))
+            .map(|r| r.into_tuple(&self.serde, false))
             .collect()
     }
 
@@ -267,7 +267,8 @@ impl CheckpointSaver for SqliteSaver {
                 })
             })
             .await?;
-        raw.map(|r| r.into_tuple(&self.serde)).transpose()
+        let latest = config.checkpoint_id.as_deref().is_none_or(str::is_empty);
+        raw.map(|r| r.into_tuple(&self.serde, latest)).transpose()
     }
 
     async fn list(

@@ -1,5 +1,6 @@
 //! The conformance suite on SQLite: a file database and an in-memory one, directly, through
-//! `Arc<dyn CheckpointSaver>`, and sealing values with AES-256-GCM.
+//! `Arc<dyn CheckpointSaver>`, sealing values with AES-256-GCM, and with an authenticated
+//! history.
 
 use std::sync::Arc;
 
@@ -52,4 +53,11 @@ mod memory_encrypted {
     waypoint_checkpoint::checkpoint_conformance!(SqliteSaver::open(
         SqliteConfig::memory().serde(keyed()?)
     ));
+}
+
+mod file_authenticated {
+    use super::*;
+    waypoint_checkpoint::checkpoint_conformance!(async {
+        file_saver(keyed()?.authenticate_history(true)).await
+    });
 }

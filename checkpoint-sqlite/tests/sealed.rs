@@ -134,3 +134,130 @@ async fn unkeyed_empty_rows_are_absent_channels() -> Result<()> {
     assert!(read(&path, legacy, &config).await?.is_empty());
     Ok(())
 }
+
+/// Two checkpoints of one thread: `secret` is "old" at the first and "new" at the second.
+async fn two_steps(serde: Serde) -> Result<(PathBuf, CheckpointConfig, CheckpointConfig)> {
+    let path = tempfile::tempdir()
+        .expect("temp dir")
+        .keep()
+        .join("history.db");
+    let saver = SqliteSaver::open(SqliteConfig::file(&path).serde(serde.clone())).await?;
+    let mut parent = CheckpointConfig::new("t").with_ns("");
+    let mut stored = Vec::new();
+    for (step, value) in ["old", "new"].into_iter().enumerate() {
+        let mut cp = Checkpoint::new(step as i64);
+        cp.channel_values
+            .insert("secret".into(), serde.dumps(&json!(value))?);
+        let versions: std::collections::BTreeMap<String, ChannelVersion> =
+            [("secret".to_owned(), ChannelVersion::from(step as u64 + 1))].into();
+        cp.channel_versions = versions.clone();
+        let meta = CheckpointMetadata::new(CheckpointSource::Loop, step as i64);
+        parent = saver.put(&parent, cp, meta, versions).await?;
+        stored.push(parent.clone());
+    }
+    Ok((path, stored[0].clone(), stored[1].clone()))
+}
+
+/// The latest checkpoint's `secret`, read through a new saver.
+async fn latest_secret(path: &PathBuf, serde: Serde) -> Result<serde_json::Value> {
+    let saver = SqliteSaver::open(SqliteConfig::file(path).serde(serde.clone())).await?;
+    let tuple = saver
+        .get_tuple(&CheckpointConfig::new("t"))
+        .await?
+        .expect("stored");
+    serde.loads(&tuple.checkpoint.channel_values["secret"])
+}
+
+fn authenticated() -> Result<Serde> {
+    Ok(keyed()?.authenticate_history(true))
+}
+
+fn id(c: &CheckpointConfig) -> &str {
+    c.checkpoint_id
+        .as_deref()
+        .expect("stored configs carry an id")
+}
+
+/// A checkpoint re-pointed at an older sealed version: sealing alone reads the old value
+/// back without complaint; an authenticated history refuses it.
+#[tokio::test]
+async fn re_pointed_version_is_refused_by_an_authenticated_history() -> Result<()> {
+    let re_point = |path: &PathBuf, first: &CheckpointConfig, second: &CheckpointConfig| {
+        tamper(
+            path,
+            &format!(
+                "UPDATE checkpoints SET checkpoint = json_set(checkpoint, '$.channel_versions.secret',
+                    (SELECT json_extract(checkpoint, '$.channel_versions.secret') FROM checkpoints
+                     WHERE checkpoint_id = '{}')) WHERE checkpoint_id = '{}'",
+                id(first),
+                id(second)
+            ),
+        )
+    };
+    let (path, first, second) = two_steps(keyed()?).await?;
+    assert_eq!(latest_secret(&path, keyed()?).await?, json!("new"));
+    re_point(&path, &first, &second);
+    assert_eq!(latest_secret(&path, keyed()?).await?, json!("old"));
+
+    let (path, first, second) = two_steps(authenticated()?).await?;
+    assert_eq!(latest_secret(&path, authenticated()?).await?, json!("new"));
+    re_point(&path, &first, &second);
+    let r = latest_secret(&path, authenticated()?).await;
+    assert!(matches!(r, Err(Error::Decrypt(_))), "re-pointed: {r:?}");
+    Ok(())
+}
+
+/// The newest checkpoint deleted: the thread silently rolls back under sealing alone; an
+/// authenticated history finds the sealed child record its parent keeps, and refuses.
+#[tokio::test]
+async fn deleted_newest_checkpoint_is_refused_by_an_authenticated_history() -> Result<()> {
+    let (path, _, second) = two_steps(keyed()?).await?;
+    tamper(
+        &path,
+        &format!(
+            "DELETE FROM checkpoints WHERE checkpoint_id = '{}'",
+            id(&second)
+        ),
+    );
+    assert_eq!(latest_secret(&path, keyed()?).await?, json!("old"));
+
+    let (path, _, second) = two_steps(authenticated()?).await?;
+    tamper(
+        &path,
+        &format!(
+            "DELETE FROM checkpoints WHERE checkpoint_id = '{}'",
+            id(&second)
+        ),
+    );
+    let r = latest_secret(&path, authenticated()?).await;
+    let Err(Error::Decrypt(message)) = r else {
+        panic!("deleted newest: {r:?}");
+    };
+    assert!(message.contains(id(&second)), "{message}");
+    // A record seal stripped from the metadata is refused too.
+    let (path, ..) = two_steps(authenticated()?).await?;
+    tamper(
+        &path,
+        "UPDATE checkpoints SET metadata = json_remove(metadata, '$.waypoint_record_seal')",
+    );
+    let r = latest_secret(&path, authenticated()?).await;
+    assert!(matches!(r, Err(Error::Decrypt(_))), "no seal: {r:?}");
+    Ok(())
+}
+
+/// An intact authenticated history reads back like any other, bookkeeping hidden: no
+/// record seal in the metadata, no child record among the pending writes.
+#[tokio::test]
+async fn authenticated_history_hides_its_bookkeeping() -> Result<()> {
+    let (path, first, _) = two_steps(authenticated()?).await?;
+    assert_eq!(latest_secret(&path, authenticated()?).await?, json!("new"));
+    let saver = SqliteSaver::open(SqliteConfig::file(&path).serde(authenticated()?)).await?;
+    let parent = saver.get_tuple(&first).await?.expect("stored");
+    assert!(
+        parent.pending_writes.is_empty(),
+        "{:?}",
+        parent.pending_writes
+    );
+    assert!(!parent.metadata.extra.contains_key("waypoint_record_seal"));
+    Ok(())
+}

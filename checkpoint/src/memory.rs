@@ -14,7 +14,7 @@ use crate::saver::{
     Capabilities, CheckpointSaver, DeltaChannelHistory, Lease, ListOptions, PruneStrategy, Save,
     check_fenced_saves, lease_lost,
 };
-use crate::serde::{Serde, Slot, TAG_EMPTY};
+use crate::serde::{Serde, Slot, TAG_EMPTY, child_record_task};
 use crate::version::ChannelVersion;
 use crate::{
     ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointTuple, Error,
@@ -110,7 +110,10 @@ impl InMemorySaver {
     }
 
     /// Stores a prepared put (the caller holds the write lock).
-    fn store_put(storage: &mut HashMap<String, Thread>, put: PreparedPut) {
+    fn store_put(storage: &mut HashMap<String, Thread>, mut put: PreparedPut) {
+        if let Some(child) = put.child.take() {
+            Self::store_writes(storage, child);
+        }
         let metadata_json = Arc::new(Value::Object(put.metadata.to_json()));
         let ns = storage
             .entry(put.thread_id)
@@ -203,7 +206,7 @@ impl InMemorySaver {
                 })
                 .collect::<Result<_>>()?,
         };
-        Ok(CheckpointTuple {
+        let mut tuple = CheckpointTuple {
             config: CheckpointConfig::of(thread_id, ns_name, id),
             checkpoint,
             metadata: (*stored.metadata).clone(),
@@ -212,7 +215,10 @@ impl InMemorySaver {
                 .as_deref()
                 .map(|p| CheckpointConfig::of(thread_id, ns_name, p)),
             pending_writes,
-        })
+        };
+        let latest = ns.checkpoints.last_key_value().map(|(k, _)| k.as_str()) == Some(id);
+        self.serde.verify_tuple(&mut tuple, latest)?;
+        Ok(tuple)
     }
 
     /// Re-seals every value of a copied thread for its new thread id.
@@ -575,6 +581,12 @@ impl CheckpointSaver for InMemorySaver {
                 for id in &doomed {
                     ns.checkpoints.remove(id);
                     ns.writes.remove(id);
+                }
+                // Their child records on surviving parents go too (authenticated history).
+                let children: HashSet<String> =
+                    doomed.iter().map(|id| child_record_task(id)).collect();
+                for writes in ns.writes.values_mut() {
+                    writes.retain(|(task, _), _| !children.contains(task));
                 }
                 ns.collect_garbage();
             }

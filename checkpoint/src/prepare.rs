@@ -2,7 +2,7 @@
 //! strip metadata NULs, seal values for their slots, and index writes. Backends only store
 //! the prepared rows.
 
-use crate::serde::{Serde, Slot};
+use crate::serde::{RECORD_KEY, Serde, Slot};
 use crate::version::{ChannelVersion, channels};
 use crate::{
     ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata, Error, Result,
@@ -36,6 +36,9 @@ pub struct PreparedPut {
     pub metadata: CheckpointMetadata,
     /// One entry per channel of `new_versions`.
     pub values: Vec<NewValue>,
+    /// With an authenticated history, the sealed child record to store on the parent in the
+    /// same atomic step as the checkpoint.
+    pub child: Option<PreparedWrites>,
 }
 
 impl PreparedPut {
@@ -72,7 +75,21 @@ impl PreparedPut {
             });
         }
         checkpoint.channel_values.clear();
+        let parent_config = CheckpointConfig {
+            checkpoint_id: config.checkpoint_id.clone().filter(|p| !p.is_empty()),
+            ..config.clone()
+        };
+        let record =
+            serde.seal_record(&parent_config, &checkpoint.id, &checkpoint.channel_versions)?;
+        let child = match record {
+            Some((seal, child)) => {
+                metadata.extra.insert(RECORD_KEY.to_owned(), seal);
+                child
+            }
+            None => None,
+        };
         Ok(PreparedPut {
+            child,
             parent: config.checkpoint_id.clone().filter(|p| !p.is_empty()),
             thread_id,
             checkpoint_ns,

@@ -1,5 +1,5 @@
 //! The conformance suite on `InMemorySaver`: directly, through `Arc<dyn CheckpointSaver>`,
-//! and sealing values with AES-256-GCM.
+//! sealing values with AES-256-GCM, and with an authenticated history.
 
 use std::sync::Arc;
 
@@ -24,6 +24,17 @@ mod encrypted {
         Ok(InMemorySaver::with_serde(
             Serde::default().with_keyring(keyring),
         ))
+    });
+}
+
+mod authenticated {
+    use super::*;
+    waypoint_checkpoint::checkpoint_conformance!(async {
+        let keyring = Keyring::new("k1", &[7u8; 32])?;
+        let serde = Serde::default()
+            .with_keyring(keyring)
+            .authenticate_history(true);
+        Ok(InMemorySaver::with_serde(serde))
     });
 }
 

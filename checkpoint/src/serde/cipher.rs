@@ -51,6 +51,17 @@ pub enum Slot<'a> {
         /// Write index (position, or the reserved channel's fixed index).
         idx: i64,
     },
+    /// A checkpoint's record in an authenticated history: what it is and the channel
+    /// versions it names (not its thread, so `copy_thread` keeps it valid: its values are
+    /// bound to the thread already).
+    Record {
+        /// Checkpoint namespace.
+        checkpoint_ns: &'a str,
+        /// The checkpoint.
+        checkpoint_id: &'a str,
+        /// Its channel versions, canonically encoded (see `serde::record_versions`).
+        versions: &'a str,
+    },
 }
 
 impl Slot<'_> {
@@ -77,6 +88,13 @@ impl Slot<'_> {
                 "write {idx} of task `{task_id}` to `{channel}` at checkpoint `{checkpoint_id}` \
                  of thread `{thread_id}` namespace `{checkpoint_ns}`"
             ),
+            Slot::Record {
+                checkpoint_ns,
+                checkpoint_id,
+                ..
+            } => {
+                format!("the record of checkpoint `{checkpoint_id}` in namespace `{checkpoint_ns}`")
+            }
         }
     }
 
@@ -114,6 +132,16 @@ impl Slot<'_> {
                     field(&mut out, f.as_bytes());
                 }
                 field(&mut out, &idx.to_le_bytes());
+            }
+            Slot::Record {
+                checkpoint_ns,
+                checkpoint_id,
+                versions,
+            } => {
+                out.push(b'r');
+                for f in [checkpoint_ns, checkpoint_id, versions] {
+                    field(&mut out, f.as_bytes());
+                }
             }
         }
         field(&mut out, inner_tag.as_bytes());

@@ -7,6 +7,7 @@
 
 mod cipher;
 mod format;
+mod history;
 mod path;
 
 use std::borrow::Cow;
@@ -20,6 +21,7 @@ pub use cipher::{CIPHER_NAME, KEY_ENV, Keyring, Slot};
 pub use format::{
     Format, TAG_BINCODE, TAG_BYTES, TAG_EMPTY, TAG_JSON, TAG_MSGPACK, TAG_NULL, TAG_POSTCARD,
 };
+pub use history::{CHILD_CHANNEL, RECORD_KEY, child_record_task};
 
 use crate::{Error, Result, SerializedValue};
 
@@ -29,6 +31,7 @@ pub struct Serde {
     format: Format,
     keyring: Option<Arc<Keyring>>,
     accept_plaintext: bool,
+    authenticate_history: bool,
 }
 
 impl Serde {
@@ -38,6 +41,7 @@ impl Serde {
             format,
             keyring: None,
             accept_plaintext: false,
+            authenticate_history: false,
         }
     }
 
