@@ -63,7 +63,9 @@ pub use fence::Fenced;
 pub use filter::json_contains;
 pub use id::{checkpoint_id, uuid6};
 pub use memory::{DELTA_COUNTERS_KEY, InMemorySaver};
-pub use prepare::{NewValue, PreparedPut, PreparedSave, PreparedWrites, WriteRow};
+pub use prepare::{
+    MAX_ID_BYTES, NewValue, PreparedPut, PreparedSave, PreparedWrites, WriteRow, check_id,
+};
 pub use redact::redact_url;
 pub use saver::{
     Capabilities, CheckpointSaver, CheckpointSaverExt, DeltaChannelHistory, Lease, ListOptions,

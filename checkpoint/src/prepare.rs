@@ -9,6 +9,29 @@ use crate::{
     SerializedValue,
 };
 
+/// The longest id a write may carry, in bytes of UTF-8 (thread ids, namespaces, checkpoint
+/// and task ids, channel names and versions): four of them always fit one PostgreSQL index
+/// entry (about 2.7 KB), so every backend keeps to it and no id is storable on one and not
+/// on another.
+pub const MAX_ID_BYTES: usize = 512;
+
+/// Refuses an id no backend can store alike: one holding a NUL character (PostgreSQL's text
+/// cannot), or one longer than [`MAX_ID_BYTES`].
+pub fn check_id(field: &str, value: &str) -> Result<()> {
+    if value.contains('\0') {
+        return Err(Error::InvalidConfig(format!(
+            "{field} contains a NUL character, which ids may not hold"
+        )));
+    }
+    if value.len() > MAX_ID_BYTES {
+        return Err(Error::InvalidConfig(format!(
+            "{field} is {} bytes, over the limit of {MAX_ID_BYTES} bytes per id",
+            value.len()
+        )));
+    }
+    Ok(())
+}
+
 /// A channel value a put stores: `None` is a versioned channel without value.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewValue {
@@ -54,6 +77,17 @@ impl PreparedPut {
         let checkpoint_ns = config.ns().to_owned();
         if checkpoint.id.is_empty() {
             return Err(Error::InvalidConfig("checkpoint id is empty".into()));
+        }
+        check_id("thread_id", &thread_id)?;
+        check_id("checkpoint_ns", &checkpoint_ns)?;
+        check_id("checkpoint id", &checkpoint.id)?;
+        check_id(
+            "parent checkpoint_id",
+            config.checkpoint_id.as_deref().unwrap_or(""),
+        )?;
+        for (channel, version) in checkpoint.channel_versions.iter().chain(&new_versions) {
+            check_id("channel name", channel)?;
+            check_id("channel version", version.as_str())?;
         }
         metadata.strip_nul();
         let mut values = Vec::with_capacity(new_versions.len());
@@ -150,6 +184,18 @@ impl PreparedWrites {
         let checkpoint_ns = config.ns().to_owned();
         if writes.is_empty() {
             return Ok(None);
+        }
+        check_id("thread_id", &thread_id)?;
+        check_id("checkpoint_ns", &checkpoint_ns)?;
+        check_id("checkpoint_id", &checkpoint_id)?;
+        check_id("task_id", task_id)?;
+        if task_path.contains('\0') {
+            return Err(Error::InvalidConfig(
+                "task_path contains a NUL character, which ids may not hold".into(),
+            ));
+        }
+        for (channel, _) in &writes {
+            check_id("channel name", channel)?;
         }
         let replace = writes
             .iter()

@@ -134,7 +134,7 @@ macro_rules! __checkpoint_cases {
             list_orders_globally_across_threads list_before_across_threads
             reput_keeps_parent metadata_nul_stripped empty_version_hides_older_value
             namespaces_never_mix
-            write_after_delete_does_not_revive_thread concurrent_puts_lose_nothing
+            write_after_delete_does_not_revive_thread ids_with_nul_or_over_the_limit_are_refused concurrent_puts_lose_nothing
             values_keep_tag_and_bytes large_value_roundtrip save_batch_applies_in_order
             lease_excludes_second_claim lease_release_allows_next lease_expires
             lease_renew_extends lease_renew_after_takeover_conflicts

@@ -137,3 +137,70 @@ pub async fn large_value_roundtrip(saver: &dyn CheckpointSaver) -> Result<()> {
     assert_eq!(tuple.checkpoint.channel_values["big"], value);
     Ok(())
 }
+
+/// Ids with a NUL character or over [`crate::MAX_ID_BYTES`] are refused with
+/// `InvalidConfig` before anything is written, on every backend alike; ids at the limit are
+/// stored and read back.
+pub async fn ids_with_nul_or_over_the_limit_are_refused(saver: &dyn CheckpointSaver) -> Result<()> {
+    let refused = |r: Result<CheckpointConfig>, what: &str| {
+        assert!(
+            matches!(r, Err(crate::Error::InvalidConfig(_))),
+            "{what}: {r:?}"
+        );
+    };
+    let t = thread();
+    let long = "x".repeat(crate::MAX_ID_BYTES + 1);
+    let meta = || meta(CheckpointSource::Loop, 0);
+    let nul_thread = format!("{t}\0x");
+    refused(
+        put_empty(saver, &cfg(&nul_thread, ""), meta()).await,
+        "NUL in thread_id",
+    );
+    refused(
+        put_empty(saver, &cfg(&long, ""), meta()).await,
+        "long thread_id",
+    );
+    refused(
+        put_empty(saver, &cfg(&t, "a\0b"), meta()).await,
+        "NUL in namespace",
+    );
+    refused(
+        put_empty(saver, &cfg(&t, &long), meta()).await,
+        "long namespace",
+    );
+    let mut cp = checkpoint(0, &[("ok", json!(1))], &[("ok", 1)]);
+    cp.channel_versions
+        .insert("bad\0channel".to_owned(), ChannelVersion::from(1));
+    refused(
+        saver
+            .put(&cfg(&t, ""), cp, meta(), versions(&[("ok", 1)]))
+            .await,
+        "NUL in a channel name",
+    );
+    assert!(
+        saver.get_tuple(&cfg(&t, "")).await?.is_none(),
+        "something was written"
+    );
+    let stored = put_empty(saver, &cfg(&t, ""), meta()).await?;
+    let writes = |task: &str| vec![(task.to_owned(), val(json!("w")))];
+    let nul_task = saver.put_writes(&stored, writes("c"), "task\0x", "").await;
+    assert!(
+        matches!(nul_task, Err(crate::Error::InvalidConfig(_))),
+        "{nul_task:?}"
+    );
+    let long_channel = saver.put_writes(&stored, writes(&long), "task", "").await;
+    assert!(
+        matches!(long_channel, Err(crate::Error::InvalidConfig(_))),
+        "{long_channel:?}"
+    );
+    // At the limit everything is stored and read back.
+    let max = format!("{t}{}", "y".repeat(crate::MAX_ID_BYTES - t.len()));
+    let at_limit = put_empty(saver, &cfg(&max, &max), meta()).await?;
+    saver.put_writes(&at_limit, writes(&max), &max, "").await?;
+    let tuple = saver
+        .get_tuple(&at_limit)
+        .await?
+        .expect("stored at the limit");
+    assert_eq!(tuple.pending_writes.len(), 1);
+    Ok(())
+}
