@@ -124,11 +124,15 @@ pub(crate) fn stored_channel(raw: &[u8]) -> Result<SerializedValue> {
 /// Joins a head with its values (looked up by blobs-hash field) and its writes. Every
 /// channel version the checkpoint names is opened with `Serde::open_channel`: under a
 /// keyring a missing, emptied or unsealed value is an error, never an absent channel.
+/// The tuple then goes through `Serde::verify_tuple` (`latest`: the head is its
+/// namespace's newest checkpoint), which checks an authenticated history and takes its
+/// bookkeeping out.
 pub(crate) fn tuple<'a>(
     serde: &Serde,
     head: Head,
     value_of: impl Fn(&str) -> Option<&'a [u8]>,
     writes: Vec<(Vec<u8>, Vec<u8>)>,
+    latest: bool,
 ) -> Result<CheckpointTuple> {
     let mut checkpoint: Checkpoint = serde_json::from_slice(&head.checkpoint)
         .map_err(|e| waypoint_checkpoint::Error::serialization("json", e))?;
@@ -148,7 +152,7 @@ pub(crate) fn tuple<'a>(
         }
     }
     let pending = pending_writes(serde, &head.thread_id, &head.ns, &head.id, writes)?;
-    Ok(CheckpointTuple {
+    let mut tuple = CheckpointTuple {
         config: CheckpointConfig::of(&head.thread_id, &head.ns, &head.id),
         checkpoint,
         metadata: head.metadata,
@@ -157,7 +161,9 @@ pub(crate) fn tuple<'a>(
             .as_deref()
             .map(|p| CheckpointConfig::of(&head.thread_id, &head.ns, p)),
         pending_writes: pending,
-    })
+    };
+    serde.verify_tuple(&mut tuple, latest)?;
+    Ok(tuple)
 }
 
 /// A stored channel value opened with the slot of its thread, namespace, channel and version.

@@ -13,6 +13,7 @@ use waypoint_checkpoint::{
     CheckpointSaver, CheckpointTuple, DELTA_COUNTERS_KEY, DeltaChannelHistory, Error, Lease,
     ListOptions, PreparedPut, PreparedSave, PreparedWrites, PruneStrategy, Result, Save, Serde,
     SerializedValue, Slot, check_fenced_saves, json_contains, lease_lost, redact_url,
+    serde::{CHILD_CHANNEL, child_record_task},
 };
 
 use crate::config::RedisConfig;
@@ -242,6 +243,9 @@ struct NsState {
     blobs: HashMap<String, bool>,
     /// Ids that have a writes hash.
     writes: Vec<String>,
+    /// The child records (authenticated history) among the writes: the id whose writes
+    /// hold one, its writes-hash field, and the child's id.
+    children: Vec<(String, String, String)>,
 }
 
 impl NsState {
@@ -445,9 +449,6 @@ impl RedisSaver {
         Ok(())
     }
 
-    /// What [`scripts::SAVE`] does for one put without a ttl, as one MULTI/EXEC pipeline. The
-    /// parent is set only by the first put of an id (an empty one marks a root), so a re-put
-    /// keeps it, as the script does.
     /// A call of a read script (`GET`, `HISTORY`) at checkpoint `id` of `(thread_id, ns)`
     /// (the latest when empty): the keys and arguments both take, in their order.
     fn read_invocation(
@@ -471,6 +472,10 @@ impl RedisSaver {
         inv
     }
 
+    /// What [`scripts::SAVE`] does for one put without a ttl, as one MULTI/EXEC pipeline. The
+    /// parent is set only by the first put of an id (an empty one marks a root), so a re-put
+    /// keeps it, as the script does. A child record (authenticated history) goes in the
+    /// same transaction.
     fn put_pipeline(&self, put: &PreparedPut) -> Result<redis::Pipeline> {
         let k = self.keys(&put.thread_id);
         let (ns, id) = (put.checkpoint_ns.as_str(), put.checkpoint.id.as_str());
@@ -498,14 +503,27 @@ impl RedisSaver {
         if !encoded.values.is_empty() {
             pipe.hset_multiple(&blobs, &encoded.values).ignore();
         }
-        pipe.sadd(k.registry(), &[&cp, &nsz, &idx, &blobs])
-            .ignore()
-            .hincr(k.meta(), "gen", 1)
-            .ignore();
+        pipe.sadd(k.registry(), &[&cp, &nsz, &idx, &blobs]).ignore();
+        if let Some(child) = &put.child {
+            // The child record on the parent, in the same transaction (authenticated
+            // history), with put_writes' semantics.
+            let w = k.writes(&child.checkpoint_ns, &child.checkpoint_id);
+            for (field, value) in self.encode_writes(child)? {
+                if child.replace {
+                    pipe.hset(&w, field, value).ignore();
+                } else {
+                    pipe.hset_nx(&w, field, value).ignore();
+                }
+            }
+            pipe.sadd(k.registry(), &w).ignore();
+        }
+        pipe.hincr(k.meta(), "gen", 1).ignore();
         Ok(pipe)
     }
 
-    fn add_writes(&self, inv: &mut ScriptInvocation<'_>, w: &PreparedWrites) -> Result<()> {
+    /// The writes-hash fields and values of a write call, each checked against the size
+    /// limit.
+    fn encode_writes(&self, w: &PreparedWrites) -> Result<Vec<(String, Vec<u8>)>> {
         let mut rows = Vec::with_capacity(w.rows.len());
         for row in &w.rows {
             let encoded = encode_write(&row.channel, &w.task_path, &row.value);
@@ -514,6 +532,11 @@ impl RedisSaver {
             })?;
             rows.push((write_field(&w.task_id, row.idx), encoded));
         }
+        Ok(rows)
+    }
+
+    fn add_writes(&self, inv: &mut ScriptInvocation<'_>, w: &PreparedWrites) -> Result<()> {
+        let rows = self.encode_writes(w)?;
         let k = self.keys(&w.thread_id);
         inv.key(k.registry())
             .key(k.meta())
@@ -547,7 +570,14 @@ impl RedisSaver {
         };
         for save in saves {
             match save {
-                PreparedSave::Put(put) => self.add_put(&mut inv, put)?,
+                PreparedSave::Put(put) => {
+                    self.add_put(&mut inv, put)?;
+                    // The child record on the parent (authenticated history): one more
+                    // write call of the same script, so stored with the put or not at all.
+                    if let Some(child) = &put.child {
+                        self.add_writes(&mut inv, child)?;
+                    }
+                }
                 PreparedSave::Writes(w) => self.add_writes(&mut inv, w)?,
             }
         }
@@ -681,11 +711,36 @@ impl RedisSaver {
             return Ok(Vec::new());
         }
         // Writes, then values (each distinct field of a namespace once), then ttl renewals
-        // and index cleanups, in one round trip.
+        // and index cleanups, in one round trip. With an authenticated history, the newest
+        // id of each namespace read too, in the same transaction as the writes: a child
+        // record on the newest checkpoint is only ever seen when its child is gone.
+        let authenticated = self.serde().authenticates_history();
         let mut pipe = redis::pipe();
+        if authenticated {
+            pipe.atomic();
+        }
         for head in &heads {
             pipe.cmd("HGETALL")
                 .arg(self.keys(&head.thread_id).writes(&head.ns, &head.id));
+        }
+        let scopes: Vec<(&str, &str)> = if authenticated {
+            heads
+                .iter()
+                .map(|h| (h.thread_id.as_str(), h.ns.as_str()))
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect()
+        } else {
+            Vec::new()
+        };
+        for (t, ns) in &scopes {
+            pipe.cmd("ZREVRANGEBYLEX")
+                .arg(self.keys(t).ns_index(ns))
+                .arg("+")
+                .arg("-")
+                .arg("LIMIT")
+                .arg(0)
+                .arg(1);
         }
         let mut groups: BTreeMap<(&str, &str), BTreeSet<&str>> = BTreeMap::new();
         for head in &heads {
@@ -747,6 +802,21 @@ impl RedisSaver {
         for _ in &heads {
             writes.push(pairs(replies.next().unwrap_or(Value::Nil))?);
         }
+        let mut newest: HashMap<(&str, &str), String> = HashMap::with_capacity(scopes.len());
+        for scope in &scopes {
+            let reply = array(replies.next().unwrap_or(Value::Nil))?;
+            if let Some(id) = reply.into_iter().next() {
+                newest.insert(*scope, text(id, "a checkpoint id")?);
+            }
+        }
+        let latest: Vec<bool> = heads
+            .iter()
+            .map(|h| {
+                newest
+                    .get(&(h.thread_id.as_str(), h.ns.as_str()))
+                    .is_some_and(|n| *n == h.id)
+            })
+            .collect();
         let mut values: HashMap<(String, String), HashMap<String, Vec<u8>>> = HashMap::new();
         for ((t, ns), fields) in &groups {
             let reply = array(replies.next().unwrap_or(Value::Nil))?;
@@ -762,12 +832,12 @@ impl RedisSaver {
         let serde = self.serde();
         let none = HashMap::new();
         let mut out = Vec::with_capacity(heads.len());
-        for (head, writes) in heads.into_iter().zip(writes) {
+        for ((head, writes), latest) in heads.into_iter().zip(writes).zip(latest) {
             let group = values
                 .get(&(head.thread_id.clone(), head.ns.clone()))
                 .unwrap_or(&none);
             let value_of = |field: &str| group.get(field).map(Vec::as_slice);
-            out.push(convert::tuple(serde, head, value_of, writes)?);
+            out.push(convert::tuple(serde, head, value_of, writes, latest)?);
         }
         Ok(out)
     }
@@ -834,7 +904,16 @@ impl RedisSaver {
                         blobs.insert(field, !pair[1].is_empty());
                     }
                 }
-                Some(KeyKind::Writes(ns, id)) => out.entry(ns).or_default().writes.push(id),
+                Some(KeyKind::Writes(ns, id)) => {
+                    let state = out.entry(ns).or_default();
+                    for pair in content.chunks_exact(2) {
+                        if let Some(child) = child_of(&pair[0], &pair[1]) {
+                            let field = String::from_utf8_lossy(&pair[0]).into_owned();
+                            state.children.push((id.clone(), field, child));
+                        }
+                    }
+                    state.writes.push(id);
+                }
                 _ => {}
             }
         }
@@ -958,6 +1037,14 @@ impl CheckpointSaver for RedisSaver {
         let fields = parse_fields(&required(next(), "the blob field list")?)?;
         let values = array(next())?;
         let writes = pairs(next())?;
+        let latest = match next() {
+            Value::Int(flag) => flag == 1,
+            other => {
+                return Err(keys::corrupt(&format!(
+                    "expected the latest flag, got {other:?}"
+                )));
+            }
+        };
         let mut by_field: HashMap<&str, Vec<u8>> = HashMap::with_capacity(fields.len());
         for (field, value) in fields.iter().zip(values) {
             if let Some(value) = bytes(value)? {
@@ -974,7 +1061,7 @@ impl CheckpointSaver for RedisSaver {
             fields: fields.clone(),
         };
         let value_of = |field: &str| by_field.get(field).map(Vec::as_slice);
-        convert::tuple(self.serde(), head, value_of, writes).map(Some)
+        convert::tuple(self.serde(), head, value_of, writes, latest).map(Some)
     }
 
     async fn delta_channel_history(
@@ -1222,6 +1309,13 @@ impl CheckpointSaver for RedisSaver {
                         .collect();
                     if !doomed.is_empty() {
                         out.extend(self.removals(k, ns, state, &doomed, |id| doomed.contains(id)));
+                        // Their child records on surviving parents go with them (the
+                        // writes of doomed parents go whole).
+                        for (parent, field, child) in &state.children {
+                            if doomed.contains(child) && !doomed.contains(parent) {
+                                out.push(Removal::Field(k.writes(ns, parent), field.clone()));
+                            }
+                        }
                     }
                 }
                 out
@@ -1449,6 +1543,15 @@ fn counted_pairs(items: &mut impl Iterator<Item = Value>) -> Result<Vec<(Vec<u8>
         ));
     }
     Ok(out)
+}
+
+/// The child's id when a stored write (writes-hash field and value) is a child record of
+/// an authenticated history; `None` for any other write.
+fn child_of(field: &[u8], value: &[u8]) -> Option<String> {
+    let (task_id, _) = parse_write_field(field).ok()?;
+    let child = task_id.strip_prefix(&child_record_task(""))?;
+    let (channel, _, _) = decode_write(value).ok()?;
+    (channel == CHILD_CHANNEL).then(|| child.to_owned())
 }
 
 /// A stored parent id: an empty one marks a checkpoint stored without a parent.

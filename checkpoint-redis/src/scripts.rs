@@ -133,7 +133,8 @@ return #regs
 });
 
 /// One checkpoint (the latest of the namespace when the id is empty) with its values and
-/// writes: `{id, checkpoint, metadata, parent, blob fields, values, writes}` or nil.
+/// writes: `{id, checkpoint, metadata, parent, blob fields, values, writes, latest}` or nil,
+/// `latest` being 1 when the checkpoint is the namespace's newest (0 otherwise).
 ///
 /// KEYS: registry, meta, namespace index, thread index, blobs. ARGV: ttl, checkpoint-key
 /// prefix, writes-key prefix, id.
@@ -141,11 +142,13 @@ pub(crate) static GET: LazyLock<Script> = LazyLock::new(|| {
     with_prelude(
         r#"
 local id = ARGV[4]
+local newest = redis.call('ZREVRANGEBYLEX', KEYS[3], '+', '-', 'LIMIT', 0, 1)
 if id == '' then
-  local r = redis.call('ZREVRANGEBYLEX', KEYS[3], '+', '-', 'LIMIT', 0, 1)
-  if #r == 0 then return false end
-  id = r[1]
+  if #newest == 0 then return false end
+  id = newest[1]
 end
+local latest = 0
+if newest[1] == id then latest = 1 end
 local cp = ARGV[2] .. id
 local h = redis.call('HMGET', cp, 'c', 'm', 'p', 'b')
 if not h[1] then return false end
@@ -158,7 +161,7 @@ end
 local w = ARGV[3] .. id
 local writes = redis.call('HGETALL', w)
 touch(KEYS[1], KEYS[2], tonumber(ARGV[1]), {KEYS[3], KEYS[4], KEYS[5], cp, w})
-return {id, h[1], h[2], h[3], h[4], values, writes}
+return {id, h[1], h[2], h[3], h[4], values, writes, latest}
 "#,
     )
 });

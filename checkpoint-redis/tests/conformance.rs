@@ -1,6 +1,7 @@
 //! The conformance suite on Redis: every case on its own key prefix of one shared server,
-//! directly, through `Arc<dyn CheckpointSaver>`, sealing values with AES-256-GCM, and with a
-//! thread ttl (long enough never to lapse during a case: the renewals run on every call).
+//! directly, through `Arc<dyn CheckpointSaver>`, sealing values with AES-256-GCM, with an
+//! authenticated history, and with a thread ttl (long enough never to lapse during a case:
+//! the renewals run on every call).
 
 mod common;
 
@@ -27,6 +28,13 @@ mod dyn_saver {
 mod encrypted {
     use super::*;
     waypoint_checkpoint::checkpoint_conformance!(optional common::saver(common::keyed()?));
+}
+
+mod authenticated {
+    use super::*;
+    waypoint_checkpoint::checkpoint_conformance!(optional common::saver(
+        common::keyed()?.authenticate_history(true)
+    ));
 }
 
 mod with_ttl {
