@@ -28,6 +28,10 @@ pub struct SqliteConfig {
     pub auto_setup: bool,
     /// Bytes of stored values kept in process for reads (default 64 MiB; 0 disables).
     pub cache_bytes: usize,
+    /// Whether every commit waits for the WAL to reach the disk (`synchronous=FULL`).
+    /// Off by default (`NORMAL`): a killed process loses no acknowledged write either way,
+    /// but an OS crash or power loss may drop the last commits unless this is on.
+    pub fsync_commits: bool,
     /// Seals stored values when it has a keyring.
     pub serde: Serde,
 }
@@ -52,6 +56,7 @@ impl SqliteConfig {
                 .clamp(1, 4),
             auto_setup: true,
             cache_bytes: 64 << 20,
+            fsync_commits: false,
             serde: Serde::default(),
         }
     }
@@ -77,6 +82,13 @@ impl SqliteConfig {
     /// The same config with `serde` (e.g. one with a keyring).
     pub fn serde(mut self, serde: Serde) -> Self {
         self.serde = serde;
+        self
+    }
+
+    /// The same config with `fsync_commits` set: acknowledged writes survive an OS crash or
+    /// power loss too, at the cost of an fsync per commit.
+    pub fn fsync_commits(mut self, on: bool) -> Self {
+        self.fsync_commits = on;
         self
     }
 

@@ -108,8 +108,15 @@ pub(crate) fn open_connection(config: &SqliteConfig) -> Result<Connection> {
     // Reads come from a memory map and a larger page cache instead of a pread per page; the
     // WAL is checkpointed by a background connection (see `checkpointer`), so commits on the
     // writer never wait for the checkpoint's fsync.
+    let synchronous = if config.fsync_commits {
+        "FULL"
+    } else {
+        "NORMAL"
+    };
+    conn.execute_batch(&format!("PRAGMA synchronous={synchronous};"))
+        .map_err(|e| not_a_database(config, e))?;
     conn.execute_batch(
-        "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=OFF; PRAGMA temp_store=MEMORY;
+        "PRAGMA foreign_keys=OFF; PRAGMA temp_store=MEMORY;
          PRAGMA cache_size=-2048; PRAGMA mmap_size=268435456; PRAGMA wal_autocheckpoint=0;
          PRAGMA journal_size_limit=67108864;",
     )
@@ -224,4 +231,23 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<()> {
         .map_err(sqlite_error)?;
     }
     tx.commit().map_err(sqlite_error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fsync_commits_sets_synchronous_full() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::backend("test", e))?;
+        let path = dir.path().join("sync.db");
+        for (on, want) in [(false, 1), (true, 2)] {
+            let conn = open_connection(&SqliteConfig::file(&path).fsync_commits(on))?;
+            let level: i64 = conn
+                .query_row("PRAGMA synchronous", [], |r| r.get(0))
+                .map_err(|e| Error::backend("test", e))?;
+            assert_eq!(level, want, "fsync_commits({on})");
+        }
+        Ok(())
+    }
 }
