@@ -13,8 +13,8 @@ use waypoint_checkpoint::{
     PendingWrite, Result, Serde, SerializedValue, Slot,
 };
 
-/// Type tag of a versioned channel that has no value.
-pub(crate) const EMPTY: &str = "empty";
+/// Type tag of a versioned channel that has no value (under a keyring, its blob is a seal).
+pub(crate) const EMPTY: &str = waypoint_checkpoint::serde::TAG_EMPTY;
 
 /// Maps a driver error; a missing table or schema means `setup()` never ran.
 pub(crate) fn pg_error(e: sqlx::Error) -> Error {
@@ -79,7 +79,7 @@ where
     row.try_get(i).map_err(pg_error)
 }
 
-/// A stored channel value: its type tag and bytes (`None` for a versioned empty channel).
+/// A stored channel row: its type tag and blob (`None`: NULL, LangGraph's `empty` row).
 pub(crate) type StoredValue = (String, Option<Bytes>);
 
 /// A checkpoint row read without its stored values: the checkpoint (inline values only),
@@ -151,19 +151,24 @@ impl Head {
             .map(|(c, v)| (c.as_str(), v.as_str()))
     }
 
-    /// The tuple, with the stored value of each channel `value` finds by `(channel,
-    /// version)` opened by `serde`; a stored value replaces an inline one.
+    /// The tuple, with the row `value` finds for each channel version the checkpoint names
+    /// (`None`: no row) opened by `serde` through `Serde::open_channel`, so under a keyring a
+    /// missing, nulled or unsealed row is an error, never an absent channel. A stored value
+    /// replaces an inline one; a version without a row keeps its inline value (LangGraph's
+    /// primitives, opened by [`Head::from_row`]). The tuple is then verified by
+    /// `Serde::verify_tuple`, `latest` when it was read as its namespace's newest.
     pub(crate) fn into_tuple(
         mut self,
         serde: &Serde,
+        latest: bool,
         value: impl Fn(&str, &str) -> Option<StoredValue>,
     ) -> Result<CheckpointTuple> {
         let (thread_id, ns) = (&self.thread_id, &self.ns);
         for (channel, version) in &self.checkpoint.channel_versions {
-            let Some((tag, Some(blob))) = value(channel, version.as_str()) else {
-                continue;
-            };
-            if tag == EMPTY {
+            // A NULL blob (LangGraph's `empty` row) is read as no bytes.
+            let found = value(channel, version.as_str())
+                .map(|(tag, blob)| SerializedValue::new(tag, blob.unwrap_or_default()));
+            if found.is_none() && self.checkpoint.channel_values.contains_key(channel) {
                 continue;
             }
             let slot = Slot::Channel {
@@ -172,19 +177,22 @@ impl Head {
                 channel,
                 version: version.as_str(),
             };
-            let value = serde.open(&SerializedValue::new(tag, blob), &slot)?;
-            self.checkpoint
-                .channel_values
-                .insert(channel.clone(), value);
+            if let Some(value) = serde.open_channel(found.as_ref(), &slot)? {
+                self.checkpoint
+                    .channel_values
+                    .insert(channel.clone(), value);
+            }
         }
         let id = self.checkpoint.id.clone();
-        Ok(CheckpointTuple {
+        let mut tuple = CheckpointTuple {
             parent_config: self.parent.map(|p| CheckpointConfig::of(thread_id, ns, &p)),
             config: CheckpointConfig::of(thread_id, ns, &id),
             checkpoint: self.checkpoint,
             metadata: self.metadata,
             pending_writes: self.pending_writes,
-        })
+        };
+        serde.verify_tuple(&mut tuple, latest)?;
+        Ok(tuple)
     }
 }
 
@@ -229,9 +237,9 @@ fn writes(
         .collect()
 }
 
-/// Reads a row of the full select (values as arrays in columns 6-9, writes from 10) into a
-/// tuple, opening values with `serde`.
-pub(crate) fn tuple_from_row(row: &PgRow, serde: &Serde) -> Result<CheckpointTuple> {
+/// Reads a row of the full select (the rows of the checkpoint's versions as arrays in columns
+/// 6-9, writes from 10) into a tuple, opening values with `serde` (see [`Head::into_tuple`]).
+pub(crate) fn tuple_from_row(row: &PgRow, serde: &Serde, latest: bool) -> Result<CheckpointTuple> {
     let head = Head::from_row(row, 10, serde)?;
     let channels: Option<Vec<String>> = column(row, 6)?;
     let versions: Option<Vec<String>> = column(row, 7)?;
@@ -245,7 +253,7 @@ pub(crate) fn tuple_from_row(row: &PgRow, serde: &Serde) -> Result<CheckpointTup
         .zip(blobs.unwrap_or_default())
         .map(|(((c, v), t), b)| ((c, v), (t, b.map(Bytes::from))))
         .collect();
-    head.into_tuple(serde, |c, v| {
+    head.into_tuple(serde, latest, |c, v| {
         stored.get(&(c.to_owned(), v.to_owned())).cloned()
     })
 }

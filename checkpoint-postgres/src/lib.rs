@@ -11,6 +11,12 @@
 //! such values), a `put` is one statement (atomic, one round trip), and NUL characters,
 //! which `jsonb` cannot hold, are removed from metadata rather than failing the write.
 //!
+//! Under a keyring an empty channel's row keeps LangGraph's `empty` type, its blob a seal
+//! bound to its slot, and reads fail closed: a version whose row is missing, nulled or
+//! unsealed is [`waypoint_checkpoint::Error::Decrypt`], never an absent channel. With
+//! `Serde::authenticate_history`, a put stores its sealed child record on the parent in the
+//! same statement, and every tuple read is verified.
+//!
 //! ```no_run
 //! # async fn demo() -> waypoint_checkpoint::Result<()> {
 //! use waypoint_checkpoint::{CheckpointConfig, CheckpointSaver};

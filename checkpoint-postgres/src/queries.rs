@@ -12,7 +12,7 @@ use serde_json::Value;
 use sqlx::postgres::PgArguments;
 use sqlx::query::Query;
 use sqlx::{Acquire, PgConnection, Postgres, Row};
-use waypoint_checkpoint::serde::TAG_NULL;
+use waypoint_checkpoint::serde::{CHILD_CHANNEL, TAG_NULL, child_record_task};
 use waypoint_checkpoint::{
     DELTA_COUNTERS_KEY, DeltaChannelHistory, PendingWrite, PreparedPut, PreparedWrites, Result,
     Serde, SerializedValue, Slot,
@@ -21,8 +21,10 @@ use waypoint_checkpoint::{
 use crate::convert::{EMPTY, Head, StoredCheckpoint, StoredValue, pg_error};
 
 /// The tuple columns read by `get_tuple` and `list`, for the checkpoints `selection` (a
-/// `WHERE ... ORDER BY ... LIMIT` tail) picks: the checkpoint row, its channel values joined
-/// by version (as parallel arrays; left out `with_values` false, for [`fetch_values`]), and
+/// `WHERE ... ORDER BY ... LIMIT` tail) picks: the checkpoint row, the stored rows of every
+/// version it names, `empty` ones included, joined by version (as parallel arrays; a version
+/// without a row is absent from them, for `Serde::open_channel` to judge; left out with
+/// `with_values` false, for [`fetch_values`]), and
 /// its pending writes by `(task_id, idx)`. Rows are
 /// picked and ordered before the lateral joins, so values are read only for the rows
 /// returned, in order, and streamed without sorting wide rows. Each value is one primary-key
@@ -191,9 +193,9 @@ impl ListQuery {
     }
 }
 
-/// Stores a checkpoint and its new values in one statement: atomic, one round trip.
-/// Values already stored under the same version are kept; the checkpoint row is replaced
-/// except for its parent.
+/// Stores a checkpoint, its new values and (with an authenticated history) its child record
+/// on the parent in one statement: atomic, one round trip. Values already stored under the
+/// same version are kept; the checkpoint row is replaced except for its parent.
 pub(crate) async fn put(
     conn: &mut PgConnection,
     put: &PreparedPut,
@@ -201,16 +203,30 @@ pub(crate) async fn put(
     metadata: &str,
     persistent: bool,
 ) -> sqlx::Result<()> {
-    const SQL: &str = "WITH blobs AS (
+    // The child record's rows (none without one) are one more data-modifying CTE: it runs
+    // whether or not the main insert reads it, in the statement's snapshot.
+    const HEAD: &str = "WITH blobs AS (
         INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
         SELECT $1, $2, v.channel, v.version, v.type, v.blob
         FROM unnest($3::text[], $4::text[], $5::text[], $6::bytea[]) AS v(channel, version, type, blob)
         ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
-    )
+    ), child AS (
+        INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
+        SELECT $11::text, $12::text, $13::text, $14::text, $15::text, w.idx, w.channel, w.type, w.blob
+        FROM unnest($16::int4[], $17::text[], $18::text[], $19::bytea[]) AS w(idx, channel, type, blob)
+        ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)";
+    const TAIL: &str = ")
     INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
     VALUES ($1, $2, $7, $8, $9::jsonb, $10::jsonb)
     ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id)
     DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata";
+    static SQL: OnceLock<[String; 2]> = OnceLock::new();
+    let [ignore, replace] = SQL.get_or_init(|| {
+        [
+            format!("{HEAD} DO NOTHING{TAIL}"),
+            format!("{HEAD} {REPLACE_WRITE}{TAIL}"),
+        ]
+    });
     let n = put.values.len();
     let (mut channels, mut versions) = (Vec::with_capacity(n), Vec::with_capacity(n));
     let (mut types, mut blobs) = (Vec::with_capacity(n), Vec::with_capacity(n));
@@ -228,7 +244,14 @@ pub(crate) async fn put(
             }
         }
     }
-    sqlx::query(SQL)
+    let child = put.child.as_ref();
+    let rows = child.map(WriteColumns::of).unwrap_or_default();
+    let sql = if child.is_some_and(|c| c.replace) {
+        replace
+    } else {
+        ignore
+    };
+    sqlx::query(sql)
         .persistent(persistent)
         .bind(&put.thread_id)
         .bind(&put.checkpoint_ns)
@@ -240,9 +263,56 @@ pub(crate) async fn put(
         .bind(put.parent.as_deref())
         .bind(checkpoint)
         .bind(metadata)
+        .bind(child.map(|c| c.thread_id.as_str()))
+        .bind(child.map(|c| c.checkpoint_ns.as_str()))
+        .bind(child.map(|c| c.checkpoint_id.as_str()))
+        .bind(child.map(|c| c.task_id.as_str()))
+        .bind(child.map(|c| c.task_path.as_str()))
+        .bind(rows.idxs)
+        .bind(rows.channels)
+        .bind(rows.types)
+        .bind(rows.blobs)
         .execute(conn)
         .await
         .map(drop)
+}
+
+/// The conflict action of writes that replace existing rows (last wins).
+const REPLACE_WRITE: &str =
+    "DO UPDATE SET channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob";
+
+/// One call's write rows as parallel columns; of repeated indexes in a replacing call only
+/// the last row (one statement cannot update a row twice).
+#[derive(Default)]
+struct WriteColumns<'a> {
+    idxs: Vec<i32>,
+    channels: Vec<&'a str>,
+    types: Vec<&'a str>,
+    blobs: Vec<&'a [u8]>,
+}
+
+impl<'a> WriteColumns<'a> {
+    fn of(w: &'a PreparedWrites) -> Self {
+        let rows: Vec<_> = if w.replace {
+            w.rows
+                .iter()
+                .enumerate()
+                .filter(|(i, r)| !w.rows[i + 1..].iter().any(|later| later.idx == r.idx))
+                .map(|(_, r)| r)
+                .collect()
+        } else {
+            w.rows.iter().collect()
+        };
+        WriteColumns {
+            idxs: rows
+                .iter()
+                .map(|r| i32::try_from(r.idx).unwrap_or(i32::MAX))
+                .collect(),
+            channels: rows.iter().map(|r| r.channel.as_str()).collect(),
+            types: rows.iter().map(|r| r.value.type_tag.as_ref()).collect(),
+            blobs: rows.iter().map(|r| r.value.bytes.as_ref()).collect(),
+        }
+    }
 }
 
 /// Stores one call's writes in one statement: replacing rows (last wins) or keeping
@@ -260,29 +330,10 @@ pub(crate) async fn put_writes(
     let [ignore, replace] = SQL.get_or_init(|| {
         [
             format!("{INSERT} DO NOTHING"),
-            format!(
-                "{INSERT} DO UPDATE SET channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob"
-            ),
+            format!("{INSERT} {REPLACE_WRITE}"),
         ]
     });
-    // One statement cannot update a row twice: of repeated indexes, the last row stands.
-    let rows: Vec<_> = if w.replace {
-        w.rows
-            .iter()
-            .enumerate()
-            .filter(|(i, r)| !w.rows[i + 1..].iter().any(|later| later.idx == r.idx))
-            .map(|(_, r)| r)
-            .collect()
-    } else {
-        w.rows.iter().collect()
-    };
-    let idxs: Vec<i32> = rows
-        .iter()
-        .map(|r| i32::try_from(r.idx).unwrap_or(i32::MAX))
-        .collect();
-    let channels: Vec<&str> = rows.iter().map(|r| r.channel.as_str()).collect();
-    let types: Vec<&str> = rows.iter().map(|r| r.value.type_tag.as_ref()).collect();
-    let blobs: Vec<&[u8]> = rows.iter().map(|r| r.value.bytes.as_ref()).collect();
+    let rows = WriteColumns::of(w);
     sqlx::query(if w.replace { replace } else { ignore })
         .persistent(persistent)
         .bind(&w.thread_id)
@@ -290,10 +341,10 @@ pub(crate) async fn put_writes(
         .bind(&w.checkpoint_id)
         .bind(&w.task_id)
         .bind(&w.task_path)
-        .bind(idxs)
-        .bind(channels)
-        .bind(types)
-        .bind(blobs)
+        .bind(rows.idxs)
+        .bind(rows.channels)
+        .bind(rows.types)
+        .bind(rows.blobs)
         .execute(conn)
         .await
         .map(drop)
@@ -324,14 +375,15 @@ const COLLECT_GARBAGE: &str = "DELETE FROM checkpoint_blobs
         SELECT cv.key, cv.value FROM checkpoints c, jsonb_each_text(c.checkpoint -> 'channel_versions') cv
         WHERE c.thread_id = $1 AND c.checkpoint_ns = $2)";
 
-/// Deletes the checkpoints of the given runs, their writes, and values left unreferenced.
+/// Deletes the checkpoints of the given runs, their writes, the child records they left on
+/// surviving checkpoints (authenticated history), and values left unreferenced.
 pub(crate) async fn delete_for_runs(
     conn: &mut PgConnection,
     run_ids: &[String],
     persistent: bool,
 ) -> Result<()> {
     let mut tx = conn.begin().await.map_err(pg_error)?;
-    let touched: Vec<(String, String)> = sqlx::query_as(
+    let touched: Vec<(String, String, Vec<String>)> = sqlx::query_as(
         "WITH gone AS (
             DELETE FROM checkpoints WHERE metadata ? 'run_id' AND metadata ->> 'run_id' = ANY($1)
             RETURNING thread_id, checkpoint_ns, checkpoint_id),
@@ -339,14 +391,29 @@ pub(crate) async fn delete_for_runs(
             DELETE FROM checkpoint_writes cw USING gone g
             WHERE cw.thread_id = g.thread_id AND cw.checkpoint_ns = g.checkpoint_ns
                 AND cw.checkpoint_id = g.checkpoint_id)
-        SELECT DISTINCT thread_id, checkpoint_ns FROM gone",
+        SELECT thread_id, checkpoint_ns, array_agg(checkpoint_id) FROM gone
+        GROUP BY thread_id, checkpoint_ns",
     )
     .persistent(persistent)
     .bind(run_ids)
     .fetch_all(&mut *tx)
     .await
     .map_err(pg_error)?;
-    for (thread_id, ns) in touched {
+    for (thread_id, ns, ids) in touched {
+        // After the statement above, so no row is deleted twice by one statement.
+        let children: Vec<String> = ids.iter().map(|id| child_record_task(id)).collect();
+        sqlx::query(
+            "DELETE FROM checkpoint_writes WHERE thread_id = $1 AND checkpoint_ns = $2
+                AND channel = $3 AND task_id = ANY($4)",
+        )
+        .persistent(persistent)
+        .bind(&thread_id)
+        .bind(&ns)
+        .bind(CHILD_CHANNEL)
+        .bind(children)
+        .execute(&mut *tx)
+        .await
+        .map_err(pg_error)?;
         sqlx::query(COLLECT_GARBAGE)
             .persistent(persistent)
             .bind(thread_id)
@@ -439,19 +506,19 @@ async fn copy_resealed(
     .await
     .map_err(pg_error)?;
     for (ns, channel, version, tag, blob) in blobs {
-        let (tag, blob) = match blob {
-            Some(blob) if tag != EMPTY => {
-                let slot = |thread_id| Slot::Channel {
-                    thread_id,
-                    checkpoint_ns: &ns,
-                    channel: &channel,
-                    version: &version,
-                };
-                let sealed = reseal(serde, tag, blob, &slot(source), &slot(target))?;
-                (sealed.type_tag.into_owned(), Some(sealed.bytes.to_vec()))
-            }
-            _ => (tag, None),
+        // Every row, empty ones included: under a keyring their seal names the slot too (a
+        // NULL blob is an unsealed empty, refused unless plaintext is accepted).
+        let slot = |thread_id| Slot::Channel {
+            thread_id,
+            checkpoint_ns: &ns,
+            channel: &channel,
+            version: &version,
         };
+        let stored = SerializedValue::new(tag, blob.unwrap_or_default());
+        let sealed = serde.reseal(&stored, &slot(source), &slot(target))?;
+        let tag = sealed.type_tag.into_owned();
+        // An empty channel without a seal keeps LangGraph's NULL blob.
+        let blob = (tag != EMPTY || !sealed.bytes.is_empty()).then(|| sealed.bytes.to_vec());
         sqlx::query("INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob) VALUES ($1, $2, $3, $4, $5, $6)")
             .persistent(persistent)
             .bind(target).bind(&ns).bind(&channel).bind(&version).bind(tag).bind(blob)
@@ -486,8 +553,9 @@ async fn copy_resealed(
             channel: &channel,
             idx: i64::from(idx),
         };
-        let tag = tag.unwrap_or_else(|| waypoint_checkpoint::serde::TAG_NULL.to_owned());
-        let sealed = reseal(serde, tag, blob, &slot(source), &slot(target))?;
+        let tag = tag.unwrap_or_else(|| TAG_NULL.to_owned());
+        let stored = SerializedValue::new(tag, blob);
+        let sealed = serde.reseal(&stored, &slot(source), &slot(target))?;
         sqlx::query(
             "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
@@ -500,17 +568,6 @@ async fn copy_resealed(
         .map_err(pg_error)?;
     }
     Ok(())
-}
-
-fn reseal(
-    serde: &Serde,
-    tag: String,
-    blob: Vec<u8>,
-    from: &Slot<'_>,
-    to: &Slot<'_>,
-) -> Result<SerializedValue> {
-    let opened = serde.open(&SerializedValue::new(tag, blob), from)?;
-    serde.seal(&opened, to)
 }
 
 /// Deletes whole threads (`keep_latest` false) or keeps the newest checkpoint of each
@@ -709,8 +766,9 @@ pub(crate) async fn fetch_heads(
 /// A stored value's key: thread, namespace, channel, version.
 pub(crate) type ValueKey = (String, String, String, String);
 
-/// The stored values the checkpoints of `heads` refer to, each read once however many
-/// checkpoints share it (one query: a primary-key probe per distinct version).
+/// The stored rows (`empty` ones included) of the versions the checkpoints of `heads` name,
+/// each read once however many checkpoints share it (one query: a primary-key probe per
+/// distinct version); a version without a row has no entry.
 pub(crate) async fn fetch_values(
     conn: &mut PgConnection,
     heads: &[Head],

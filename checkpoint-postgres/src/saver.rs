@@ -211,7 +211,7 @@ impl PostgresSaver {
         query
             .fetch(&self.pool)
             .map_err(pg_error)
-            .and_then(move |row| async move { tuple_from_row(&row, &self.serde) })
+            .and_then(move |row| async move { tuple_from_row(&row, &self.serde, false) })
             .boxed()
     }
 
@@ -360,6 +360,10 @@ impl CheckpointSaver for PostgresSaver {
         Capabilities::ALL
     }
 
+    fn sealed(&self) -> bool {
+        self.serde.is_encrypted()
+    }
+
     async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
         check_lookup(config)?;
         let id = config.checkpoint_id.clone().filter(|id| !id.is_empty());
@@ -372,7 +376,9 @@ impl CheckpointSaver for PostgresSaver {
                 persistent,
             );
             let row = query.fetch_optional(conn).await.map_err(pg_error)?;
-            row.map(|row| tuple_from_row(&row, &self.serde)).transpose()
+            // Read without an id, the row is its namespace's newest.
+            row.map(|row| tuple_from_row(&row, &self.serde, id.is_none()))
+                .transpose()
         })
     }
 
@@ -397,7 +403,7 @@ impl CheckpointSaver for PostgresSaver {
                 .into_iter()
                 .map(|head| {
                     let (thread, ns) = (head.scope().0.to_owned(), head.scope().1.to_owned());
-                    head.into_tuple(&self.serde, |channel, version| {
+                    head.into_tuple(&self.serde, false, |channel, version| {
                         let key = (
                             thread.clone(),
                             ns.clone(),

@@ -1,6 +1,6 @@
 //! The conformance suite on PostgreSQL: every case on its own schema of one shared
-//! database, directly, through `Arc<dyn CheckpointSaver>`, and sealing values with
-//! AES-256-GCM.
+//! database, directly, through `Arc<dyn CheckpointSaver>`, sealing values with AES-256-GCM,
+//! and with an authenticated history.
 
 mod common;
 
@@ -25,4 +25,11 @@ mod dyn_saver {
 mod encrypted {
     use super::*;
     waypoint_checkpoint::checkpoint_conformance!(optional common::saver(common::keyed()?));
+}
+
+mod authenticated {
+    use super::*;
+    waypoint_checkpoint::checkpoint_conformance!(optional common::saver(
+        common::keyed()?.authenticate_history(true)
+    ));
 }
