@@ -124,7 +124,38 @@ async fn lock(conn: &mut PgConnection, wait: Duration) -> Result<()> {
     }
 }
 
+/// Tables setup creates, each with the migration table that records it: one found without
+/// its record was made by another program.
+const OWNED_TABLES: &[(&str, &str)] = &[
+    ("checkpoints", "checkpoint_migrations"),
+    ("checkpoint_blobs", "checkpoint_migrations"),
+    ("checkpoint_writes", "checkpoint_migrations"),
+    ("waypoint_thread_leases", "waypoint_migrations"),
+];
+
+/// Refuses a schema holding a table of the saver's names that neither Waypoint's nor
+/// LangGraph's setup made (its migration table is missing), before anything is changed.
+async fn refuse_foreign_tables(conn: &mut PgConnection) -> Result<()> {
+    for (table, migrations) in OWNED_TABLES {
+        let foreign: bool = sqlx::query_scalar(&format!(
+            "SELECT to_regclass('{table}') IS NOT NULL AND to_regclass('{migrations}') IS NULL"
+        ))
+        .persistent(false)
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(pg_error)?;
+        if foreign {
+            return Err(Error::InvalidConfig(format!(
+                "the schema has a `{table}` table that neither Waypoint nor LangGraph created \
+                 (no `{migrations}` beside it); refusing to touch it: use another schema"
+            )));
+        }
+    }
+    Ok(())
+}
+
 async fn run_migrations(conn: &mut PgConnection, schema: Option<&str>) -> Result<()> {
+    refuse_foreign_tables(conn).await?;
     if let Some(schema) = schema {
         sqlx::raw_sql(&format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\""))
             .execute(&mut *conn)

@@ -622,3 +622,55 @@ async fn passwords_never_show() {
         assert!(!shown.contains(secret), "{shown}");
     }
 }
+
+/// A schema whose `checkpoints` table another program made (no `checkpoint_migrations`
+/// beside it) is refused in one line, and nothing in it changes.
+#[tokio::test]
+async fn a_foreign_checkpoints_table_is_refused_untouched() -> Result<()> {
+    let Some(url) = common::url("WAYPOINT_TEST_POSTGRES_URL") else {
+        return Ok(());
+    };
+    let schema = common::fresh_schema();
+    let saver = PostgresSaver::connect(
+        PostgresConfig::new(url)
+            .schema(schema.clone())
+            .max_connections(2),
+    )
+    .await?;
+    let pool = saver.pool();
+    for sql in [
+        format!("CREATE SCHEMA {schema}"),
+        format!("CREATE TABLE {schema}.checkpoints (id serial PRIMARY KEY, body text)"),
+        format!("INSERT INTO {schema}.checkpoints (body) VALUES ('theirs')"),
+    ] {
+        sqlx::query(&sql)
+            .execute(pool)
+            .await
+            .expect("foreign table");
+    }
+    let layout = || async {
+        sqlx::query_scalar::<_, String>(
+            "SELECT string_agg(c.relname || ':' || coalesce(a.attname, ''), ',' ORDER BY c.relname, a.attnum)
+             FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+             LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0
+             WHERE n.nspname = $1",
+        )
+        .bind(&schema)
+        .fetch_one(pool)
+        .await
+        .expect("layout")
+    };
+    let before = layout().await;
+    let err = saver
+        .setup()
+        .await
+        .expect_err("a foreign checkpoints table");
+    let message = err.to_string();
+    assert!(
+        matches!(&err, Error::InvalidConfig(m) if m.contains("`checkpoints`") && m.contains("neither Waypoint nor LangGraph")),
+        "{err:?}"
+    );
+    assert!(!message.contains('\n'), "one line: {message}");
+    assert_eq!(layout().await, before, "the schema was changed");
+    Ok(())
+}
