@@ -11,6 +11,8 @@ use waypoint_checkpoint_redis::RedisSaver;
 use waypoint_checkpoint_sqlite::SqliteSaver;
 use waypoint_store::{Store, StoreConfig};
 
+use crate::secrets::{self, redact};
+
 /// How long opening a server-backed URL may take before it counts as unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -28,17 +30,27 @@ pub(crate) enum Kind {
 }
 
 impl Kind {
-    /// The backend of `url`, or an error naming the accepted forms.
+    /// The backend of `url`, or an error naming the accepted forms (and showing `url`
+    /// without its secrets).
     pub(crate) fn of(url: &str) -> Result<Kind> {
+        match Kind::of_scheme(url) {
+            Some(kind) => Ok(kind),
+            None => bail!(
+                "unknown URL `{}`: use sqlite:PATH, postgres://..., redis://... or memory:",
+                redact(url)
+            ),
+        }
+    }
+
+    /// The backend `url`'s scheme names, if any.
+    pub(crate) fn of_scheme(url: &str) -> Option<Kind> {
         let scheme = url.split(':').next().unwrap_or_default();
-        Ok(match scheme {
+        Some(match scheme {
             "memory" => Kind::Memory,
             "sqlite" => Kind::Sqlite,
             "postgres" | "postgresql" => Kind::Postgres,
             "redis" | "rediss" => Kind::Redis,
-            _ => bail!(
-                "unknown URL `{url}`: use sqlite:PATH, postgres://..., redis://... or memory:"
-            ),
+            _ => return None,
         })
     }
 }
@@ -55,6 +67,7 @@ pub(crate) enum Open {
 
 /// Opens the checkpointer `url` names.
 pub(crate) async fn saver(url: &str, open: Open) -> Result<Arc<dyn CheckpointSaver>> {
+    secrets::remember(url);
     let kind = Kind::of(url)?;
     check(kind, url, open).await?;
     let opening = async {
@@ -79,6 +92,7 @@ pub(crate) async fn saver(url: &str, open: Open) -> Result<Arc<dyn CheckpointSav
 
 /// Opens the store `url` names.
 pub(crate) async fn store(url: &str, config: StoreConfig, open: Open) -> Result<Box<dyn Store>> {
+    secrets::remember(url);
     check(Kind::of(url)?, url, open).await?;
     tokio::time::timeout(CONNECT_TIMEOUT, waypoint_store::connect(url, config))
         .await
@@ -98,36 +112,34 @@ async fn check(kind: Kind, url: &str, open: Open) -> Result<()> {
     }
 }
 
-/// Opens (and drops) a TCP connection to the host and port of a `scheme://` URL; URLs this
-/// cannot take apart (Unix sockets, several hosts) are left to the driver.
+/// Opens (and drops) a TCP connection to the host and port of a `scheme://` URL. A URL that
+/// does not parse is refused here, with why (the drivers could not parse it either); one
+/// without a host (a Unix socket in the query) is left to the driver.
 async fn probe(url: &str, default_port: u16) -> Result<()> {
-    let Some((_, rest)) = url.split_once("://") else {
-        return Ok(());
+    let parsed = match url::Url::parse(url) {
+        Ok(parsed) => parsed,
+        Err(e) => bail!("cannot parse the URL `{}`: {e}", redact(url)),
     };
-    let authority = rest.split(['/', '?']).next().unwrap_or_default();
-    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    if host_port.is_empty() || host_port.contains(',') {
-        return Ok(());
-    }
-    let (host, port) = match host_port.rsplit_once(':') {
-        Some((host, port)) if !host.ends_with(']') || host_port.ends_with(']') => {
-            match port.parse::<u16>() {
-                Ok(port) => (host, port),
-                Err(_) => (host_port, default_port),
-            }
-        }
-        _ => (host_port, default_port),
+    let host = match parsed.host() {
+        Some(url::Host::Domain(name)) if !name.is_empty() => name.to_owned(),
+        Some(url::Host::Ipv4(address)) => address.to_string(),
+        Some(url::Host::Ipv6(address)) => address.to_string(),
+        _ => return Ok(()),
     };
-    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let port = parsed.port().unwrap_or(default_port);
+    let shown = match parsed.host() {
+        Some(url::Host::Ipv6(_)) => format!("[{host}]:{port}"),
+        _ => format!("{host}:{port}"),
+    };
     match tokio::time::timeout(
         CONNECT_TIMEOUT,
-        tokio::net::TcpStream::connect((host, port)),
+        tokio::net::TcpStream::connect((host.as_str(), port)),
     )
     .await
     {
         Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => bail!("cannot reach {host}:{port}: {e}"),
-        Err(_) => bail!("cannot reach {host}:{port}: no answer within {CONNECT_TIMEOUT:?}"),
+        Ok(Err(e)) => bail!("cannot reach {shown}: {e}"),
+        Err(_) => bail!("cannot reach {shown}: no answer within {CONNECT_TIMEOUT:?}"),
     }
 }
 
@@ -142,20 +154,6 @@ fn require_file(url: &str) -> Result<()> {
         bail!("no SQLite database at `{path}`");
     }
     Ok(())
-}
-
-/// `url` without its password, for messages.
-pub(crate) fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    match rest.split_once('@') {
-        Some((user, host)) => {
-            let user = user.split(':').next().unwrap_or_default();
-            format!("{scheme}://{user}:***@{host}")
-        }
-        None => url.to_owned(),
-    }
 }
 
 #[cfg(test)]
@@ -173,12 +171,11 @@ mod tests {
     }
 
     #[test]
-    fn passwords_are_hidden() {
-        assert_eq!(
-            redact("postgres://me:secret@db:5432/x"),
-            "postgres://me:***@db:5432/x"
-        );
-        assert_eq!(redact("sqlite:a.db"), "sqlite:a.db");
+    fn unknown_urls_are_shown_without_secrets() {
+        let err = Kind::of("mysql://me:hunter2@db/x").unwrap_err().to_string();
+        assert!(err.contains("unknown URL `mysql://me:***@db/x`"), "{err}");
+        let err = Kind::of("hunter2").unwrap_err().to_string();
+        assert!(!err.contains("hunter2"), "{err}");
     }
 
     #[tokio::test]
@@ -190,13 +187,27 @@ mod tests {
             .to_string();
         assert!(err.starts_with("cannot reach 127.0.0.1:1:"), "{err}");
         assert!(start.elapsed() < Duration::from_secs(5));
-        // Forms the probe leaves to the driver.
+        let err = probe("postgres://u@[::1]:1/db?password=hunter2", 5432)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("cannot reach [::1]:1:"), "{err}");
+        // A Unix socket is left to the driver.
         assert!(
             probe("postgres:///db?host=/run/postgresql", 5432)
                 .await
                 .is_ok()
         );
-        assert!(probe("postgres://h1:5432,h2:5433/db", 5432).await.is_ok());
+        // What no driver can parse is refused, without echoing the URL.
+        let err = probe("postgres://u:hun/ter2@h/db", 5432)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("cannot parse the URL `postgres:<unparsable URL>`"),
+            "{err}"
+        );
+        assert!(!err.contains("ter2"), "{err}");
     }
 
     #[test]

@@ -5,6 +5,7 @@ mod backend;
 mod bench;
 mod demo;
 mod inspect;
+mod secrets;
 mod table;
 
 use std::process::ExitCode;
@@ -34,7 +35,12 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    secrets::remember_from_environment();
+    hide_secrets_in_panics();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage(&e),
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -71,8 +77,49 @@ fn fail(e: &anyhow::Error) -> ExitCode {
     ExitCode::FAILURE
 }
 
+/// Prints clap's usage error, help or version as clap would, unless it holds a secret of a
+/// URL given (an echoed argument, an environment value): then its scrubbed text, uncoloured.
+fn usage(e: &clap::Error) -> ExitCode {
+    let text = e.render().to_string();
+    let scrubbed = secrets::scrub(&text);
+    if scrubbed == text {
+        e.exit();
+    }
+    if e.use_stderr() {
+        eprint!("{scrubbed}");
+        ExitCode::from(2)
+    } else {
+        print!("{scrubbed}");
+        ExitCode::SUCCESS
+    }
+}
+
+/// Makes a panic's message (a bug, but it may quote a library's error) pass through
+/// [`secrets::scrub`] before the default hook prints it.
+fn hide_secrets_in_panics() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied());
+        match message {
+            Some(message) if secrets::scrub(message) != message => {
+                let at = info
+                    .location()
+                    .map(|l| format!(" at {}:{}", l.file(), l.line()))
+                    .unwrap_or_default();
+                eprintln!("waypoint panicked{at}: {}", secrets::scrub(message));
+            }
+            _ => default(info),
+        }
+    }));
+}
+
 /// `e` and its causes joined by ": ", leaving out a cause whose text the previous one already
-/// includes (library errors often print their source inside their own message).
+/// includes (library errors often print their source inside their own message), with every
+/// secret of a URL given taken out.
 fn one_line(e: &anyhow::Error) -> String {
     let mut line = String::new();
     for cause in e.chain() {
@@ -85,5 +132,5 @@ fn one_line(e: &anyhow::Error) -> String {
         }
         line.push_str(&text);
     }
-    line.replace('\n', " ")
+    secrets::scrub(&line.replace('\n', " "))
 }

@@ -11,7 +11,8 @@ use waypoint_checkpoint::{CheckpointSaver, InMemorySaver};
 use waypoint_checkpoint_sqlite::SqliteSaver;
 use waypoint_store::{InMemoryStore, SqliteStore, Store, StoreConfig};
 
-use crate::backend::{self, Kind, Open, redact};
+use crate::backend::{self, Kind, Open};
+use crate::secrets::redact;
 
 /// How long opening a fresh saver or store on a reachable server may take.
 const OPEN_TIMEOUT: Duration = Duration::from_secs(30);

@@ -42,10 +42,12 @@ pub(crate) struct Args {
     url: String,
 }
 
-/// Prints one line to stdout, as an error (not a panic) when stdout is gone.
+/// Prints one line to stdout (without any secret of the URL given), as an error (not a panic)
+/// when stdout is gone.
 macro_rules! say {
     ($($arg:tt)*) => {
-        writeln!(std::io::stdout(), $($arg)*).context("cannot write to stdout")?
+        writeln!(std::io::stdout(), "{}", crate::secrets::scrub(&format!($($arg)*)))
+            .context("cannot write to stdout")?
     };
 }
 
@@ -70,7 +72,7 @@ pub(crate) async fn run(args: Args) -> Result<()> {
         bob_1: format!("demo-{id}-bob-1"),
         id,
     };
-    let shown = backend::redact(&url);
+    let shown = crate::secrets::redact(&url);
     say!("Waypoint demo (run {}) on {shown}", demo.id);
     say!("A trip assistant built with waypoint-runtime. Its model is a stand-in: a few rules,");
     say!("no network, so every run tells the same story (only ids differ).");
@@ -80,6 +82,9 @@ pub(crate) async fn run(args: Args) -> Result<()> {
     say!("");
     if is_persistent(&url) {
         say!("Everything above is kept in {shown}. Look around with:");
+        if shown != url {
+            say!("  (with the URL's password in place of ***)");
+        }
         say!("  waypoint threads list --url {shown}");
         say!("  waypoint threads history {} --url {shown}", demo.alice_2);
         say!(

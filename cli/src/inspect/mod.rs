@@ -16,7 +16,7 @@ pub(crate) use threads::{ThreadsCommand, threads};
 #[derive(clap::Args, Debug)]
 pub(crate) struct Target {
     /// Backend URL: sqlite:PATH, postgres://..., redis://... (or memory:).
-    #[arg(long, env = "WAYPOINT_URL")]
+    #[arg(long, env = "WAYPOINT_URL", hide_env_values = true)]
     url: String,
     /// Print one JSON document on stdout instead of tables.
     #[arg(long)]
