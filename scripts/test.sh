@@ -32,8 +32,9 @@ cargo clippy --workspace --all-targets --all-features -- -D warnings
 step "cargo doc"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --all-features --no-deps --quiet
 
-step "fuzz targets build"
+step "fuzz targets build, and their harnesses reach the sealed-value paths"
 cargo build --quiet --manifest-path fuzz/Cargo.toml --bins
+cargo test --quiet --manifest-path fuzz/Cargo.toml --lib
 
 step "throwaway servers (PostgreSQL, Redis) and the LangGraph venv"
 start_postgres "$scratch" postgres POSTGRES

@@ -8,10 +8,16 @@ const SECRET_PARAMS: &[&str] = &["password", "pass", "sslpassword", "token", "se
 
 /// `url` with its password (and any secret query parameter) replaced by `***`.
 ///
-/// A string that does not parse as a URL is not echoed at all (it may hold a secret in a
-/// form the parser cannot find): only its scheme, if it has one, is kept.
+/// A string that does not parse as a URL is echoed only when it has no `@` and no `=` (no
+/// place a secret could hide, like `waypoint.db`); otherwise only its scheme, if it has
+/// one, is kept.
 pub fn redact_url(url: &str) -> String {
-    let Ok(mut parsed) = url::Url::parse(url) else {
+    let parsed = url::Url::parse(url);
+    // Opaque forms (`scheme:anything`) have no user or query for the parser to find.
+    let Ok(mut parsed) = parsed.ok().filter(|p| !p.cannot_be_a_base()).ok_or(()) else {
+        if !url.contains(['@', '=']) {
+            return url.to_owned();
+        }
         return match url.split_once(':') {
             Some((scheme, _)) if is_scheme(scheme) => format!("{scheme}:<unparsable URL>"),
             _ => "<unparsable URL>".to_owned(),
@@ -82,6 +88,11 @@ mod tests {
     fn unparsable_urls_are_not_echoed() {
         let got = redact_url("postgres://u:hunter2@[bad");
         assert_eq!(got, "postgres:<unparsable URL>");
-        assert_eq!(redact_url("hunter2 and more"), "<unparsable URL>");
+        assert_eq!(redact_url("x=hunter2 and more"), "<unparsable URL>");
+        assert_eq!(redact_url("u:hunter2@db"), "u:<unparsable URL>");
+        assert_eq!(redact_url("sqlite:a.db"), "sqlite:a.db");
+        // Nowhere for a secret to hide: shown as given.
+        assert_eq!(redact_url("waypoint.db"), "waypoint.db");
+        assert_eq!(redact_url("postgres://h:bad/x"), "postgres://h:bad/x");
     }
 }

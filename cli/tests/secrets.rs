@@ -107,7 +107,10 @@ fn unreachable_and_malformed_urls_keep_their_password_out_of_errors() {
             "cannot parse the URL `redis:<unparsable URL>`",
         ),
         ("mysql://u:hunter2@db/x", "unknown URL `mysql://u:***@db/x`"),
-        ("hunter2", "unknown URL `<unparsable URL>`"),
+        ("hunter2@nowhere", "unknown URL `<unparsable URL>`"),
+        ("u:hunter2@db", "unknown URL `u:<unparsable URL>`"),
+        // Nowhere for a secret to hide: the error shows what was typed.
+        ("waypoint.db", "unknown URL `waypoint.db`"),
     ];
     for (url, needle) in malformed {
         for args in COMMANDS.iter().chain([&["demo"][..]].iter()) {
