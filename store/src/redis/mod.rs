@@ -127,7 +127,10 @@ impl RedisStore {
         let store = config.store.clone();
         let backend = RedisBackend::new(config)?;
         backend.check_layout().await?;
-        backend.config.check_persistence(&mut backend.conn.clone()).await?;
+        backend
+            .config
+            .check_persistence(&mut backend.conn.clone())
+            .await?;
         Ok(RedisStore {
             engine: Engine::open(backend, store).await?,
         })
