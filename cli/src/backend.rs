@@ -174,8 +174,11 @@ mod tests {
     fn unknown_urls_are_shown_without_secrets() {
         let err = Kind::of("mysql://me:hunter2@db/x").unwrap_err().to_string();
         assert!(err.contains("unknown URL `mysql://me:***@db/x`"), "{err}");
-        let err = Kind::of("hunter2").unwrap_err().to_string();
+        let err = Kind::of("me:hunter2@db").unwrap_err().to_string();
         assert!(!err.contains("hunter2"), "{err}");
+        // Nowhere for a secret to hide: shown as typed.
+        let err = Kind::of("waypoint.db").unwrap_err().to_string();
+        assert!(err.contains("unknown URL `waypoint.db`"), "{err}");
     }
 
     #[tokio::test]
