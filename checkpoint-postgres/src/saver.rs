@@ -19,7 +19,7 @@ use waypoint_checkpoint::{
 
 use crate::config::PostgresConfig;
 use crate::convert::{pg_error, tuple_from_row};
-use crate::input::{check_id, check_lookup, check_nul, check_put, check_saves, check_writes};
+use crate::input::{check_lookup, check_nul};
 use crate::lease;
 use crate::queries::{self, ListQuery};
 use crate::schema;
@@ -102,7 +102,7 @@ impl Drop for Checkout {
 /// write runs inside a transaction nobody will commit. An operation that met a broken
 /// connection (the server restarted) is retried once on a fresh one, so the saver recovers
 /// without being rebuilt. Ids are refused with [`Error::InvalidConfig`] when PostgreSQL cannot
-/// store them: NUL characters, or over [`crate::MAX_ID_BYTES`] in a write.
+/// store them: NUL characters, or over [`crate::MAX_ID_BYTES`] in a write (the core's rule).
 #[derive(Debug, Clone)]
 pub struct PostgresSaver {
     pool: PgPool,
@@ -276,7 +276,6 @@ struct Batch {
 impl Batch {
     fn prepare(serde: &Serde, saves: Vec<Save>) -> Result<Self> {
         let saves = PreparedSave::batch(serde, saves)?;
-        check_saves(&saves)?;
         let texts = saves
             .iter()
             .map(|save| match save {
@@ -425,7 +424,6 @@ impl CheckpointSaver for PostgresSaver {
         new_versions: ChannelVersions,
     ) -> Result<CheckpointConfig> {
         let put = PreparedPut::new(&self.serde, config, checkpoint, metadata, new_versions)?;
-        check_put(&put)?;
         let (checkpoint, metadata) = (json_text(&put.checkpoint)?, json_text(&put.metadata)?);
         let persistent = self.config.prepared_statements;
         on_conn!(self, retry = true, |conn| async {
@@ -446,7 +444,6 @@ impl CheckpointSaver for PostgresSaver {
         let Some(w) = PreparedWrites::new(&self.serde, config, writes, task_id, task_path)? else {
             return Ok(());
         };
-        check_writes(&w)?;
         let persistent = self.config.prepared_statements;
         on_conn!(self, retry = true, |conn| async {
             queries::put_writes(conn, &w, persistent)
@@ -513,7 +510,7 @@ impl CheckpointSaver for PostgresSaver {
             return Err(Error::Conflict("cannot copy a thread onto itself".into()));
         }
         check_nul("source thread_id", source_thread_id)?;
-        check_id("target thread_id", target_thread_id)?;
+        waypoint_checkpoint::check_id("target thread_id", target_thread_id)?;
         let copied = on_conn!(self, retry = false, |conn| async {
             queries::copy_thread(
                 conn,
@@ -577,7 +574,6 @@ impl CheckpointSaver for PostgresSaver {
 
     async fn acquire_lease(&self, thread_id: &str, ttl: Duration) -> Result<Lease> {
         let ttl = lease::ttl_micros(thread_id, ttl)?;
-        check_id("thread_id", thread_id)?;
         // One token for every attempt: a retry after a lost reply finds the row it wrote.
         let token = Lease::new_token();
         let persistent = self.config.prepared_statements;
