@@ -196,35 +196,55 @@ impl ListQuery {
 /// Stores a checkpoint, its new values and (with an authenticated history) its child record
 /// on the parent in one statement: atomic, one round trip. Values already stored under the
 /// same version are kept; the checkpoint row is replaced except for its parent.
+///
+/// With a `fence` (thread, lease token), every row is written only while that lease still
+/// holds the thread, checked in the same statement (the lease row is locked `FOR SHARE`
+/// until it ends); returns whether it was written.
 pub(crate) async fn put(
     conn: &mut PgConnection,
     put: &PreparedPut,
     checkpoint: &str,
     metadata: &str,
+    fence: Option<(&str, &str)>,
     persistent: bool,
-) -> sqlx::Result<()> {
+) -> sqlx::Result<bool> {
     // The child record's rows (none without one) are one more data-modifying CTE: it runs
-    // whether or not the main insert reads it, in the statement's snapshot.
-    const HEAD: &str = "WITH blobs AS (
+    // whether or not the main insert reads it, in the statement's snapshot, so under a fence
+    // each insert is gated on the lease itself.
+    fn sql(fenced: bool, on_child_conflict: &str) -> String {
+        let (fence, held) = if fenced {
+            (
+                "fence AS (SELECT 1 FROM waypoint_thread_leases WHERE thread_id = $20 AND token = $21 FOR SHARE), ",
+                " WHERE EXISTS (SELECT 1 FROM fence)",
+            )
+        } else {
+            ("", "")
+        };
+        format!(
+            "WITH {fence}blobs AS (
         INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
         SELECT $1, $2, v.channel, v.version, v.type, v.blob
-        FROM unnest($3::text[], $4::text[], $5::text[], $6::bytea[]) AS v(channel, version, type, blob)
+        FROM unnest($3::text[], $4::text[], $5::text[], $6::bytea[]) AS v(channel, version, type, blob){held}
         ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
     ), child AS (
         INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
         SELECT $11::text, $12::text, $13::text, $14::text, $15::text, w.idx, w.channel, w.type, w.blob
-        FROM unnest($16::int4[], $17::text[], $18::text[], $19::bytea[]) AS w(idx, channel, type, blob)
-        ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)";
-    const TAIL: &str = ")
+        FROM unnest($16::int4[], $17::text[], $18::text[], $19::bytea[]) AS w(idx, channel, type, blob){held}
+        ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) {on_child_conflict}
+    )
     INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
-    VALUES ($1, $2, $7, $8, $9::jsonb, $10::jsonb)
+    SELECT $1, $2, $7, $8, $9::jsonb, $10::jsonb{held}
     ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id)
-    DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata";
-    static SQL: OnceLock<[String; 2]> = OnceLock::new();
-    let [ignore, replace] = SQL.get_or_init(|| {
+    DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata"
+        )
+    }
+    static SQL: OnceLock<[String; 4]> = OnceLock::new();
+    let statements = SQL.get_or_init(|| {
         [
-            format!("{HEAD} DO NOTHING{TAIL}"),
-            format!("{HEAD} {REPLACE_WRITE}{TAIL}"),
+            sql(false, "DO NOTHING"),
+            sql(false, REPLACE_WRITE),
+            sql(true, "DO NOTHING"),
+            sql(true, REPLACE_WRITE),
         ]
     });
     let n = put.values.len();
@@ -246,12 +266,9 @@ pub(crate) async fn put(
     }
     let child = put.child.as_ref();
     let rows = child.map(WriteColumns::of).unwrap_or_default();
-    let sql = if child.is_some_and(|c| c.replace) {
-        replace
-    } else {
-        ignore
-    };
-    sqlx::query(sql)
+    let replace = child.is_some_and(|c| c.replace);
+    let sql = &statements[usize::from(fence.is_some()) * 2 + usize::from(replace)];
+    let query = sqlx::query(sql)
         .persistent(persistent)
         .bind(&put.thread_id)
         .bind(&put.checkpoint_ns)
@@ -271,10 +288,12 @@ pub(crate) async fn put(
         .bind(rows.idxs)
         .bind(rows.channels)
         .bind(rows.types)
-        .bind(rows.blobs)
-        .execute(conn)
-        .await
-        .map(drop)
+        .bind(rows.blobs);
+    let query = match fence {
+        Some((thread_id, token)) => query.bind(thread_id).bind(token),
+        None => query,
+    };
+    Ok(query.execute(conn).await?.rows_affected() > 0)
 }
 
 /// The conflict action of writes that replace existing rows (last wins).

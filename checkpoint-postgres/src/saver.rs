@@ -297,7 +297,9 @@ impl Batch {
         for (save, (checkpoint, metadata)) in self.saves.iter().zip(&self.texts) {
             match save {
                 PreparedSave::Put(put) => {
-                    queries::put(&mut *conn, put, checkpoint, metadata, persistent).await
+                    queries::put(&mut *conn, put, checkpoint, metadata, None, persistent)
+                        .await
+                        .map(drop)
                 }
                 PreparedSave::Writes(w) => queries::put_writes(&mut *conn, w, persistent).await,
             }
@@ -427,7 +429,7 @@ impl CheckpointSaver for PostgresSaver {
         let (checkpoint, metadata) = (json_text(&put.checkpoint)?, json_text(&put.metadata)?);
         let persistent = self.config.prepared_statements;
         on_conn!(self, retry = true, |conn| async {
-            queries::put(conn, &put, &checkpoint, &metadata, persistent)
+            queries::put(conn, &put, &checkpoint, &metadata, None, persistent)
                 .await
                 .map_err(pg_error)
         })?;
@@ -472,6 +474,23 @@ impl CheckpointSaver for PostgresSaver {
         check_nul("lease token", &lease.token)?;
         let batch = Batch::prepare(&self.serde, saves)?;
         let persistent = self.config.prepared_statements;
+        // One put (a run's step in sync durability, the common case) is one statement that
+        // checks the lease itself: one round trip, as an unfenced put.
+        if let ([PreparedSave::Put(put)], [(checkpoint, metadata)]) =
+            (&batch.saves[..], &batch.texts[..])
+        {
+            let fence = Some((lease.thread_id.as_str(), lease.token.as_str()));
+            let written = on_conn!(self, retry = true, |conn| async {
+                queries::put(conn, put, checkpoint, metadata, fence, persistent)
+                    .await
+                    .map_err(pg_error)
+            })?;
+            return if written {
+                Ok(())
+            } else {
+                Err(lease_lost(lease))
+            };
+        }
         // The lease row stays locked until the commit: a takeover, renewal or release waits
         // for the writes, and writes after a takeover find another token. Idempotent, as
         // `save_batch`.
