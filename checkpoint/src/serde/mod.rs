@@ -8,6 +8,7 @@
 mod cipher;
 mod format;
 mod history;
+mod langgraph;
 mod path;
 
 use std::borrow::Cow;
@@ -22,6 +23,7 @@ pub use format::{
     Format, TAG_BINCODE, TAG_BYTES, TAG_EMPTY, TAG_JSON, TAG_MSGPACK, TAG_NULL, TAG_POSTCARD,
 };
 pub use history::{CHILD_CHANNEL, RECORD_KEY, child_record_task};
+pub use langgraph::writing_langgraph;
 
 use crate::{Error, Result, SerializedValue};
 
