@@ -197,6 +197,11 @@ impl ListQuery {
 /// on the parent in one statement: atomic, one round trip. Values already stored under the
 /// same version are kept; the checkpoint row is replaced except for its parent.
 ///
+/// Values the parent row holds inline (LangGraph keeps strings, numbers, booleans and null
+/// in `channel_values`, outside `checkpoint_blobs`) are carried into the new row for every
+/// channel whose version this checkpoint keeps and this put does not store, so continuing a
+/// Python-written thread never drops them.
+///
 /// With a `fence` (thread, lease token), every row is written only while that lease still
 /// holds the thread, checked in the same statement (the lease row is locked `FOR SHARE`
 /// until it ends); returns whether it was written.
@@ -233,7 +238,13 @@ pub(crate) async fn put(
         ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) {on_child_conflict}
     )
     INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
-    SELECT $1, $2, $7, $8, $9::jsonb, $10::jsonb{held}
+    SELECT $1, $2, $7, $8, jsonb_set($9::jsonb, '{{channel_values}}', coalesce((
+        SELECT jsonb_object_agg(e.key, e.value)
+        FROM checkpoints p, jsonb_each(p.checkpoint -> 'channel_values') AS e
+        WHERE p.thread_id = $1 AND p.checkpoint_ns = $2 AND p.checkpoint_id = $8
+            AND p.checkpoint -> 'channel_versions' -> e.key = $9::jsonb -> 'channel_versions' -> e.key
+            AND e.key <> ALL($3::text[])
+    ), '{{}}'::jsonb)), $10::jsonb{held}
     ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id)
     DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata"
         )
@@ -1113,5 +1124,97 @@ mod tests {
         assert_eq!(seed("q\"x"), Some(json!([7])));
         assert_eq!(seed("missing"), None);
         assert_eq!(latest["a.b"].writes.len(), 2);
+    }
+
+    /// A checkpoint row as LangGraph writes it (strings, numbers, booleans and null inline,
+    /// no blob rows), continued by a Waypoint put that versions one channel anew: the new
+    /// row carries the other inline values, so both Waypoint and a Python reader (which
+    /// reads the row's JSON) see the thread whole.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_put_carries_the_parents_inline_values_forward() {
+        let Some(url) = std::env::var("WAYPOINT_TEST_POSTGRES_URL")
+            .ok()
+            .filter(|u| !u.is_empty())
+        else {
+            eprintln!("skipped: WAYPOINT_TEST_POSTGRES_URL is not set");
+            return;
+        };
+        let schema = format!("wp_test_{}", uuid::Uuid::new_v4().simple());
+        let saver =
+            PostgresSaver::connect(PostgresConfig::new(url).schema(schema).max_connections(2))
+                .await
+                .expect("connect");
+        saver.setup().await.expect("setup");
+        let parent = waypoint_checkpoint::checkpoint_id(0);
+        let inline =
+            json!({"topic": "cats", "count": 3, "ratio": 0.5, "done": false, "nothing": null});
+        let row = json!({
+            "v": 4, "id": parent, "ts": "2026-01-01T00:00:00+00:00",
+            "channel_values": inline,
+            "channel_versions": {"topic": "1", "count": "1", "ratio": "1", "done": "1", "nothing": "1"},
+            "versions_seen": {}
+        });
+        sqlx::query(
+            "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
+             VALUES ('t', '', $1, NULL, $2::jsonb, '{}'::jsonb)",
+        )
+        .bind(&parent)
+        .bind(row.to_string())
+        .execute(saver.pool())
+        .await
+        .expect("row");
+        let serde = Serde::default();
+        let mut child = waypoint_checkpoint::Checkpoint::new(1);
+        child.channel_versions = [
+            ("topic", "1"),
+            ("count", "2"),
+            ("ratio", "1"),
+            ("done", "1"),
+            ("nothing", "1"),
+        ]
+        .into_iter()
+        .map(|(c, v)| (c.to_owned(), v.into()))
+        .collect();
+        child
+            .channel_values
+            .insert("count".into(), serde.dumps(&4).expect("dumps"));
+        let new_versions = [("count".to_owned(), "2".into())].into();
+        let stored = saver
+            .put(
+                &CheckpointConfig::new("t").with_id(parent.clone()),
+                child,
+                waypoint_checkpoint::CheckpointMetadata::default(),
+                new_versions,
+            )
+            .await
+            .expect("put");
+        let tuple = saver
+            .get_tuple(&stored)
+            .await
+            .expect("get")
+            .expect("stored");
+        let values: serde_json::Map<String, serde_json::Value> = tuple
+            .checkpoint
+            .channel_values
+            .iter()
+            .map(|(c, v)| (c.clone(), serde.loads(v).expect("loads")))
+            .collect();
+        assert_eq!(
+            serde_json::Value::Object(values),
+            json!({"topic": "cats", "count": 4, "ratio": 0.5, "done": false, "nothing": null})
+        );
+        // What a Python reader sees: the row's own inline values (count is a blob now).
+        let carried: String = sqlx::query_scalar(
+            "SELECT (checkpoint -> 'channel_values')::text FROM checkpoints WHERE checkpoint_id = $1",
+        )
+        .bind(stored.checkpoint_id.as_deref())
+        .fetch_one(saver.pool())
+        .await
+        .expect("row");
+        let carried: serde_json::Value = serde_json::from_str(&carried).expect("json");
+        assert_eq!(
+            carried,
+            json!({"topic": "cats", "ratio": 0.5, "done": false, "nothing": null})
+        );
     }
 }

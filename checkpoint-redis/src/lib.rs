@@ -38,7 +38,7 @@
 //! | `P:{T}:checkpoint:<ns>:<id>` | hash | `c` checkpoint JSON (no values), `m` metadata JSON, `p` parent id, `b` the blob fields of its channel versions (JSON) |
 //! | `P:{T}:ns:<ns>` | sorted set | checkpoint ids of the namespace, score 0: ids are time-ordered uuid6 strings, so `ZREVRANGEBYLEX` gives newest first and `before`/`limit` are range bounds |
 //! | `P:{T}:index` | sorted set | `enc(id) ns` for every namespace of the thread (`list` without a namespace) |
-//! | `P:{T}:blobs:<ns>` | hash | field `<len>:<channel><version>`, value `<len>:<tag><bytes>` (empty: versioned, no value; under a keyring an `empty`-tagged seal, so a stripped ciphertext is an error on read); stored once per version, shared by the checkpoints naming it |
+//! | `P:{T}:blobs:<ns>` | hash | field `<len>:<channel><version>`, value `<len>:<tag><bytes>` (empty: versioned, no value; under a keyring an `empty`-tagged seal, so a stripped ciphertext is an error on read); stored once per version, shared by the checkpoints naming it, never rewritten (`HSETNX`) |
 //! | `P:{T}:writes:<ns>:<id>` | hash | field `<len>:<task_id><idx>`, value channel, task path and value; a call of only reserved channels overwrites (`HSET`), any other call inserts if absent (`HSETNX`) |
 //! | `P:{T}:registry` | set | the names of every key above, for `delete_thread`, pins and ttl |
 //! | `P:{T}:meta` | hash | `gen` (bumped by every write), `pinned`, `refreshed` (last full ttl renewal) |

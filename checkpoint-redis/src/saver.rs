@@ -500,8 +500,9 @@ impl RedisSaver {
             .ignore()
             .zadd(self.global(), k.global_member(id, ns), 0)
             .ignore();
-        if !encoded.values.is_empty() {
-            pipe.hset_multiple(&blobs, &encoded.values).ignore();
+        // A stored version is never rewritten (see `PreparedPut::values`).
+        for (field, value) in &encoded.values {
+            pipe.hset_nx(&blobs, field, value).ignore();
         }
         pipe.sadd(k.registry(), &[&cp, &nsz, &idx, &blobs]).ignore();
         if let Some(child) = &put.child {

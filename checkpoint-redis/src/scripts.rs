@@ -100,7 +100,7 @@ while a <= #ARGV do
     redis.call('ZADD', glob, 0, ARGV[a + 7])
     a = a + 9
     for i = 0, n - 1 do
-      redis.call('HSET', blobs, ARGV[a + 2 * i], ARGV[a + 2 * i + 1])
+      redis.call('HSETNX', blobs, ARGV[a + 2 * i], ARGV[a + 2 * i + 1])
     end
     a = a + 2 * n
     redis.call('SADD', reg, cp, nsz, idx, blobs)

@@ -53,7 +53,7 @@ pub(crate) fn put_in(
     {
         let mut blob = tx
             .prepare_cached(
-                "INSERT OR REPLACE INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
+                "INSERT OR IGNORE INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )
             .map_err(sqlite_error)?;

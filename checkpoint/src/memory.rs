@@ -125,7 +125,8 @@ impl InMemorySaver {
             ns.blobs
                 .entry(v.channel)
                 .or_default()
-                .insert(v.version, v.value);
+                .entry(v.version)
+                .or_insert(v.value);
         }
         let id = put.checkpoint.id.clone();
         let parent = match ns.checkpoints.get(&id) {

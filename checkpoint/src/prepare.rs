@@ -57,7 +57,10 @@ pub struct PreparedPut {
     pub checkpoint: Checkpoint,
     /// The metadata, top-level NULs stripped.
     pub metadata: CheckpointMetadata,
-    /// One entry per channel of `new_versions`.
+    /// One entry per channel of `new_versions`, then one per value given for a channel
+    /// outside `new_versions` (at its current version). Backends store each only where its
+    /// `(thread, ns, channel, version)` has no value yet: a stored version is never rewritten,
+    /// and a value a caller hands over is never dropped.
     pub values: Vec<NewValue>,
     /// With an authenticated history, the sealed child record to store on the parent in the
     /// same atomic step as the checkpoint.
@@ -65,7 +68,8 @@ pub struct PreparedPut {
 }
 
 impl PreparedPut {
-    /// Validates a put and seals the values of the channels in `new_versions`.
+    /// Validates a put and seals its values: those of the channels in `new_versions` (a
+    /// channel there without value is empty), then any other value given, at its version.
     pub fn new(
         serde: &Serde,
         config: &CheckpointConfig,
@@ -108,7 +112,27 @@ impl PreparedPut {
                 value,
             });
         }
-        checkpoint.channel_values.clear();
+        // Values of channels the put does not version anew (e.g. LangGraph's inline
+        // primitives of a checkpoint this one continues) are kept at their current version.
+        for (channel, value) in std::mem::take(&mut checkpoint.channel_values) {
+            let Some(version) = checkpoint.channel_versions.get(&channel).cloned() else {
+                return Err(Error::InvalidConfig(format!(
+                    "channel `{channel}` has a value but no version in channel_versions"
+                )));
+            };
+            let slot = Slot::Channel {
+                thread_id: &thread_id,
+                checkpoint_ns: &checkpoint_ns,
+                channel: &channel,
+                version: version.as_str(),
+            };
+            let value = Some(serde.seal(&value, &slot)?);
+            values.push(NewValue {
+                channel,
+                version,
+                value,
+            });
+        }
         let parent_config = CheckpointConfig {
             checkpoint_id: config.checkpoint_id.clone().filter(|p| !p.is_empty()),
             ..config.clone()

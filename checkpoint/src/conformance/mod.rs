@@ -86,7 +86,8 @@ macro_rules! __checkpoint_cases {
             put_multiple_checkpoints_same_thread put_multiple_threads_isolated put_parent_config
             put_incremental_channel_update put_new_channel_added put_channel_removed
             put_preserves_run_id put_preserves_versions_seen_values
-            put_stores_checkpoint_and_metadata_unaltered put_only_stores_changed_channels
+            put_stores_checkpoint_and_metadata_unaltered put_never_drops_a_given_value
+            put_refuses_a_value_without_version
             put_rejects_empty_thread_id put_rejects_empty_checkpoint_id
             put_writes_basic put_writes_multiple_writes_same_task put_writes_multiple_tasks
             put_writes_preserves_task_id put_writes_preserves_channel_and_value

@@ -376,22 +376,22 @@ pub async fn put_stores_checkpoint_and_metadata_unaltered(
     Ok(())
 }
 
-/// Only channels in `new_versions` are stored (LangGraph JS suite).
-pub async fn put_only_stores_changed_channels(saver: &dyn CheckpointSaver) -> Result<()> {
+/// A value handed to `put` is never dropped: one of a channel outside `new_versions` (as
+/// LangGraph's PostgreSQL saver keeps strings and numbers inline in every checkpoint) is kept
+/// at its current version, a checkpoint continuing it with a put naming only some channels
+/// reads back whole, and a version that already has a stored value keeps it.
+///
+/// LangGraph's JS suite instead expects such values to be dropped; that is the silent loss
+/// issue 18 removes.
+pub async fn put_never_drops_a_given_value(saver: &dyn CheckpointSaver) -> Result<()> {
     let t = thread();
     let vals = [("foo", json!("bar")), ("baz", json!("qux"))];
     let vers = [("foo", 1), ("baz", 1)];
-    let cases: [(&[(&str, u64)], serde_json::Value); 3] = [
-        (&[], json!({})),
-        (&[("foo", 1)], json!({"foo": "bar"})),
-        (
-            &[("foo", 1), ("baz", 1)],
-            json!({"foo": "bar", "baz": "qux"}),
-        ),
-    ];
-    for (new_versions, expected) in cases {
+    let whole = json!({"foo": "bar", "baz": "qux"});
+    let cases: [&[(&str, u64)]; 3] = [&[], &[("foo", 1)], &[("foo", 1), ("baz", 1)]];
+    for new_versions in cases {
         let t = format!("{t}-{}", new_versions.len());
-        let stored = saver
+        let first = saver
             .put(
                 &cfg(&t, ""),
                 checkpoint(0, &vals, &vers),
@@ -399,19 +399,59 @@ pub async fn put_only_stores_changed_channels(saver: &dyn CheckpointSaver) -> Re
                 versions(new_versions),
             )
             .await?;
-        let read = saver.get_tuple(&stored).await;
-        if saver.sealed() && new_versions.len() < vers.len() {
-            // Under a keyring a named version with no stored row cannot be told from a
-            // deleted one: the read fails closed.
-            assert!(matches!(read, Err(crate::Error::Decrypt(_))), "{read:?}");
-            continue;
-        }
-        let tuple = read?.expect("stored");
+        let read = saver.get_tuple(&first).await?.expect("stored");
+        assert_eq!(serde_json::to_value(values_of(&read)).expect("json"), whole);
+
+        // Continued by a put that changes `foo` only and hands over only its value.
+        let second = saver
+            .put(
+                &first,
+                checkpoint(1, &[("foo", json!("bar2"))], &[("foo", 2), ("baz", 1)]),
+                meta(CheckpointSource::Loop, 1),
+                versions(&[("foo", 2)]),
+            )
+            .await?;
+        let read = saver.get_tuple(&second).await?.expect("stored");
         assert_eq!(
-            serde_json::to_value(values_of(&tuple)).expect("json"),
-            expected
+            serde_json::to_value(values_of(&read)).expect("json"),
+            json!({"foo": "bar2", "baz": "qux"})
         );
+
+        // A different value at a version that has one already does not rewrite history.
+        let third = saver
+            .put(
+                &second,
+                checkpoint(2, &[("baz", json!("other"))], &[("foo", 2), ("baz", 1)]),
+                meta(CheckpointSource::Loop, 2),
+                versions(&[]),
+            )
+            .await?;
+        let read = saver.get_tuple(&third).await?.expect("stored");
+        assert_eq!(
+            serde_json::to_value(values_of(&read)).expect("json"),
+            json!({"foo": "bar2", "baz": "qux"})
+        );
+        let read = saver.get_tuple(&first).await?.expect("stored");
+        assert_eq!(serde_json::to_value(values_of(&read)).expect("json"), whole);
     }
+    Ok(())
+}
+
+/// A value for a channel without a version is refused, not dropped.
+pub async fn put_refuses_a_value_without_version(saver: &dyn CheckpointSaver) -> Result<()> {
+    let t = thread();
+    let err = saver
+        .put(
+            &cfg(&t, ""),
+            checkpoint(0, &[("foo", json!("bar"))], &[]),
+            meta(CheckpointSource::Loop, 0),
+            versions(&[]),
+        )
+        .await;
+    assert!(
+        matches!(err, Err(crate::Error::InvalidConfig(_))),
+        "{err:?}"
+    );
     Ok(())
 }
 
