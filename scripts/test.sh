@@ -44,6 +44,7 @@ start_redis "$scratch" redis REDIS
 # A second server for the fault tests, which stop and restart it mid-run.
 start_redis "$scratch" redis-faults REDIS_FAULTS
 langgraph_venv
+langgraph06_venv
 export TMPDIR="$scratch"
 
 step "cargo test"
