@@ -3,6 +3,22 @@
 //! Decoding runs the fast decoder first; only when it fails is the value decoded again
 //! through the path-tracking adapter in `path.rs`, so errors name the failing field at no
 //! cost to success.
+//!
+//! Two formats share the tag `msgpack`, because Python must read what either writes:
+//! [`Format::MsgPack`], Waypoint's own (rmp-serde, not human-readable, so types may take a
+//! compact form), and [`Format::LangGraph`], Python LangGraph's (human-readable, Python
+//! objects as extension types; see `langgraph.rs`). A stored `msgpack` value may have been
+//! written by either, so each reads both, its own way first:
+//!
+//! - `MsgPack` decodes with rmp-serde; only if that fails, through LangGraph's tree;
+//! - `LangGraph` decodes through the tree; only if that fails, with rmp-serde.
+//!
+//! The first reading that succeeds wins, so the result is deterministic. A value both
+//! readings accept but read differently (a type whose compact and human-readable forms
+//! overlap) therefore reads as its own format wrote it only when the reader is configured
+//! with that format: a [`super::Serde`] writing `LangGraph` reads `msgpack` values tree first.
+//! When both fail, the error reported is the tree's if the bytes hold a Python object or the
+//! format is `LangGraph`, rmp-serde's (with its path) otherwise.
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -27,7 +43,7 @@ pub const TAG_EMPTY: &str = "empty";
 /// Deepest nesting a self-describing decoder accepts (serde_json's own limit); deeper input
 /// is an error rather than a stack overflow.
 #[cfg(feature = "msgpack")]
-const MAX_DEPTH: usize = 128;
+pub(crate) const MAX_DEPTH: usize = 128;
 
 /// bincode preallocates strings and byte buffers from their length prefix, so a hostile
 /// prefix would abort the process on allocation; claims past this many bytes are errors.
@@ -54,6 +70,10 @@ pub enum Format {
     /// bincode 2, standard config; feature `bincode`.
     #[cfg(feature = "bincode")]
     Bincode,
+    /// Python LangGraph's msgpack (tag `msgpack`, Python objects as extension types 0-7),
+    /// written so that Python's `JsonPlusSerializer` reads it; feature `msgpack`.
+    #[cfg(feature = "msgpack")]
+    LangGraph,
 }
 
 impl Default for Format {
@@ -67,7 +87,7 @@ impl Default for Format {
 }
 
 impl Format {
-    /// Every format compiled into this build.
+    /// Every format compiled into this build (`LangGraph` last: it shares its tag).
     pub const ALL: &'static [Format] = &[
         Format::Json,
         #[cfg(feature = "msgpack")]
@@ -76,14 +96,25 @@ impl Format {
         Format::Postcard,
         #[cfg(feature = "bincode")]
         Format::Bincode,
+        #[cfg(feature = "msgpack")]
+        Format::LangGraph,
     ];
+
+    /// A name unique to this format (its tag, except `langgraph`), for labels.
+    pub fn name(self) -> &'static str {
+        match self {
+            #[cfg(feature = "msgpack")]
+            Format::LangGraph => "langgraph",
+            other => other.tag(),
+        }
+    }
 
     /// The tag stored beside values in this format.
     pub fn tag(self) -> &'static str {
         match self {
             Format::Json => TAG_JSON,
             #[cfg(feature = "msgpack")]
-            Format::MsgPack => TAG_MSGPACK,
+            Format::MsgPack | Format::LangGraph => TAG_MSGPACK,
             #[cfg(feature = "postcard")]
             Format::Postcard => TAG_POSTCARD,
             #[cfg(feature = "bincode")]
@@ -91,7 +122,8 @@ impl Format {
         }
     }
 
-    /// The format a stored tag names, or an error saying which feature would read it.
+    /// The format a stored tag names (`msgpack`: [`Format::MsgPack`], which also reads
+    /// LangGraph's), or an error saying which feature would read it.
     pub fn from_tag(tag: &str) -> Result<Format> {
         match tag {
             TAG_JSON => Ok(Format::Json),
@@ -117,6 +149,8 @@ impl Format {
             Format::Json => serde_json::to_vec(value).map_err(|e| fail(&e)),
             #[cfg(feature = "msgpack")]
             Format::MsgPack => rmp_serde::to_vec_named(value).map_err(|e| fail(&e)),
+            #[cfg(feature = "msgpack")]
+            Format::LangGraph => super::langgraph::encode(value),
             #[cfg(feature = "postcard")]
             Format::Postcard => postcard::to_stdvec(value).map_err(|e| fail(&e)),
             #[cfg(feature = "bincode")]
@@ -128,8 +162,23 @@ impl Format {
 
     /// Decodes a `T` from `bytes`; on failure the error names the field path.
     pub fn decode<T: DeserializeOwned>(self, bytes: &[u8]) -> Result<T> {
-        self.decode_fast(bytes)
-            .map_err(|fast| self.decode_with_path::<T>(bytes).unwrap_or(fast))
+        match self {
+            // Waypoint's own first, then LangGraph's (see the module docs).
+            #[cfg(feature = "msgpack")]
+            Format::MsgPack => self.decode_fast(bytes).or_else(|fast| {
+                super::langgraph::decode(bytes).map_err(|tree| match tree.python {
+                    true => tree.error,
+                    false => self.decode_with_path::<T>(bytes).unwrap_or(fast),
+                })
+            }),
+            // LangGraph's first, then Waypoint's.
+            #[cfg(feature = "msgpack")]
+            Format::LangGraph => super::langgraph::decode(bytes)
+                .or_else(|tree| Format::MsgPack.decode_fast(bytes).map_err(|_| tree.error)),
+            _ => self
+                .decode_fast(bytes)
+                .map_err(|fast| self.decode_with_path::<T>(bytes).unwrap_or(fast)),
+        }
     }
 
     fn decode_fast<T: DeserializeOwned>(self, bytes: &[u8]) -> Result<T> {
@@ -142,6 +191,8 @@ impl Format {
                 de.set_max_depth(MAX_DEPTH);
                 T::deserialize(&mut de).map_err(|e| fail(&e))
             }
+            #[cfg(feature = "msgpack")]
+            Format::LangGraph => super::langgraph::decode(bytes).map_err(|r| r.error),
             #[cfg(feature = "postcard")]
             Format::Postcard => match postcard::take_from_bytes(bytes) {
                 Ok((v, [])) => Ok(v),
@@ -190,6 +241,14 @@ impl Format {
                 de.set_max_depth(MAX_DEPTH);
                 message(deserialize_tracking(&mut de))
             }
+            #[cfg(feature = "msgpack")]
+            Format::LangGraph => match super::langgraph::decode(bytes) {
+                Ok(value) => Ok(value),
+                Err(refusal) => match refusal.error {
+                    Error::Serialization { path, message, .. } => Err((path, message)),
+                    other => Err((None, other.to_string())),
+                },
+            },
             #[cfg(feature = "postcard")]
             Format::Postcard => {
                 let mut de = postcard::Deserializer::from_bytes(bytes);

@@ -4,6 +4,11 @@
 //! written in one format stays readable after the default changes. Decoding only ever builds
 //! the type the caller asks for. With a [`Keyring`], savers seal values at rest
 //! ([`Serde::seal`] / [`Serde::open`]) bound to their [`Slot`].
+//!
+//! `Format::LangGraph` (feature `msgpack`) reads and writes what Python LangGraph's
+//! serializer does: msgpack with Python objects as extension types 0-7, decoded into a
+//! `Node` tree and shown to serde as JSON that keeps each object's class. Its values carry
+//! the tag `msgpack`, and every serde reads a `msgpack` value both ways (see `Format`).
 
 mod cipher;
 mod format;
@@ -24,6 +29,8 @@ pub use format::{
 };
 pub use history::{CHILD_CHANNEL, RECORD_KEY, child_record_task};
 pub use langgraph::writing_langgraph;
+#[cfg(feature = "msgpack")]
+pub use langgraph::{Node, PyObject};
 
 use crate::{Error, Result, SerializedValue};
 
@@ -100,6 +107,11 @@ impl Serde {
                 tag,
                 "value is sealed; open it with its slot first",
             )),
+            // A serde writing LangGraph's encoding reads `msgpack` values tree first.
+            #[cfg(feature = "msgpack")]
+            TAG_MSGPACK if self.format == Format::LangGraph => {
+                Format::LangGraph.decode(&value.bytes)
+            }
             _ => Format::from_tag(tag)?.decode(&value.bytes),
         }
     }
