@@ -204,13 +204,19 @@ impl ListQuery {
 ///
 /// With a `fence` (thread, lease token), every row is written only while that lease still
 /// holds the thread, checked in the same statement (the lease row is locked `FOR SHARE`
-/// until it ends); returns whether it was written.
+/// until it ends); returns whether it was written. `heads` ([`expected_heads_json`], or
+/// empty) is set for the transaction before the checkpoint row is inserted, so the
+/// `waypoint_checkpoint_head` trigger refuses a put whose expected head moved (SQLSTATE
+/// `WP409`).
+///
+/// [`expected_heads_json`]: waypoint_checkpoint::expected_heads_json
 pub(crate) async fn put(
     conn: &mut PgConnection,
     put: &PreparedPut,
     checkpoint: &str,
     metadata: &str,
     fence: Option<(&str, &str)>,
+    heads: &str,
     persistent: bool,
 ) -> sqlx::Result<bool> {
     // The child record's rows (none without one) are one more data-modifying CTE: it runs
@@ -219,7 +225,7 @@ pub(crate) async fn put(
     fn sql(fenced: bool, on_child_conflict: &str) -> String {
         let (fence, held) = if fenced {
             (
-                "fence AS (SELECT 1 FROM waypoint_thread_leases WHERE thread_id = $20 AND token = $21 FOR SHARE), ",
+                "fence AS (SELECT 1 FROM waypoint_thread_leases WHERE thread_id = $21 AND token = $22 FOR SHARE), ",
                 " WHERE EXISTS (SELECT 1 FROM fence)",
             )
         } else {
@@ -244,7 +250,8 @@ pub(crate) async fn put(
         WHERE p.thread_id = $1 AND p.checkpoint_ns = $2 AND p.checkpoint_id = $8
             AND p.checkpoint -> 'channel_versions' -> e.key = $9::jsonb -> 'channel_versions' -> e.key
             AND e.key <> ALL($3::text[])
-    ), '{{}}'::jsonb)), $10::jsonb{held}
+    ), '{{}}'::jsonb)), $10::jsonb
+    FROM (SELECT set_config('waypoint.expected_heads', $20, true)) AS heads{held}
     ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id)
     DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata"
         )
@@ -299,7 +306,8 @@ pub(crate) async fn put(
         .bind(rows.idxs)
         .bind(rows.channels)
         .bind(rows.types)
-        .bind(rows.blobs);
+        .bind(rows.blobs)
+        .bind(heads);
     let query = match fence {
         Some((thread_id, token)) => query.bind(thread_id).bind(token),
         None => query,

@@ -14,7 +14,7 @@ use waypoint_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
     CheckpointSaver, CheckpointTuple, DeltaChannelHistory, Error, Lease, ListOptions, PreparedPut,
     PreparedSave, PreparedWrites, PruneStrategy, Result, Save, Serde, SerializedValue,
-    check_fenced_saves, lease_lost, redact_url,
+    check_fenced_saves, expected_heads_json, lease_lost, redact_url,
 };
 
 use crate::config::PostgresConfig;
@@ -292,20 +292,32 @@ impl Batch {
         self.saves.is_empty()
     }
 
-    /// Writes every save, in order, in the caller's transaction.
-    async fn write(&self, conn: &mut PgConnection, persistent: bool) -> Result<()> {
+    /// Writes every save, in order, in the caller's transaction; with `heads`
+    /// ([`expected_heads_json`]), puts whose expected head moved are refused.
+    async fn write(&self, conn: &mut PgConnection, heads: &str, persistent: bool) -> Result<()> {
         for (save, (checkpoint, metadata)) in self.saves.iter().zip(&self.texts) {
             match save {
-                PreparedSave::Put(put) => {
-                    queries::put(&mut *conn, put, checkpoint, metadata, None, persistent)
-                        .await
-                        .map(drop)
-                }
+                PreparedSave::Put(put) => queries::put(
+                    &mut *conn, put, checkpoint, metadata, None, heads, persistent,
+                )
+                .await
+                .map(drop),
                 PreparedSave::Writes(w) => queries::put_writes(&mut *conn, w, persistent).await,
             }
-            .map_err(pg_error)?;
+            .map_err(|e| self.error(e))?;
         }
         Ok(())
+    }
+
+    /// Maps a driver error; the head trigger's refusal (SQLSTATE `WP409`, the newest id as
+    /// its message) is the `Conflict` of the put that expected another head.
+    fn error(&self, e: sqlx::Error) -> Error {
+        match &e {
+            sqlx::Error::Database(db) if db.code().as_deref() == Some("WP409") => {
+                waypoint_checkpoint::head_moved_in(&self.saves, db.message())
+            }
+            _ => pg_error(e),
+        }
     }
 }
 
@@ -429,7 +441,7 @@ impl CheckpointSaver for PostgresSaver {
         let (checkpoint, metadata) = (json_text(&put.checkpoint)?, json_text(&put.metadata)?);
         let persistent = self.config.prepared_statements;
         on_conn!(self, retry = true, |conn| async {
-            queries::put(conn, &put, &checkpoint, &metadata, None, persistent)
+            queries::put(conn, &put, &checkpoint, &metadata, None, "", persistent)
                 .await
                 .map_err(pg_error)
         })?;
@@ -464,7 +476,7 @@ impl CheckpointSaver for PostgresSaver {
         // back as a whole) is safe to retry.
         on_conn!(self, retry = true, |conn| async {
             let mut tx = sqlx::Connection::begin(conn).await.map_err(pg_error)?;
-            batch.write(&mut tx, persistent).await?;
+            batch.write(&mut tx, "", persistent).await?;
             tx.commit().await.map_err(pg_error)
         })
     }
@@ -473,6 +485,7 @@ impl CheckpointSaver for PostgresSaver {
         check_fenced_saves(lease, &saves)?;
         check_nul("lease token", &lease.token)?;
         let batch = Batch::prepare(&self.serde, saves)?;
+        let heads = expected_heads_json(&batch.saves);
         let persistent = self.config.prepared_statements;
         // One put (a run's step in sync durability, the common case) is one statement that
         // checks the lease itself: one round trip, as an unfenced put.
@@ -481,9 +494,9 @@ impl CheckpointSaver for PostgresSaver {
         {
             let fence = Some((lease.thread_id.as_str(), lease.token.as_str()));
             let written = on_conn!(self, retry = true, |conn| async {
-                queries::put(conn, put, checkpoint, metadata, fence, persistent)
+                queries::put(conn, put, checkpoint, metadata, fence, &heads, persistent)
                     .await
-                    .map_err(pg_error)
+                    .map_err(|e| batch.error(e))
             })?;
             return if written {
                 Ok(())
@@ -499,7 +512,7 @@ impl CheckpointSaver for PostgresSaver {
             if !lease::lock_if_held(&mut tx, lease, persistent).await? {
                 return Err(lease_lost(lease));
             }
-            batch.write(&mut tx, persistent).await?;
+            batch.write(&mut tx, &heads, persistent).await?;
             tx.commit().await.map_err(pg_error)
         })
     }

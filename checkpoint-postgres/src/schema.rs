@@ -71,6 +71,39 @@ pub(crate) const WAYPOINT_MIGRATIONS: &[&str] = &[
     token TEXT NOT NULL,
     expires_at TIMESTAMPTZ NOT NULL
 );",
+    // Every writer of a checkpoint, Python's LangGraph included, takes a per-namespace turn
+    // (a transaction-scoped advisory lock), and a fenced Waypoint put that names the parent
+    // it expects to be newest (`waypoint.expected_heads`: new id -> parent, set in the same
+    // transaction) is refused when another writer's checkpoint got there first. Under the
+    // lock, the trigger's query sees every checkpoint committed before it.
+    "CREATE OR REPLACE FUNCTION waypoint_checkpoint_head() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
+DECLARE
+    heads text := current_setting('waypoint.expected_heads', true);
+    expected text;
+    newest text;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended(NEW.thread_id || '|' || NEW.checkpoint_ns, 2026));
+    IF heads IS NULL OR heads = '' THEN
+        RETURN NEW;
+    END IF;
+    expected := heads::jsonb ->> NEW.checkpoint_id;
+    IF expected IS NULL THEN
+        RETURN NEW;
+    END IF;
+    SELECT checkpoint_id INTO newest FROM checkpoints
+        WHERE thread_id = NEW.thread_id AND checkpoint_ns = NEW.checkpoint_ns
+            AND checkpoint_id <> NEW.checkpoint_id
+        ORDER BY checkpoint_id DESC LIMIT 1;
+    IF newest > expected THEN
+        RAISE EXCEPTION USING ERRCODE = 'WP409', MESSAGE = newest;
+    END IF;
+    RETURN NEW;
+END
+$fn$;",
+    "DROP TRIGGER IF EXISTS waypoint_checkpoint_head ON checkpoints;
+CREATE TRIGGER waypoint_checkpoint_head BEFORE INSERT ON checkpoints
+    FOR EACH ROW EXECUTE FUNCTION waypoint_checkpoint_head();",
 ];
 
 /// The newest LangGraph migration this build knows.

@@ -569,6 +569,19 @@ impl RedisSaver {
                 .arg(&lease.token),
             None => inv.arg("0").arg(""),
         };
+        if fence.is_some() {
+            for save in saves {
+                if let PreparedSave::Put(put) = save
+                    && let Some(parent) = put.expected_head()
+                {
+                    let k = self.keys(&put.thread_id);
+                    inv.key(k.ns_index(&put.checkpoint_ns))
+                        .arg("H")
+                        .arg(&put.checkpoint.id)
+                        .arg(parent);
+                }
+            }
+        }
         for save in saves {
             match save {
                 PreparedSave::Put(put) => {
@@ -586,11 +599,19 @@ impl RedisSaver {
         // half-applied: a script runs whole or not at all) is safe to send again. A fenced
         // one whose first attempt landed but whose lease was taken over before the retry
         // reports `Conflict` although its writes (made while the lease held) are stored.
-        let threads: i64 =
+        let reply: redis::Value =
             with_conn!(self, what, retry = true, |conn| inv.invoke_async(&mut conn))?;
-        match fence {
-            Some(lease) if threads < 0 => Err(lease_lost(lease)),
-            _ => Ok(()),
+        match (fence, reply) {
+            (Some(lease), redis::Value::Int(n)) if n < 0 => Err(lease_lost(lease)),
+            (_, redis::Value::Int(_)) => Ok(()),
+            (_, redis::Value::BulkString(newest)) => {
+                let newest = String::from_utf8_lossy(&newest);
+                Err(waypoint_checkpoint::head_moved_in(saves, &newest))
+            }
+            (_, other) => Err(Error::backend(
+                "redis",
+                format!("unexpected reply to a save: {other:?}"),
+            )),
         }
     }
 

@@ -55,8 +55,13 @@ fn with_prelude(body: &str) -> Script {
     Script::new(&format!("{PRELUDE}\n{body}"))
 }
 
-/// A batch of puts (`P`, 7 keys) and write calls (`W`, 3 keys), in order; the number of
-/// threads written, or -1 (and nothing written) when the batch is fenced and its lease lost.
+/// A batch of head checks (`H`, 1 key, all first), puts (`P`, 7 keys) and write calls (`W`,
+/// 3 keys), in order; the number of threads written, -1 (and nothing written) when the batch
+/// is fenced and its lease lost, or the id of a checkpoint newer than a checked head (and
+/// nothing written).
+///
+/// `H` (the namespace index key): the put's own id and the parent it expects to be the
+/// newest checkpoint other than its own (`PreparedPut::expected_head`).
 ///
 /// `ARGV[1]` is the ttl in ms (0: none), `ARGV[2]` the fence flag (`1`: fenced), `ARGV[3]`
 /// the lease token of a fenced batch. A fenced batch's first key is the thread's lease: the
@@ -85,7 +90,19 @@ local function note(reg, meta, keys)
 end
 while a <= #ARGV do
   local op = ARGV[a]
-  if op == 'P' then
+  if op == 'H' then
+    -- Checks only, and every check comes before the first write: the newest other id
+    -- when it is newer than the expected head.
+    local own, parent = ARGV[a + 1], ARGV[a + 2]
+    for _, id in ipairs(redis.call('ZREVRANGEBYLEX', KEYS[k], '+', '-', 'LIMIT', 0, 2)) do
+      if id ~= own then
+        if id > parent then return id end
+        break
+      end
+    end
+    k = k + 1
+    a = a + 3
+  elseif op == 'P' then
     local reg, meta, cp, nsz, idx, blobs, glob =
       KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], KEYS[k + 5], KEYS[k + 6]
     k = k + 7

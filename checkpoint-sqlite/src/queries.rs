@@ -31,25 +31,44 @@ const SELECT_WRITES: &str = "SELECT task_id, idx, channel, type, blob FROM check
 pub(crate) type Stored = (String, Vec<u8>);
 
 /// Stores a prepared checkpoint (its JSON columns given) and its new values atomically.
-/// A re-put keeps the first parent.
+/// A re-put keeps the first parent. Returns, per value, whether it was stored (a version
+/// that already had a value keeps it).
 pub(crate) fn put(
     conn: &mut Connection,
     put: &PreparedPut,
     checkpoint: &str,
     metadata: &str,
-) -> Result<()> {
+) -> Result<Vec<bool>> {
     let tx = conn.transaction().map_err(sqlite_error)?;
-    put_in(&tx, put, checkpoint, metadata)?;
-    tx.commit().map_err(sqlite_error)
+    let stored = put_in(&tx, put, checkpoint, metadata)?;
+    tx.commit().map_err(sqlite_error)?;
+    Ok(stored)
 }
 
-/// The statements of [`put`], inside the caller's transaction.
+/// The newest checkpoint id of `put`'s thread and namespace other than its own.
+pub(crate) fn newest_other(tx: &Connection, put: &PreparedPut) -> Result<Option<String>> {
+    tx.prepare_cached(
+        "SELECT max(checkpoint_id) FROM checkpoints
+         WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id <> ?3",
+    )
+    .and_then(|mut q| {
+        q.query_row(
+            params![put.thread_id, put.checkpoint_ns, put.checkpoint.id],
+            |r| r.get(0),
+        )
+    })
+    .map_err(sqlite_error)
+}
+
+/// The statements of [`put`], inside the caller's transaction; as [`put`], which values
+/// were stored.
 pub(crate) fn put_in(
     tx: &Connection,
     put: &PreparedPut,
     checkpoint: &str,
     metadata: &str,
-) -> Result<()> {
+) -> Result<Vec<bool>> {
+    let mut stored = Vec::with_capacity(put.values.len());
     {
         let mut blob = tx
             .prepare_cached(
@@ -62,15 +81,17 @@ pub(crate) fn put_in(
                 Some(value) => (value.type_tag.as_ref(), Some(&value.bytes[..])),
                 None => (EMPTY, None),
             };
-            blob.execute(params![
-                put.thread_id,
-                put.checkpoint_ns,
-                v.channel,
-                v.version.as_str(),
-                tag,
-                bytes
-            ])
-            .map_err(sqlite_error)?;
+            let changed = blob
+                .execute(params![
+                    put.thread_id,
+                    put.checkpoint_ns,
+                    v.channel,
+                    v.version.as_str(),
+                    tag,
+                    bytes
+                ])
+                .map_err(sqlite_error)?;
+            stored.push(changed > 0);
         }
         tx.prepare_cached(
             "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata, run_id)
@@ -93,7 +114,7 @@ pub(crate) fn put_in(
     if let Some(child) = &put.child {
         put_writes_in(tx, child)?;
     }
-    Ok(())
+    Ok(stored)
 }
 
 /// Stores one task's prepared writes: replace when all are reserved, else insert-or-ignore.

@@ -79,20 +79,39 @@ impl SqliteSaver {
                 {
                     return Err(lease_lost(lease));
                 }
+                if fence.is_some() {
+                    for save in saves {
+                        if let PreparedSave::Put(put) = save
+                            && let Some(parent) = put.expected_head()
+                            && let Some(newest) = queries::newest_other(&tx, put)?
+                            && newest.as_str() > parent
+                        {
+                            return Err(waypoint_checkpoint::head_moved(put, &newest));
+                        }
+                    }
+                }
+                let mut stored = Vec::new();
                 for save in saves {
                     match save {
                         PreparedSave::Put(put) => {
                             let checkpoint = json_text(&put.checkpoint)?;
-                            queries::put_in(&tx, put, &checkpoint, &json_text(&put.metadata)?)?
+                            let metadata = json_text(&put.metadata)?;
+                            stored.push(queries::put_in(&tx, put, &checkpoint, &metadata)?);
                         }
                         PreparedSave::Writes(w) => queries::put_writes_in(&tx, w)?,
                     }
                 }
                 tx.commit().map_err(sqlite_error)?;
-                for save in prepared.take().into_iter().flatten() {
-                    if let PreparedSave::Put(put) = save {
-                        cache_blobs(&cache, *put);
-                    }
+                let puts = prepared
+                    .take()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|s| match s {
+                        PreparedSave::Put(put) => Some(*put),
+                        PreparedSave::Writes(_) => None,
+                    });
+                for (put, stored) in puts.zip(&stored) {
+                    cache_blobs(&cache, put, stored);
                 }
                 Ok(())
             })
@@ -219,10 +238,11 @@ fn json_text(value: &impl serde::Serialize) -> Result<String> {
     serde_json::to_string(value).map_err(|e| Error::serialization("json", e))
 }
 
-/// Writes a committed put's values through to the blob cache; never before the commit, so
-/// the cache never holds uncommitted data.
-fn cache_blobs(cache: &BlobCache, put: PreparedPut) {
-    for v in put.values {
+/// Writes a committed put's values through to the blob cache, those `stored` says it stored
+/// (a version that had a value kept it); never before the commit, so the cache never holds
+/// uncommitted data.
+fn cache_blobs(cache: &BlobCache, put: PreparedPut, stored: &[bool]) {
+    for (v, _) in put.values.into_iter().zip(stored).filter(|(_, s)| **s) {
         let key = (
             put.thread_id.clone(),
             put.checkpoint_ns.clone(),
@@ -314,10 +334,10 @@ impl CheckpointSaver for SqliteSaver {
                 let Some(done) = put.as_ref() else {
                     return Ok(());
                 };
-                queries::put(conn, done, &checkpoint, &metadata)?;
+                let stored = queries::put(conn, done, &checkpoint, &metadata)?;
                 put.take()
                     .into_iter()
-                    .for_each(|put| cache_blobs(&cache, put));
+                    .for_each(|put| cache_blobs(&cache, put, &stored));
                 Ok(())
             })
             .await?;

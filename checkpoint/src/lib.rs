@@ -65,6 +65,7 @@ pub use id::{checkpoint_id, uuid6};
 pub use memory::{DELTA_COUNTERS_KEY, InMemorySaver};
 pub use prepare::{
     MAX_ID_BYTES, NewValue, PreparedPut, PreparedSave, PreparedWrites, WriteRow, check_id,
+    expected_heads_json, head_moved, head_moved_in,
 };
 pub use redact::redact_url;
 pub use saver::{

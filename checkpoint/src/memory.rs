@@ -460,6 +460,23 @@ impl CheckpointSaver for InMemorySaver {
             return Err(lease_lost(lease));
         }
         let mut storage = self.storage.write();
+        for save in &prepared {
+            if let PreparedSave::Put(put) = save
+                && let Some(parent) = put.expected_head()
+                && let Some(newest) = storage
+                    .get(&put.thread_id)
+                    .and_then(|t| t.namespaces.get(&put.checkpoint_ns))
+                    .and_then(|ns| {
+                        ns.checkpoints
+                            .keys()
+                            .rev()
+                            .find(|id| **id != put.checkpoint.id)
+                    })
+                && newest.as_str() > parent
+            {
+                return Err(crate::head_moved(put, newest));
+            }
+        }
         for save in prepared {
             match save {
                 PreparedSave::Put(put) => Self::store_put(&mut storage, *put),

@@ -157,10 +157,74 @@ impl PreparedPut {
         })
     }
 
+    /// The parent a fenced put must find as its namespace's newest checkpoint, if any.
+    ///
+    /// A fenced put continuing a thread (it has a parent, and it is not an explicit branch:
+    /// `source` `fork` or `update`) is refused with [`head_moved`] when another checkpoint
+    /// (other than its own id, re-put) is newer than that parent: another writer, one that
+    /// takes no lease (a Python LangGraph process), continued the thread meanwhile, and
+    /// storing this one would fork it silently. Backends check it in the fenced save's
+    /// atomic step.
+    pub fn expected_head(&self) -> Option<&str> {
+        use crate::CheckpointSource::{Fork, Update};
+        match self.metadata.source {
+            Some(Fork | Update) => None,
+            _ => self.parent.as_deref(),
+        }
+    }
+
     /// The exact config `put` returns.
     pub fn config(&self) -> CheckpointConfig {
         CheckpointConfig::of(&self.thread_id, &self.checkpoint_ns, &self.checkpoint.id)
     }
+}
+
+/// The `Conflict` of a fenced put whose parent is no longer its namespace's newest
+/// checkpoint ([`PreparedPut::expected_head`]): `newest` got there first.
+pub fn head_moved(put: &PreparedPut, newest: &str) -> Error {
+    Error::Conflict(format!(
+        "checkpoint `{newest}` of thread `{}` (namespace `{}`) is newer than `{}`, the parent \
+         of this put: another writer (one without a lease, such as a Python LangGraph \
+         process) continued the thread meanwhile, so nothing was written; read the thread \
+         again and retry",
+        put.thread_id,
+        put.checkpoint_ns,
+        put.parent.as_deref().unwrap_or(""),
+    ))
+}
+
+/// The `Conflict` of a fenced batch a backend refused because checkpoint `newest` is newer
+/// than the expected head of one of its puts ([`head_moved`] of that put).
+pub fn head_moved_in(saves: &[PreparedSave], newest: &str) -> Error {
+    let moved = saves.iter().find_map(|s| match s {
+        PreparedSave::Put(put) => put
+            .expected_head()
+            .is_some_and(|parent| newest > parent)
+            .then_some(put),
+        PreparedSave::Writes(_) => None,
+    });
+    match moved {
+        Some(put) => head_moved(put, newest),
+        None => Error::Conflict(format!(
+            "checkpoint `{newest}` is newer than the parent of a fenced put: another writer \
+             continued the thread meanwhile, so nothing was written"
+        )),
+    }
+}
+
+/// The expected heads of a batch's fenced puts, as JSON text mapping each put's checkpoint
+/// id to the parent it expects to be newest (`{}` when none expects one).
+pub fn expected_heads_json(saves: &[PreparedSave]) -> String {
+    let heads: serde_json::Map<String, serde_json::Value> = saves
+        .iter()
+        .filter_map(|s| match s {
+            PreparedSave::Put(put) => put
+                .expected_head()
+                .map(|p| (put.checkpoint.id.clone(), p.into())),
+            PreparedSave::Writes(_) => None,
+        })
+        .collect();
+    serde_json::Value::Object(heads).to_string()
 }
 
 /// One pending write to store.

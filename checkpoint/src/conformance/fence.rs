@@ -171,3 +171,77 @@ pub async fn fenced_save_rejects_other_thread(saver: &dyn CheckpointSaver) -> Re
     assert!(saver.get_tuple(&cfg(&other, "")).await?.is_none());
     Ok(())
 }
+
+/// A fenced put continuing a thread that another writer (one without a lease, as a Python
+/// LangGraph process) continued meanwhile is a `Conflict` and writes nothing, rather than
+/// forking the thread silently; explicit branches (`fork`, `update`) and re-puts of the
+/// newest checkpoint still land.
+pub async fn fenced_put_refused_when_another_writer_moved_the_head(
+    saver: &dyn CheckpointSaver,
+) -> Result<()> {
+    if !saver.capabilities().leases {
+        return Ok(());
+    }
+    let t = thread();
+    let lease = saver.acquire_lease(&t, LONG).await?;
+    for ns in ["", "child:1"] {
+        let (first, first_cfg) = put_save(&cfg(&t, ns), 0, json!("first"));
+        saver.save_fenced(&lease, vec![first]).await?;
+        let (second, second_cfg) = put_save(&first_cfg, 1, json!("second"));
+        saver.save_fenced(&lease, vec![second]).await?;
+
+        // A writer that takes no lease continues the thread from `second`.
+        let foreign = saver
+            .put(
+                &second_cfg,
+                checkpoint(2, &[("x", json!("foreign"))], &[("x", 3)]),
+                meta(CheckpointSource::Loop, 2),
+                versions(&[("x", 3)]),
+            )
+            .await?;
+
+        // The run still believes `second` is the head: refused, nothing written.
+        let (stale, stale_cfg) = put_save(&second_cfg, 2, json!("stale"));
+        let writes = writes_save(&second_cfg, "task-1", json!("pending"));
+        let refused = saver.save_fenced(&lease, vec![writes, stale]).await;
+        assert!(is_conflict(&refused), "{refused:?}");
+        assert!(saver.get_tuple(&stale_cfg).await?.is_none());
+        let second = saver.get_tuple(&second_cfg).await?.expect("second");
+        assert!(writes_of(&second).is_empty(), "{:?}", writes_of(&second));
+        let latest = saver.get_tuple(&cfg(&t, ns)).await?.expect("latest");
+        assert_eq!(latest.config, foreign);
+
+        // Continuing from the real head lands, and so does re-putting it.
+        let (next, next_cfg) = put_save(&foreign, 3, json!("next"));
+        let Save::Put { checkpoint: cp, .. } = &next else {
+            unreachable!("put_save makes puts")
+        };
+        let again = Save::Put {
+            config: foreign.clone(),
+            checkpoint: cp.clone(),
+            metadata: meta(CheckpointSource::Loop, 3),
+            new_versions: versions(&[("x", 4)]),
+        };
+        saver.save_fenced(&lease, vec![next]).await?;
+        saver.save_fenced(&lease, vec![again]).await?;
+        assert_eq!(
+            saver.get_tuple(&cfg(&t, ns)).await?.expect("latest").config,
+            next_cfg
+        );
+
+        // An explicit branch from an old checkpoint is not a lost race.
+        for source in [CheckpointSource::Fork, CheckpointSource::Update] {
+            let cp = checkpoint(1, &[("x", json!("branch"))], &[("x", 9)]);
+            let branch = CheckpointConfig::of(&t, ns, &cp.id);
+            let save = Save::Put {
+                config: first_cfg.clone(),
+                checkpoint: cp,
+                metadata: meta(source, 1),
+                new_versions: versions(&[("x", 9)]),
+            };
+            saver.save_fenced(&lease, vec![save]).await?;
+            assert!(saver.get_tuple(&branch).await?.is_some());
+        }
+    }
+    Ok(())
+}

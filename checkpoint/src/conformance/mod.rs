@@ -144,6 +144,7 @@ macro_rules! __checkpoint_cases {
             fenced_save_writes_while_held fenced_save_refused_after_takeover
             fenced_save_refused_after_release fenced_save_after_lapse_without_takeover
             fenced_save_rejects_other_thread
+            fenced_put_refused_when_another_writer_moved_the_head
         }
     };
 }
