@@ -1,0 +1,111 @@
+//! LangGraph's msgpack cross-checked with real Python: `JsonPlusSerializer().dumps_typed`
+//! writes values of every kind (pydantic v1 and v2 models, a dataclass, a namedtuple,
+//! datetimes, UUIDs, Decimals, sets, enums, paths, addresses, zones, tuple-keyed dicts, bytes,
+//! LangChain messages with tool calls and usage), Waypoint reads each as `serde_json::Value`
+//! and writes it back with `Format::LangGraph`, and Python's `loads_typed` of Waypoint's bytes
+//! is `==` to the original and of the same type, all the way down.
+//!
+//! Needs `WAYPOINT_TEST_PYTHON` (the pinned LangGraph venv `scripts/python.sh` makes); without
+//! it the test passes without running, unless `WAYPOINT_REQUIRE_BACKENDS=1`.
+//! `WAYPOINT_TEST_PYTHON_06` (langgraph 0.6) is checked too when set.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+use waypoint_checkpoint::serde::Node;
+use waypoint_checkpoint::{Format, Serde, SerializedValue};
+
+/// The interpreter named by `var`; `None` (with the reason printed) when unset, a failure
+/// when `WAYPOINT_REQUIRE_BACKENDS=1` and `required`.
+fn python(var: &str, required: bool) -> Option<PathBuf> {
+    match std::env::var(var) {
+        Ok(path) if !path.is_empty() => Some(PathBuf::from(path)),
+        _ if required && std::env::var("WAYPOINT_REQUIRE_BACKENDS").as_deref() == Ok("1") => {
+            panic!("{var} is not set but WAYPOINT_REQUIRE_BACKENDS=1: run scripts/test.sh")
+        }
+        _ => {
+            eprintln!("skipped: {var} is not set (scripts/python.sh makes the venv)");
+            None
+        }
+    }
+}
+
+/// Runs `jsonplus_roundtrip.py <mode>` with `input` on stdin (the script's directory is on
+/// `sys.path`, so its value classes import); its stdout, or a failure with its output.
+fn run(python: &Path, mode: &str, input: &str) -> String {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop");
+    let mut child = Command::new(python)
+        .arg(dir.join("jsonplus_roundtrip.py"))
+        .arg(mode)
+        .env("PYTHONPATH", &dir)
+        .env_remove("LANGGRAPH_STRICT_MSGPACK")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run python");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.as_bytes())
+        .expect("write stdin");
+    let output = child.wait_with_output().expect("python output");
+    assert!(
+        output.status.success(),
+        "jsonplus_roundtrip.py {mode} failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).expect("UTF-8 output")
+}
+
+/// The whole cross-check with one interpreter.
+fn cross_check(python: &Path) {
+    let dumped: Vec<Value> =
+        serde_json::from_str(&run(python, "dump", "")).expect("dump prints a JSON list");
+    assert!(dumped.len() >= 30, "values of every kind");
+    let waypoint = Serde::default();
+    let langgraph = Serde::new(Format::LangGraph);
+    let mut back = Vec::new();
+    for entry in &dumped {
+        let name = entry["name"].as_str().expect("name");
+        let tag = entry["tag"].as_str().expect("tag");
+        let bytes = hex::decode(entry["hex"].as_str().expect("hex")).expect("hex");
+        assert_eq!(tag, "msgpack", "{name}");
+        let stored = SerializedValue::new(tag.to_owned(), bytes.clone());
+        // Read as JSON by the default serde (rmp-serde, then the tree) and by a LangGraph one.
+        let value: Value = waypoint
+            .loads(&stored)
+            .unwrap_or_else(|e| panic!("{name} does not read: {e}"));
+        let again: Value = langgraph.loads(&stored).expect("reads tree first");
+        assert_eq!(value, again, "{name}");
+        // The tree writes Python's bytes back exactly.
+        let node = Node::from_msgpack(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            hex::encode(node.to_msgpack().expect("writes")),
+            hex::encode(&bytes),
+            "{name}: the tree does not write Python's bytes back"
+        );
+        let written = langgraph
+            .dumps(&value)
+            .unwrap_or_else(|e| panic!("{name} does not write: {e}\n{value}"));
+        assert_eq!(written.type_tag, "msgpack");
+        back.push(json!({"name": name, "tag": written.type_tag,
+                         "hex": hex::encode(&written.bytes)}));
+    }
+    let report = run(python, "check", &Value::Array(back).to_string());
+    assert!(report.contains(" 0 failures"), "{report}");
+}
+
+#[test]
+fn python_reads_back_what_waypoint_writes_of_every_value_it_reads() {
+    if let Some(python) = python("WAYPOINT_TEST_PYTHON", true) {
+        cross_check(&python);
+    }
+    if let Some(python) = python("WAYPOINT_TEST_PYTHON_06", false) {
+        cross_check(&python);
+    }
+}
