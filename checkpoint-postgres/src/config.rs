@@ -35,6 +35,12 @@ pub struct PostgresConfig {
     pub prepared_statements: bool,
     /// Seals stored values when it has a keyring.
     pub serde: Serde,
+    /// Whether values are written as Python LangGraph reads them (default on): a runtime on
+    /// this saver then encodes in `Format::LangGraph` (LangChain messages, LangGraph
+    /// `Interrupt` and `Send` as Python objects) and stores appending channels whole, so
+    /// every supported LangGraph reads the thread. Off: Waypoint's faster positional
+    /// encoding and delta history, readable by Waypoint only.
+    pub langgraph_values: bool,
 }
 
 impl PostgresConfig {
@@ -50,6 +56,7 @@ impl PostgresConfig {
             idle_in_transaction_timeout: None,
             prepared_statements: true,
             serde: Serde::default(),
+            langgraph_values: true,
         }
     }
 
@@ -89,6 +96,13 @@ impl PostgresConfig {
     /// Turns server-side prepared statements on or off.
     pub fn prepared_statements(mut self, on: bool) -> Self {
         self.prepared_statements = on;
+        self
+    }
+
+    /// Turns the LangGraph-compatible value encoding on or off (see
+    /// [`langgraph_values`](Self::langgraph_values)).
+    pub fn langgraph_values(mut self, on: bool) -> Self {
+        self.langgraph_values = on;
         self
     }
 
@@ -133,6 +147,7 @@ impl fmt::Debug for PostgresConfig {
             )
             .field("prepared_statements", &self.prepared_statements)
             .field("serde", &self.serde)
+            .field("langgraph_values", &self.langgraph_values)
             .finish()
     }
 }

@@ -377,6 +377,10 @@ impl CheckpointSaver for PostgresSaver {
         self.serde.is_encrypted()
     }
 
+    fn langgraph_values(&self) -> bool {
+        self.config.langgraph_values
+    }
+
     async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
         check_lookup(config)?;
         let id = config.checkpoint_id.clone().filter(|id| !id.is_empty());

@@ -118,6 +118,10 @@ impl CheckpointSaver for Fenced {
         self.inner.next_version(current)
     }
 
+    fn langgraph_values(&self) -> bool {
+        self.inner.langgraph_values()
+    }
+
     async fn delete_for_runs(&self, _run_ids: &[String]) -> Result<()> {
         Err(self.refused("delete_for_runs"))
     }

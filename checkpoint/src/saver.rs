@@ -287,6 +287,14 @@ pub trait CheckpointSaver: Send + Sync + Debug {
         ChannelVersion::next(current)
     }
 
+    /// Whether what is stored here is shared with Python LangGraph, so values must be written
+    /// as it reads them: a runtime left on its default encoding then writes
+    /// [`Format::LangGraph`](crate::Format::LangGraph) and stores appending channels whole.
+    /// `false` by default; `true` for PostgreSQL unless configured otherwise.
+    fn langgraph_values(&self) -> bool {
+        false
+    }
+
     /// Deletes checkpoints (and their writes) whose metadata `run_id` is in `run_ids`.
     async fn delete_for_runs(&self, run_ids: &[String]) -> Result<()> {
         let _ = run_ids;
@@ -545,6 +553,9 @@ macro_rules! forward_saver {
             }
             async fn save_fenced(&self, lease: &Lease, saves: Vec<Save>) -> Result<()> {
                 (**self).save_fenced(lease, saves).await
+            }
+            fn langgraph_values(&self) -> bool {
+                (**self).langgraph_values()
             }
             fn next_version(&self, current: Option<&ChannelVersion>) -> Result<ChannelVersion> {
                 (**self).next_version(current)

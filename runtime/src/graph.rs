@@ -162,13 +162,18 @@ pub struct CompileOptions {
     pub checkpointer: Option<Arc<dyn CheckpointSaver>>,
     /// The long-term store nodes reach through [`Context::store`].
     pub store: Option<Arc<dyn Store>>,
-    /// How channel values are encoded (MessagePack by default; sealed when keyed).
+    /// How channel values are encoded (MessagePack by default; sealed when keyed). Left at
+    /// its default format on a checkpointer shared with Python LangGraph
+    /// ([`CheckpointSaver::langgraph_values`], PostgreSQL's default), LangGraph's encoding
+    /// (`Format::LangGraph`) is used instead.
     pub serde: Serde,
     /// Nodes to pause before (static breakpoints; see the human-in-the-loop issue).
     pub interrupt_before: Vec<String>,
     /// Nodes to pause after.
     pub interrupt_after: Vec<String>,
-    /// How appending channels (`append`, `add_messages`) are stored.
+    /// How appending channels (`append`, `add_messages`) are stored. Left at its default on
+    /// a checkpointer shared with Python LangGraph, they are stored whole
+    /// ([`DeltaPolicy::off`](crate::DeltaPolicy::off)): Python reads no Waypoint deltas.
     pub delta: crate::DeltaPolicy,
 }
 
@@ -206,6 +211,27 @@ impl CompileOptions {
     /// The same options with `serde`.
     pub fn serde(mut self, serde: Serde) -> Self {
         self.serde = serde;
+        self
+    }
+
+    /// The options with the defaults a checkpointer shared with Python LangGraph asks for:
+    /// LangGraph's encoding instead of the default format, appending channels stored whole
+    /// instead of the default delta policy. Settings changed from their defaults are kept.
+    fn for_checkpointer(mut self) -> Self {
+        if self
+            .checkpointer
+            .as_ref()
+            .is_some_and(|c| c.langgraph_values())
+        {
+            if self.serde.format() == waypoint_checkpoint::Format::default() {
+                self.serde = self
+                    .serde
+                    .with_format(waypoint_checkpoint::Format::LangGraph);
+            }
+            if self.delta == crate::DeltaPolicy::default() {
+                self.delta = crate::DeltaPolicy::off();
+            }
+        }
         self
     }
 }
@@ -450,7 +476,7 @@ impl<S: State> StateGraph<S> {
             start,
             nodes,
             index,
-            options,
+            options.for_checkpointer(),
         ))
     }
 

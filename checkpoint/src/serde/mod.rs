@@ -54,6 +54,12 @@ impl Serde {
         }
     }
 
+    /// The same serde (keyring and all) writing `format`.
+    pub fn with_format(mut self, format: Format) -> Self {
+        self.format = format;
+        self
+    }
+
     /// The same serde sealing values with `keyring`; unencrypted values are then refused.
     pub fn with_keyring(mut self, keyring: Keyring) -> Self {
         self.keyring = Some(Arc::new(keyring));
