@@ -11,7 +11,7 @@
 //!   index are appended;
 //! - the id is the first provider id, else the first run id (`run-` or `lc_run-`), else the
 //!   first other `lc_` id; the name is the first one seen;
-//! - usage metadata is summed.
+//! - usage metadata is summed (see [`UsageMetadata::add`]).
 //!
 //! Where LangChain would raise or lose data this module does neither, since `+` cannot fail:
 //! merged block keys whose values have different types (or unequal floats or booleans) keep
@@ -21,7 +21,7 @@
 //!
 //! [`AiMessageChunk::into_message`] parses the argument texts strictly: arguments that are not
 //! a complete JSON object are an error naming the tool, where LangChain would parse partial
-//! JSON leniently and file the rest under `invalid_tool_calls` (which [`AiMessage`] lacks).
+//! JSON leniently and file the rest under `invalid_tool_calls`.
 
 use std::iter::Sum;
 use std::ops::{Add, AddAssign};
@@ -52,9 +52,11 @@ pub struct ToolCallChunk {
 ///
 /// JSON follows LangChain's `AIMessageChunk` dict (`{"type": "AIMessageChunk", "content":
 /// ..., "tool_call_chunks": [...]}`), so chunks can be streamed to clients as they come; keys
-/// it does not model (`tool_calls`, `additional_kwargs`, ...) are ignored when read. Binary
-/// formats are not supported: content blocks are free JSON, which bincode and postcard
-/// cannot decode, and chunks are streamed, not checkpointed.
+/// it does not model (`tool_calls`, which the chunks hold, `additional_kwargs`,
+/// `response_metadata`, `chunk_position`, ...) are ignored when read. A whole
+/// `AIMessageChunk` kept in a conversation is a [`Message::Ai`] with `chunk: true`, which
+/// keeps every field. Binary formats are not supported: content blocks are free JSON, which
+/// bincode and postcard cannot decode, and chunks are streamed, not checkpointed.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, tag = "type", rename = "AIMessageChunk")]
 pub struct AiMessageChunk {
@@ -101,6 +103,7 @@ impl AiMessageChunk {
             name: self.name,
             tool_calls,
             usage_metadata: self.usage_metadata,
+            ..AiMessage::default()
         }))
     }
 }
@@ -130,6 +133,7 @@ fn tool_call(chunk: ToolCallChunk) -> Result<ToolCall> {
         id: chunk.id,
         name,
         args,
+        extra: Map::new(),
     })
 }
 
@@ -161,14 +165,11 @@ impl AddAssign for AiMessageChunk {
         for chunk in rhs.tool_call_chunks {
             merge_tool_call_chunk(&mut self.tool_call_chunks, chunk);
         }
-        self.usage_metadata = match (self.usage_metadata, rhs.usage_metadata) {
-            (Some(a), Some(b)) => Some(UsageMetadata {
-                input_tokens: a.input_tokens.saturating_add(b.input_tokens),
-                output_tokens: a.output_tokens.saturating_add(b.output_tokens),
-                total_tokens: a.total_tokens.saturating_add(b.total_tokens),
-            }),
+        self.usage_metadata = match (self.usage_metadata.take(), rhs.usage_metadata) {
+            (Some(a), Some(b)) => Some(a.add(&b)),
             (a, b) => a.or(b),
         };
+
         // Keeping the left id unless the right one ranks strictly higher picks, over any
         // sequence, the first id of the best rank, whatever the grouping of the additions.
         if id_rank(rhs.id.as_deref()) > id_rank(self.id.as_deref()) {
@@ -459,11 +460,7 @@ mod tests {
     }
 
     fn usage(input: u64, output: u64) -> Option<UsageMetadata> {
-        Some(UsageMetadata {
-            input_tokens: input,
-            output_tokens: output,
-            total_tokens: input + output,
-        })
+        Some(UsageMetadata::new(input, output, input + output))
     }
 
     #[test]
@@ -644,9 +641,11 @@ mod tests {
                     id: None,
                     name: "noargs".into(),
                     args: json!({}),
+                    ..ToolCall::default()
                 },
             ],
             usage_metadata: usage(3, 4),
+            ..AiMessage::default()
         });
         assert_eq!(chunk.into_message()?, expected);
         Ok(())
@@ -675,6 +674,7 @@ mod tests {
                 ToolCall::new("c2", "search", json!({"q": "serde"})),
             ],
             usage_metadata: usage(1, 2),
+            ..AiMessage::default()
         };
         let chunk = AiMessageChunk::from(message.clone());
         assert!(chunk.tool_call_chunks.iter().all(|c| c.index.is_none()));
@@ -912,11 +912,7 @@ mod tests {
                     id,
                     name,
                     tool_call_chunks,
-                    usage_metadata: usage.map(|(i, o, t)| UsageMetadata {
-                        input_tokens: i,
-                        output_tokens: o,
-                        total_tokens: t,
-                    }),
+                    usage_metadata: usage.map(|(i, o, t)| UsageMetadata::new(i, o, t)),
                 },
             )
     }

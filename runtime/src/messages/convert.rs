@@ -11,6 +11,11 @@
 //!   consecutive turns of one role are merged into one, since the API wants user and
 //!   assistant turns to alternate. Message names are dropped: the API has no field for them.
 //!
+//! A [`Message::Chat`] takes its role: as it is to OpenAI, and to Anthropic a `user`,
+//! `assistant` or `system` role (`human`, `ai` and `developer` too) becomes that side; any
+//! other role, like a [`Message::Function`] (OpenAI's legacy function result, sent to OpenAI
+//! with the `function` role), has no Anthropic form and is an error.
+//!
 //! A [`Message::Remove`] is an instruction to [`add_messages`](crate::messages::add_messages),
 //! not something a model can read: every conversion refuses it.
 
@@ -127,6 +132,21 @@ fn openai_message(index: usize, message: &Message) -> Result<Value, ConvertError
                 "content": m.content.text(),
             }));
         }
+        Message::Chat(m) => {
+            out.insert("role".into(), json!(m.role));
+            let content = match &m.content {
+                Content::Blocks(blocks) if m.role == "user" => {
+                    Value::Array(openai_user_blocks(index, blocks)?)
+                }
+                Content::Text(text) => json!(text),
+                Content::Blocks(_) => json!(m.content.text()),
+            };
+            out.insert("content".into(), content);
+        }
+        Message::Function(m) => {
+            out.insert("role".into(), json!("function"));
+            out.insert("content".into(), json!(m.content.text()));
+        }
         Message::Remove(m) => {
             return Err(ConvertError::RemoveMessage {
                 index,
@@ -223,18 +243,38 @@ pub fn to_anthropic(messages: &[Message]) -> Result<AnthropicRequest, ConvertErr
     for (index, message) in messages.iter().enumerate() {
         let (role, content) = match message {
             Message::System(m) => {
-                if system_run_ended {
-                    return Err(ConvertError::Unsupported {
-                        index,
-                        detail: "system messages must be consecutive: Anthropic takes one \
-                                 system prompt"
-                            .into(),
-                    });
-                }
-                system.push(m.content.text());
+                push_system(&mut system, system_run_ended, index, &m.content)?;
                 continue;
             }
             Message::Human(m) => ("user", anthropic_content(index, &m.content)?),
+            Message::Chat(m) => match anthropic_role(message) {
+                Some("system") => {
+                    push_system(&mut system, system_run_ended, index, &m.content)?;
+                    continue;
+                }
+                Some("user") => ("user", anthropic_content(index, &m.content)?),
+                Some("assistant") => ("assistant", anthropic_content(index, &m.content)?),
+                _ => {
+                    return Err(ConvertError::Unsupported {
+                        index,
+                        detail: format!(
+                            "a chat message with role `{}` has no Anthropic form (roles: user, \
+                             assistant, system)",
+                            m.role
+                        ),
+                    });
+                }
+            },
+            Message::Function(m) => {
+                return Err(ConvertError::Unsupported {
+                    index,
+                    detail: format!(
+                        "a function message (`{}`) has no Anthropic form: answer tool calls \
+                         with tool messages",
+                        m.name
+                    ),
+                });
+            }
             Message::Ai(m) => ("assistant", anthropic_ai_content(index, m)?),
             Message::Tool(m) => {
                 let result = json!({
@@ -270,6 +310,39 @@ pub fn to_anthropic(messages: &[Message]) -> Result<AnthropicRequest, ConvertErr
             .map(|(role, content)| json!({"role": role, "content": content}))
             .collect(),
     })
+}
+
+/// Adds a system message's text to the system prompt, unless the run of system messages
+/// has ended (Anthropic takes one system prompt).
+fn push_system(
+    system: &mut Vec<String>,
+    run_ended: bool,
+    index: usize,
+    content: &Content,
+) -> Result<(), ConvertError> {
+    if run_ended {
+        return Err(ConvertError::Unsupported {
+            index,
+            detail: "system messages must be consecutive: Anthropic takes one system prompt".into(),
+        });
+    }
+    system.push(content.text());
+    Ok(())
+}
+
+/// The Anthropic side of a system or chat message: `user`, `assistant` or `system` (a chat
+/// message's role read as OpenAI's), `None` for a role Anthropic has no place for.
+fn anthropic_role(message: &Message) -> Option<&'static str> {
+    match message {
+        Message::System(_) => Some("system"),
+        Message::Chat(m) => match m.role.as_str() {
+            "user" | "human" => Some("user"),
+            "assistant" | "ai" => Some("assistant"),
+            "system" | "developer" => Some("system"),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// Turn content as a block list, for merging two turns into one.
@@ -444,12 +517,11 @@ pub fn from_openai_response(response: &Value) -> Result<Message, ConvertError> {
             let count = |key: &str| token_count(usage, key, &malformed);
             let input_tokens = count("prompt_tokens")?.unwrap_or(0);
             let output_tokens = count("completion_tokens")?.unwrap_or(0);
-            Some(UsageMetadata {
+            Some(UsageMetadata::new(
                 input_tokens,
                 output_tokens,
-                total_tokens: count("total_tokens")?
-                    .unwrap_or(input_tokens.saturating_add(output_tokens)),
-            })
+                count("total_tokens")?.unwrap_or(input_tokens.saturating_add(output_tokens)),
+            ))
         }
         Some(other) => return Err(malformed(format!("`usage` must be an object, not {other}"))),
     };
@@ -459,6 +531,7 @@ pub fn from_openai_response(response: &Value) -> Result<Message, ConvertError> {
         name: None,
         tool_calls,
         usage_metadata,
+        ..AiMessage::default()
     }))
 }
 
@@ -503,6 +576,7 @@ fn openai_response_tool_call(
         id: string_field(call, "id", malformed)?,
         name,
         args,
+        extra: Map::new(),
     })
 }
 
@@ -568,6 +642,7 @@ pub fn from_anthropic_response(response: &Value) -> Result<Message, ConvertError
                     id: string_field(b, "id", &malformed)?,
                     name,
                     args: b.get("input").cloned().unwrap_or_else(|| json!({})),
+                    extra: Map::new(),
                 });
             }
             Some(_) => only_text = false,
@@ -592,11 +667,11 @@ pub fn from_anthropic_response(response: &Value) -> Result<Message, ConvertError
             .flatten()
             .fold(0u64, u64::saturating_add);
             let output_tokens = count("output_tokens")?.unwrap_or(0);
-            Some(UsageMetadata {
+            Some(UsageMetadata::new(
                 input_tokens,
                 output_tokens,
-                total_tokens: input_tokens.saturating_add(output_tokens),
-            })
+                input_tokens.saturating_add(output_tokens),
+            ))
         }
         Some(other) => return Err(malformed(format!("`usage` must be an object, not {other}"))),
     };
@@ -606,6 +681,7 @@ pub fn from_anthropic_response(response: &Value) -> Result<Message, ConvertError
         name: None,
         tool_calls,
         usage_metadata,
+        ..AiMessage::default()
     }))
 }
 
@@ -836,6 +912,7 @@ mod tests {
                 id: None,
                 name: "search".into(),
                 args: json!({}),
+                ..ToolCall::default()
             }],
             ..AiMessage::default()
         });
@@ -906,11 +983,7 @@ mod tests {
         let expected = Message::Ai(AiMessage {
             id: Some("chatcmpl-123".into()),
             tool_calls: vec![ToolCall::new("call_1", "weather", json!({"city": "Paris"}))],
-            usage_metadata: Some(UsageMetadata {
-                input_tokens: 20,
-                output_tokens: 7,
-                total_tokens: 27,
-            }),
+            usage_metadata: Some(UsageMetadata::new(20, 7, 27)),
             ..AiMessage::default()
         });
         assert_eq!(message, expected);
@@ -1002,11 +1075,7 @@ mod tests {
                 "weather",
                 json!({"city": "Paris"}),
             )],
-            usage_metadata: Some(UsageMetadata {
-                input_tokens: 30,
-                output_tokens: 12,
-                total_tokens: 42,
-            }),
+            usage_metadata: Some(UsageMetadata::new(30, 12, 42)),
             ..AiMessage::default()
         });
         assert_eq!(message, expected);
@@ -1046,14 +1115,7 @@ mod tests {
             panic!("not an AI message: {message:?}");
         };
         assert_eq!(ai.content, Content::Text("Hello there".into()));
-        assert_eq!(
-            ai.usage_metadata,
-            Some(UsageMetadata {
-                input_tokens: 105,
-                output_tokens: 2,
-                total_tokens: 107,
-            })
-        );
+        assert_eq!(ai.usage_metadata, Some(UsageMetadata::new(105, 2, 107)));
         Ok(())
     }
 

@@ -1,16 +1,35 @@
-//! Chat messages as LangChain shapes them: human, ai, system, tool and remove.
+//! Chat messages as LangChain shapes them: human, ai, system, tool, chat, function and remove.
 //!
-//! In JSON (and any human-readable format) a message is LangChain's dict form, `{"type":
-//! "human", "content": ...}`, and it is also read from OpenAI's form (`{"role": "user", ...}`),
-//! LangChain's serialized constructor form (`{"lc": 1, "type": "constructor", ...}`, what
-//! LangGraph's JSON serializer writes), a `["user", "text"]` pair and a bare string (a human
-//! message). Binary formats get a fixed layout in which free JSON (content blocks, tool-call
-//! arguments, artifacts) travels as JSON text, since bincode and postcard cannot decode
-//! self-describing values.
+//! A [`Message`] holds every field of the LangChain message class it stands for
+//! (langchain-core 1.x), so a message read from a Python LangGraph thread and written back
+//! is the same Python object:
+//!
+//! - the fields Waypoint works with are typed (content, id, name, tool calls, usage, ...);
+//! - `additional_kwargs` and `response_metadata`, which every LangChain message has, are
+//!   JSON maps;
+//! - anything else the message carried (an attribute set on the Python object, a field of a
+//!   newer langchain-core) is kept in `extra` and written back beside the fields;
+//! - the exact Python class is kept: a `*MessageChunk` is the kind of its plain class with
+//!   `chunk: true`, `ChatMessage` (a message with any role) and `FunctionMessage` (OpenAI's
+//!   legacy function result) have kinds of their own, [`Message::Chat`] and
+//!   [`Message::Function`].
+//!
+//! Forms read and written (see [`Message::from_json`] for every form read):
+//!
+//! - JSON and any other human-readable format: LangChain's dict form, `{"type": "human",
+//!   "content": ...}`, with the fields left at their defaults left out;
+//! - LangGraph's encoding (while [`writing_langgraph`] is true): the `lc: 2` constructor
+//!   form of the message's class, whose kwargs are exactly what Python's `model_dump()`
+//!   gives ([`Message::to_langgraph`]);
+//! - binary formats (MessagePack, postcard, bincode): a positional layout in which free JSON
+//!   travels as JSON text, since bincode and postcard cannot decode self-describing values.
+//!
+//! [`writing_langgraph`]: waypoint_checkpoint::serde::writing_langgraph
 
-use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
+
+use crate::messages::{binary, langchain};
 
 /// What a message says: text, or a list of content blocks (LangChain's `[{"type": "text",
 /// "text": ...}, {"type": "image_url", ...}]`).
@@ -18,7 +37,7 @@ use serde_json::{Map, Value, json};
 pub enum Content {
     /// Plain text.
     Text(String),
-    /// Content blocks, each a JSON object.
+    /// Content blocks, each a JSON object (or a bare string).
     Blocks(Vec<Value>),
 }
 
@@ -54,7 +73,15 @@ impl Content {
         }
     }
 
-    fn from_json(value: Value) -> Result<Content, String> {
+    /// The content as JSON: a string or a list.
+    pub fn to_json(&self) -> Value {
+        match self {
+            Content::Text(text) => Value::String(text.clone()),
+            Content::Blocks(blocks) => Value::Array(blocks.clone()),
+        }
+    }
+
+    pub(crate) fn from_json(value: Value) -> Result<Content, String> {
         match value {
             Value::String(text) => Ok(Content::Text(text)),
             Value::Array(blocks) => Ok(Content::Blocks(blocks)),
@@ -62,6 +89,15 @@ impl Content {
             other => Err(format!(
                 "message content must be text or a list, not {other}"
             )),
+        }
+    }
+}
+
+impl Serialize for Content {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Content::Text(text) => text.serialize(s),
+            Content::Blocks(blocks) => blocks.serialize(s),
         }
     }
 }
@@ -78,8 +114,8 @@ impl From<String> for Content {
     }
 }
 
-/// A tool call an AI message asks for.
-#[derive(Clone, Debug, PartialEq)]
+/// A tool call an AI message asks for (LangChain's `ToolCall` dict).
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ToolCall {
     /// The call's id, which the tool message answering it repeats.
     pub id: Option<String>,
@@ -87,6 +123,8 @@ pub struct ToolCall {
     pub name: String,
     /// The arguments, a JSON object.
     pub args: Value,
+    /// Keys of the call's dict other than `name`, `args`, `id` and `type`, kept as they came.
+    pub extra: Map<String, Value>,
 }
 
 impl ToolCall {
@@ -96,12 +134,29 @@ impl ToolCall {
             id: Some(id.into()),
             name: name.into(),
             args,
+            extra: Map::new(),
         }
     }
 }
 
-/// Token counts an AI message reports.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// A tool call the model made that could not be parsed (LangChain's `InvalidToolCall`):
+/// say, arguments that are not valid JSON.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct InvalidToolCall {
+    /// The call's id.
+    pub id: Option<String>,
+    /// The tool's name, if the model gave one.
+    pub name: Option<String>,
+    /// The arguments as the model wrote them.
+    pub args: Option<String>,
+    /// What is wrong with the call.
+    pub error: Option<String>,
+    /// Keys other than `id`, `name`, `args`, `error` and `type` (`index`, `extras`, ...).
+    pub extra: Map<String, Value>,
+}
+
+/// Token counts an AI message reports (LangChain's `UsageMetadata`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UsageMetadata {
     /// Tokens in the prompt.
     pub input_tokens: u64,
@@ -109,9 +164,94 @@ pub struct UsageMetadata {
     pub output_tokens: u64,
     /// Their sum.
     pub total_tokens: u64,
+    /// The rest of the dict, as it came: the breakdowns `input_token_details` (`audio`,
+    /// `cache_creation`, `cache_read`, ...) and `output_token_details` (`audio`,
+    /// `reasoning`, ...) when reported, and any other key.
+    #[serde(flatten)]
+    pub details: Map<String, Value>,
 }
 
-/// A message from the user.
+impl UsageMetadata {
+    /// Counts without a breakdown.
+    pub fn new(input_tokens: u64, output_tokens: u64, total_tokens: u64) -> Self {
+        UsageMetadata {
+            input_tokens,
+            output_tokens,
+            total_tokens,
+            details: Map::new(),
+        }
+    }
+
+    /// The breakdown of the input tokens, if reported.
+    pub fn input_token_details(&self) -> Option<&Map<String, Value>> {
+        self.details
+            .get("input_token_details")
+            .and_then(Value::as_object)
+    }
+
+    /// The breakdown of the output tokens, if reported.
+    pub fn output_token_details(&self) -> Option<&Map<String, Value>> {
+        self.details
+            .get("output_token_details")
+            .and_then(Value::as_object)
+    }
+
+    /// The sum of two reports, as LangChain's `add_usage`: counts add up (saturating), and
+    /// so do the integers of the breakdowns and other keys, key by key; a value that is not
+    /// an integer keeps the left one.
+    pub fn add(&self, other: &UsageMetadata) -> UsageMetadata {
+        UsageMetadata {
+            input_tokens: self.input_tokens.saturating_add(other.input_tokens),
+            output_tokens: self.output_tokens.saturating_add(other.output_tokens),
+            total_tokens: self.total_tokens.saturating_add(other.total_tokens),
+            details: add_integers(&self.details, &other.details),
+        }
+    }
+}
+
+/// Two maps with their integers added key by key (nested maps too); other values keep the
+/// left one, keys on one side only are kept.
+fn add_integers(a: &Map<String, Value>, b: &Map<String, Value>) -> Map<String, Value> {
+    let mut out = a.clone();
+    for (key, right) in b {
+        let merged = match (out.get(key), right) {
+            (None, right) => right.clone(),
+            (Some(Value::Number(l)), Value::Number(r)) => {
+                match (l.as_i64(), r.as_i64(), l.as_u64(), r.as_u64()) {
+                    (Some(l), Some(r), _, _) => Value::from(l.saturating_add(r)),
+                    (_, _, Some(l), Some(r)) => Value::from(l.saturating_add(r)),
+                    _ => Value::Number(l.clone()),
+                }
+            }
+            (Some(Value::Object(l)), Value::Object(r)) => Value::Object(add_integers(l, r)),
+            (Some(left), _) => left.clone(),
+        };
+        out.insert(key.clone(), merged);
+    }
+    out
+}
+
+/// Whether a tool ran well (LangChain's `ToolMessage.status`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ToolStatus {
+    /// The tool returned a result.
+    #[default]
+    Success,
+    /// The tool failed; the content says how.
+    Error,
+}
+
+impl ToolStatus {
+    /// LangChain's name: `success` or `error`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolStatus::Success => "success",
+            ToolStatus::Error => "error",
+        }
+    }
+}
+
+/// A message from the user (LangChain's `HumanMessage`, or `HumanMessageChunk`).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct HumanMessage {
     /// What it says.
@@ -120,9 +260,17 @@ pub struct HumanMessage {
     pub id: Option<String>,
     /// An optional name of the speaker.
     pub name: Option<String>,
+    /// Provider-specific data the message carries (LangChain's `additional_kwargs`).
+    pub additional_kwargs: Map<String, Value>,
+    /// Metadata of the response it came with (LangChain's `response_metadata`).
+    pub response_metadata: Map<String, Value>,
+    /// Fields of the Python object Waypoint does not model, kept as they came.
+    pub extra: Map<String, Value>,
+    /// Whether it is a `HumanMessageChunk`.
+    pub chunk: bool,
 }
 
-/// A message from the model.
+/// A message from the model (LangChain's `AIMessage`, or `AIMessageChunk`).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct AiMessage {
     /// What it says.
@@ -133,11 +281,26 @@ pub struct AiMessage {
     pub name: Option<String>,
     /// The tools it asks to call.
     pub tool_calls: Vec<ToolCall>,
+    /// The tool calls it made that could not be parsed.
+    pub invalid_tool_calls: Vec<InvalidToolCall>,
     /// The tokens it reports.
     pub usage_metadata: Option<UsageMetadata>,
+    /// Provider-specific data (LangChain's `additional_kwargs`).
+    pub additional_kwargs: Map<String, Value>,
+    /// Metadata of the response: model name, finish reason, ... (`response_metadata`).
+    pub response_metadata: Map<String, Value>,
+    /// Fields of the Python object Waypoint does not model, kept as they came.
+    pub extra: Map<String, Value>,
+    /// Whether it is an `AIMessageChunk` (with the two fields below).
+    pub chunk: bool,
+    /// The pieces of tool calls of an `AIMessageChunk` (see
+    /// [`AiMessageChunk`](crate::messages::AiMessageChunk) for adding up streamed chunks).
+    pub tool_call_chunks: Vec<crate::messages::ToolCallChunk>,
+    /// An `AIMessageChunk`'s `chunk_position` (`"last"` for the final chunk of a stream).
+    pub chunk_position: Option<String>,
 }
 
-/// Instructions for the model.
+/// Instructions for the model (LangChain's `SystemMessage`, or `SystemMessageChunk`).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SystemMessage {
     /// What it says.
@@ -146,9 +309,18 @@ pub struct SystemMessage {
     pub id: Option<String>,
     /// An optional name.
     pub name: Option<String>,
+    /// Provider-specific data (LangChain's `additional_kwargs`).
+    pub additional_kwargs: Map<String, Value>,
+    /// LangChain's `response_metadata`.
+    pub response_metadata: Map<String, Value>,
+    /// Fields of the Python object Waypoint does not model, kept as they came.
+    pub extra: Map<String, Value>,
+    /// Whether it is a `SystemMessageChunk`.
+    pub chunk: bool,
 }
 
-/// A tool's result, answering one tool call.
+/// A tool's result, answering one tool call (LangChain's `ToolMessage`, or
+/// `ToolMessageChunk`).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ToolMessage {
     /// The result as the model sees it.
@@ -161,6 +333,57 @@ pub struct ToolMessage {
     pub tool_call_id: String,
     /// Output kept for the program, not sent to the model.
     pub artifact: Option<Value>,
+    /// Whether the tool succeeded.
+    pub status: ToolStatus,
+    /// LangChain's `additional_kwargs`.
+    pub additional_kwargs: Map<String, Value>,
+    /// LangChain's `response_metadata`.
+    pub response_metadata: Map<String, Value>,
+    /// Fields of the Python object Waypoint does not model, kept as they came.
+    pub extra: Map<String, Value>,
+    /// Whether it is a `ToolMessageChunk`.
+    pub chunk: bool,
+}
+
+/// A message with a role of its own (LangChain's `ChatMessage`, or `ChatMessageChunk`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ChatMessage {
+    /// What it says.
+    pub content: Content,
+    /// Its id.
+    pub id: Option<String>,
+    /// An optional name of the speaker.
+    pub name: Option<String>,
+    /// The speaker's role (`user`, `assistant`, or any other).
+    pub role: String,
+    /// LangChain's `additional_kwargs`.
+    pub additional_kwargs: Map<String, Value>,
+    /// LangChain's `response_metadata`.
+    pub response_metadata: Map<String, Value>,
+    /// Fields of the Python object Waypoint does not model, kept as they came.
+    pub extra: Map<String, Value>,
+    /// Whether it is a `ChatMessageChunk`.
+    pub chunk: bool,
+}
+
+/// A function's result in OpenAI's legacy function-calling API (LangChain's
+/// `FunctionMessage`, or `FunctionMessageChunk`); tools answer with [`ToolMessage`] now.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FunctionMessage {
+    /// The result.
+    pub content: Content,
+    /// Its id.
+    pub id: Option<String>,
+    /// The function's name.
+    pub name: String,
+    /// LangChain's `additional_kwargs`.
+    pub additional_kwargs: Map<String, Value>,
+    /// LangChain's `response_metadata`.
+    pub response_metadata: Map<String, Value>,
+    /// Fields of the Python object Waypoint does not model, kept as they came.
+    pub extra: Map<String, Value>,
+    /// Whether it is a `FunctionMessageChunk`.
+    pub chunk: bool,
 }
 
 /// An instruction to `add_messages` to delete the message with `id`
@@ -169,6 +392,14 @@ pub struct ToolMessage {
 pub struct RemoveMessage {
     /// The id to delete.
     pub id: String,
+    /// An optional name.
+    pub name: Option<String>,
+    /// LangChain's `additional_kwargs`.
+    pub additional_kwargs: Map<String, Value>,
+    /// LangChain's `response_metadata`.
+    pub response_metadata: Map<String, Value>,
+    /// Fields of the Python object Waypoint does not model, kept as they came.
+    pub extra: Map<String, Value>,
 }
 
 /// The id a [`RemoveMessage`] carries to delete every message before it.
@@ -185,8 +416,31 @@ pub enum Message {
     System(SystemMessage),
     /// A tool's result.
     Tool(ToolMessage),
+    /// From a speaker with any role.
+    Chat(ChatMessage),
+    /// A function's result (OpenAI's legacy function calling).
+    Function(FunctionMessage),
     /// Deletes a message in `add_messages`.
     Remove(RemoveMessage),
+}
+
+/// Applies `$body` to the message struct inside any variant, bound to `$m`, or with
+/// `remove`, to every variant but [`Message::Remove`], which gets the last arm.
+macro_rules! each {
+    ($message:expr, $m:ident => $body:expr) => {
+        each!($message, $m => $body, Message::Remove($m) => $body)
+    };
+    ($message:expr, $m:ident => $body:expr, $remove:pat => $on_remove:expr) => {
+        match $message {
+            Message::Human($m) => $body,
+            Message::Ai($m) => $body,
+            Message::System($m) => $body,
+            Message::Tool($m) => $body,
+            Message::Chat($m) => $body,
+            Message::Function($m) => $body,
+            $remove => $on_remove,
+        }
+    };
 }
 
 impl Message {
@@ -223,9 +477,31 @@ impl Message {
         })
     }
 
+    /// A message from a speaker with role `role` saying `content` (LangChain's
+    /// `ChatMessage`).
+    pub fn chat(role: impl Into<String>, content: impl Into<Content>) -> Self {
+        Message::Chat(ChatMessage {
+            content: content.into(),
+            role: role.into(),
+            ..ChatMessage::default()
+        })
+    }
+
+    /// The result `content` of function `name` (LangChain's `FunctionMessage`).
+    pub fn function(name: impl Into<String>, content: impl Into<Content>) -> Self {
+        Message::Function(FunctionMessage {
+            content: content.into(),
+            name: name.into(),
+            ..FunctionMessage::default()
+        })
+    }
+
     /// An instruction to delete the message `id` (LangGraph's `RemoveMessage(id=...)`).
     pub fn remove(id: impl Into<String>) -> Self {
-        Message::Remove(RemoveMessage { id: id.into() })
+        Message::Remove(RemoveMessage {
+            id: id.into(),
+            ..RemoveMessage::default()
+        })
     }
 
     /// An instruction to delete every message before it.
@@ -239,76 +515,87 @@ impl Message {
         self
     }
 
-    /// The same message with name `name` (a remove has no name: unchanged).
+    /// The same message with name `name`.
     pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        let name = name.into();
         match &mut self {
-            Message::Human(m) => m.name = Some(name.into()),
-            Message::Ai(m) => m.name = Some(name.into()),
-            Message::System(m) => m.name = Some(name.into()),
-            Message::Tool(m) => m.name = Some(name.into()),
-            Message::Remove(_) => {}
+            Message::Function(m) => m.name = name,
+            Message::Human(m) => m.name = Some(name),
+            Message::Ai(m) => m.name = Some(name),
+            Message::System(m) => m.name = Some(name),
+            Message::Tool(m) => m.name = Some(name),
+            Message::Chat(m) => m.name = Some(name),
+            Message::Remove(m) => m.name = Some(name),
         }
         self
     }
 
-    /// LangChain's type name: `human`, `ai`, `system`, `tool` or `remove`.
+    /// Waypoint's kind, LangChain's type name of the plain class: `human`, `ai`, `system`,
+    /// `tool`, `chat`, `function` or `remove` (a chunk has its plain class's kind).
     pub fn kind(&self) -> &'static str {
         match self {
             Message::Human(_) => "human",
             Message::Ai(_) => "ai",
             Message::System(_) => "system",
             Message::Tool(_) => "tool",
+            Message::Chat(_) => "chat",
+            Message::Function(_) => "function",
             Message::Remove(_) => "remove",
         }
     }
 
+    /// Whether it is one of LangChain's `*MessageChunk` classes.
+    pub fn is_chunk(&self) -> bool {
+        each!(self, m => m.chunk, Message::Remove(_) => false)
+    }
+
+    /// The Python class it stands for: `HumanMessage`, `AIMessageChunk`, `RemoveMessage`, ...
+    pub fn class_name(&self) -> &'static str {
+        langchain::Class::of(self).name()
+    }
+
+    /// The Python module of that class: `langchain_core.messages.human`, ...
+    pub fn module(&self) -> &'static str {
+        langchain::Class::of(self).module()
+    }
+
+    /// The `type` field LangChain gives that class: the kind for a plain class, the class
+    /// name for a chunk (`AIMessageChunk`).
+    pub fn lc_type(&self) -> &'static str {
+        langchain::Class::of(self).lc_type()
+    }
+
     /// The id, if any.
     pub fn id(&self) -> Option<&str> {
-        match self {
-            Message::Human(m) => m.id.as_deref(),
-            Message::Ai(m) => m.id.as_deref(),
-            Message::System(m) => m.id.as_deref(),
-            Message::Tool(m) => m.id.as_deref(),
-            Message::Remove(m) => Some(&m.id),
-        }
+        each!(self, m => m.id.as_deref(), Message::Remove(m) => Some(&m.id))
     }
 
     /// Sets the id (a remove keeps its target when given `None`).
     pub fn set_id(&mut self, id: Option<String>) {
-        match self {
-            Message::Human(m) => m.id = id,
-            Message::Ai(m) => m.id = id,
-            Message::System(m) => m.id = id,
-            Message::Tool(m) => m.id = id,
-            Message::Remove(m) => {
-                if let Some(id) = id {
-                    m.id = id;
-                }
+        each!(self, m => m.id = id, Message::Remove(m) => {
+            if let Some(id) = id {
+                m.id = id;
             }
-        }
+        })
     }
 
     /// The name, if any.
     pub fn name(&self) -> Option<&str> {
         match self {
+            Message::Function(m) => Some(&m.name),
             Message::Human(m) => m.name.as_deref(),
             Message::Ai(m) => m.name.as_deref(),
             Message::System(m) => m.name.as_deref(),
             Message::Tool(m) => m.name.as_deref(),
-            Message::Remove(_) => None,
+            Message::Chat(m) => m.name.as_deref(),
+            Message::Remove(m) => m.name.as_deref(),
         }
     }
 
     /// The content (empty for a remove).
     pub fn content(&self) -> &Content {
         static EMPTY: Content = Content::Text(String::new());
-        match self {
-            Message::Human(m) => &m.content,
-            Message::Ai(m) => &m.content,
-            Message::System(m) => &m.content,
-            Message::Tool(m) => &m.content,
-            Message::Remove(_) => &EMPTY,
-        }
+        each!(self, m => &m.content, Message::Remove(_) => &EMPTY)
     }
 
     /// The content's text (see [`Content::text`]).
@@ -324,29 +611,56 @@ impl Message {
         }
     }
 
-    /// LangChain's dict form, `{"type": ..., "content": ..., ...}`.
-    pub fn to_json(&self) -> Value {
-        // Cannot fail: every key is a string and every value is JSON already.
-        self.serialize_dict(serde_json::value::Serializer)
-            .unwrap_or(Value::Null)
+    /// LangChain's `additional_kwargs`.
+    pub fn additional_kwargs(&self) -> &Map<String, Value> {
+        each!(self, m => &m.additional_kwargs)
     }
 
-    /// Reads any of the accepted JSON forms (see the module docs).
+    /// LangChain's `response_metadata`.
+    pub fn response_metadata(&self) -> &Map<String, Value> {
+        each!(self, m => &m.response_metadata)
+    }
+
+    /// The fields of the Python object Waypoint does not model.
+    pub fn extra(&self) -> &Map<String, Value> {
+        each!(self, m => &m.extra)
+    }
+
+    /// LangChain's dict form, `{"type": ..., "content": ..., ...}`, without the fields left
+    /// at their defaults.
+    pub fn to_json(&self) -> Value {
+        langchain::to_value(self, langchain::Mode::Sparse)
+    }
+
+    /// What Python's `model_dump()` gives for this message: every field of its class, in
+    /// the class's order, defaults included, then the [`extra`](Message::extra) ones.
+    pub fn model_dump(&self) -> Value {
+        langchain::to_value(self, langchain::Mode::Full)
+    }
+
+    /// The form LangGraph's encoding writes (what [`Serialize`] writes while
+    /// [`writing_langgraph`](waypoint_checkpoint::serde::writing_langgraph) is true):
+    /// `{"lc": 2, "type": "constructor", "id": [<module parts>, <class>], "ext": 5,
+    /// "method": "model_validate_json", "args": [], "kwargs": <model_dump>}`.
+    pub fn to_langgraph(&self) -> Value {
+        serde_json::to_value(langchain::Lc2(self)).unwrap_or(Value::Null)
+    }
+
+    /// Reads any of the accepted JSON forms:
+    ///
+    /// - LangChain's dict form or Python's `model_dump()`, `{"type": "human", ...}`, for
+    ///   every class (`type` is `human`, `ai`, `system`, `tool`, `chat`, `function`,
+    ///   `remove`, or a chunk's class name such as `AIMessageChunk`);
+    /// - LangChain's serialized constructor forms, `{"lc": 1, "type": "constructor", "id":
+    ///   [..., "AIMessage"], "kwargs": {...}}` and LangGraph's `lc: 2` form (see
+    ///   [`Message::to_langgraph`]);
+    /// - OpenAI's form, `{"role": "user", "content": ...}` (`user`, `assistant`, `system`,
+    ///   `developer`, `tool`, `function`);
+    /// - a `[role, content]` pair, and a bare string (a human message).
+    ///
+    /// Keys the class does not define are kept in `extra`.
     pub fn from_json(value: Value) -> Result<Message, String> {
-        match value {
-            Value::String(text) => Ok(Message::human(text)),
-            Value::Array(pair) => match <[Value; 2]>::try_from(pair) {
-                Ok([Value::String(role), content]) => {
-                    let mut map = Map::new();
-                    map.insert("role".into(), Value::String(role));
-                    map.insert("content".into(), content);
-                    from_map(map)
-                }
-                _ => Err("a message pair must be [role, content]".into()),
-            },
-            Value::Object(map) => from_map(map),
-            other => Err(format!("not a message: {other}")),
-        }
+        langchain::from_json(value)
     }
 }
 
@@ -356,374 +670,24 @@ impl From<&str> for Message {
     }
 }
 
-/// A message from a JSON object in LangChain's, OpenAI's or the serialized constructor form.
-fn from_map(mut map: Map<String, Value>) -> Result<Message, String> {
-    // LangChain's serialized form: the kwargs hold the dict, the id names the class.
-    if map.get("lc").is_some() && map.get("type").and_then(Value::as_str) == Some("constructor") {
-        let class = map
-            .get("id")
-            .and_then(Value::as_array)
-            .and_then(|path| path.last())
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
-        let kind = match class.as_str() {
-            "HumanMessage" | "HumanMessageChunk" => "human",
-            "AIMessage" | "AIMessageChunk" => "ai",
-            "SystemMessage" | "SystemMessageChunk" => "system",
-            "ToolMessage" | "ToolMessageChunk" => "tool",
-            "RemoveMessage" => "remove",
-            other => return Err(format!("unknown message class `{other}`")),
-        };
-        let Some(Value::Object(mut kwargs)) = map.remove("kwargs") else {
-            return Err(format!("serialized `{class}` has no kwargs"));
-        };
-        kwargs.insert("type".into(), json!(kind));
-        return from_map(kwargs);
-    }
-    let kind = match (map.get("type"), map.get("role")) {
-        (Some(Value::String(t)), _) => t.clone(),
-        (_, Some(Value::String(role))) => match role.as_str() {
-            "user" | "human" => "human".into(),
-            "assistant" | "ai" => "ai".into(),
-            "system" | "developer" => "system".into(),
-            "tool" | "function" => "tool".into(),
-            other => return Err(format!("unknown message role `{other}`")),
-        },
-        _ => return Err("a message needs a `type` or a `role`".into()),
-    };
-    let text = |map: &mut Map<String, Value>, key: &str| -> Result<Option<String>, String> {
-        match map.remove(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s)),
-            Some(other) => Err(format!("message `{key}` must be text, not {other}")),
-        }
-    };
-    let content = Content::from_json(map.remove("content").unwrap_or(Value::Null))?;
-    let id = text(&mut map, "id")?;
-    let name = text(&mut map, "name")?;
-    Ok(match kind.as_str() {
-        "human" | "HumanMessageChunk" => Message::Human(HumanMessage { content, id, name }),
-        "system" => Message::System(SystemMessage { content, id, name }),
-        "ai" | "AIMessageChunk" => {
-            let tool_calls = match map.remove("tool_calls") {
-                None | Some(Value::Null) => Vec::new(),
-                Some(Value::Array(calls)) => calls
-                    .into_iter()
-                    .map(tool_call_from_json)
-                    .collect::<Result<_, _>>()?,
-                Some(other) => return Err(format!("`tool_calls` must be a list, not {other}")),
-            };
-            let usage_metadata = match map.remove("usage_metadata") {
-                None | Some(Value::Null) => None,
-                Some(usage) => Some(
-                    serde_json::from_value(usage).map_err(|e| format!("usage_metadata: {e}"))?,
-                ),
-            };
-            Message::Ai(AiMessage {
-                content,
-                id,
-                name,
-                tool_calls,
-                usage_metadata,
-            })
-        }
-        "tool" => Message::Tool(ToolMessage {
-            content,
-            id,
-            name,
-            tool_call_id: text(&mut map, "tool_call_id")?
-                .ok_or("a tool message needs a `tool_call_id`")?,
-            artifact: map.remove("artifact").filter(|a| !a.is_null()),
-        }),
-        "remove" => Message::Remove(RemoveMessage {
-            id: id.ok_or("a remove message needs an `id`")?,
-        }),
-        other => return Err(format!("unknown message type `{other}`")),
-    })
-}
-
-/// A tool call in LangChain's form (`{"id", "name", "args"}`) or OpenAI's (`{"id",
-/// "function": {"name", "arguments": "<json text>"}}`).
-fn tool_call_from_json(value: Value) -> Result<ToolCall, String> {
-    let Value::Object(mut call) = value else {
-        return Err("a tool call must be an object".into());
-    };
-    let id = call
-        .remove("id")
-        .and_then(|v| v.as_str().map(str::to_owned));
-    if let Some(Value::Object(mut function)) = call.remove("function") {
-        let name = function
-            .remove("name")
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .ok_or("a tool call needs a function name")?;
-        let args = match function.remove("arguments") {
-            Some(Value::String(text)) if text.trim().is_empty() => json!({}),
-            Some(Value::String(text)) => serde_json::from_str(&text)
-                .map_err(|e| format!("tool call `{name}` has arguments that are not JSON: {e}"))?,
-            Some(other) => other,
-            None => json!({}),
-        };
-        return Ok(ToolCall { id, name, args });
-    }
-    let name = call
-        .remove("name")
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .ok_or("a tool call needs a name")?;
-    let args = call.remove("args").unwrap_or_else(|| json!({}));
-    Ok(ToolCall { id, name, args })
-}
-
-/// The fixed layout binary formats use, as a sequence (MessagePack then writes no field
-/// names); free JSON is carried as JSON text. Written as [`BinaryRef`], which must keep the
-/// same fields in the same order.
-struct Binary {
-    kind: u8,
-    /// Text content, or the blocks as JSON text when `blocks` is set.
-    content: String,
-    blocks: bool,
-    id: Option<String>,
-    name: Option<String>,
-    /// `(id, name, args as JSON text)`.
-    tool_calls: Vec<(Option<String>, String, String)>,
-    usage: Option<(u64, u64, u64)>,
-    tool_call_id: Option<String>,
-    artifact: Option<String>,
-}
-
-/// The fields of [`Binary`], in order.
-type BinaryFields = (
-    u8,
-    String,
-    bool,
-    Option<String>,
-    Option<String>,
-    Vec<(Option<String>, String, String)>,
-    Option<(u64, u64, u64)>,
-    Option<String>,
-    Option<String>,
-);
-
-impl<'de> Deserialize<'de> for Binary {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let (kind, content, blocks, id, name, tool_calls, usage, tool_call_id, artifact) =
-            BinaryFields::deserialize(d)?;
-        Ok(Binary {
-            kind,
-            content,
-            blocks,
-            id,
-            name,
-            tool_calls,
-            usage,
-            tool_call_id,
-            artifact,
-        })
-    }
-}
-
-fn json_text<E: serde::ser::Error>(value: &Value) -> Result<String, E> {
-    serde_json::to_string(value).map_err(E::custom)
-}
-
-fn parse_json<E: serde::de::Error>(text: &str) -> Result<Value, E> {
-    serde_json::from_str(text).map_err(E::custom)
-}
-
-/// [`Binary`] borrowed from a message, for writing without copying its strings.
-struct BinaryRef<'a> {
-    kind: u8,
-    content: std::borrow::Cow<'a, str>,
-    blocks: bool,
-    id: Option<&'a str>,
-    name: Option<&'a str>,
-    tool_calls: Vec<(Option<&'a str>, &'a str, String)>,
-    usage: Option<(u64, u64, u64)>,
-    tool_call_id: Option<&'a str>,
-    artifact: Option<String>,
-}
-
-impl Serialize for BinaryRef<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        (
-            self.kind,
-            &self.content,
-            self.blocks,
-            self.id,
-            self.name,
-            &self.tool_calls,
-            self.usage,
-            self.tool_call_id,
-            &self.artifact,
-        )
-            .serialize(s)
-    }
-}
-
-/// A tool call as LangChain's dict writes it.
-struct ToolCallJson<'a>(&'a ToolCall);
-
-impl Serialize for ToolCallJson<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut map = s.serialize_map(Some(4))?;
-        map.serialize_entry("id", &self.0.id)?;
-        map.serialize_entry("name", &self.0.name)?;
-        map.serialize_entry("args", &self.0.args)?;
-        map.serialize_entry("type", "tool_call")?;
-        map.end()
-    }
-}
-
-impl Message {
-    /// LangChain's dict form written straight to `s`: what [`Message::to_json`] builds.
-    fn serialize_dict<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut map = s.serialize_map(None)?;
-        map.serialize_entry("type", self.kind())?;
-        match self.content() {
-            _ if matches!(self, Message::Remove(_)) => {}
-            Content::Text(text) => map.serialize_entry("content", text)?,
-            Content::Blocks(blocks) => map.serialize_entry("content", blocks)?,
-        }
-        if let Some(id) = self.id() {
-            map.serialize_entry("id", id)?;
-        }
-        if let Some(name) = self.name() {
-            map.serialize_entry("name", name)?;
-        }
-        match self {
-            Message::Ai(m) => {
-                if !m.tool_calls.is_empty() {
-                    let calls: Vec<ToolCallJson<'_>> =
-                        m.tool_calls.iter().map(ToolCallJson).collect();
-                    map.serialize_entry("tool_calls", &calls)?;
-                }
-                if let Some(usage) = &m.usage_metadata {
-                    map.serialize_entry("usage_metadata", usage)?;
-                }
-            }
-            Message::Tool(m) => {
-                map.serialize_entry("tool_call_id", &m.tool_call_id)?;
-                if let Some(artifact) = &m.artifact {
-                    map.serialize_entry("artifact", artifact)?;
-                }
-            }
-            _ => {}
-        }
-        map.end()
-    }
-}
-
 impl Serialize for Message {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if waypoint_checkpoint::serde::writing_langgraph() {
+            return langchain::Lc2(self).serialize(s);
+        }
         if s.is_human_readable() {
-            return self.serialize_dict(s);
+            return langchain::Dict(self, langchain::Mode::Sparse).serialize(s);
         }
-        let (content, blocks) = match self.content() {
-            Content::Text(text) => (std::borrow::Cow::Borrowed(text.as_str()), false),
-            Content::Blocks(blocks) => (
-                std::borrow::Cow::Owned(json_text(&Value::Array(blocks.clone()))?),
-                true,
-            ),
-        };
-        let kind = match self {
-            Message::Human(_) => 0,
-            Message::Ai(_) => 1,
-            Message::System(_) => 2,
-            Message::Tool(_) => 3,
-            Message::Remove(_) => 4,
-        };
-        let mut b = BinaryRef {
-            kind,
-            content,
-            blocks,
-            id: self.id(),
-            name: self.name(),
-            tool_calls: Vec::new(),
-            usage: None,
-            tool_call_id: None,
-            artifact: None,
-        };
-        match self {
-            Message::Ai(m) => {
-                for call in &m.tool_calls {
-                    b.tool_calls.push((
-                        call.id.as_deref(),
-                        call.name.as_str(),
-                        json_text(&call.args)?,
-                    ));
-                }
-                b.usage = m
-                    .usage_metadata
-                    .map(|u| (u.input_tokens, u.output_tokens, u.total_tokens));
-            }
-            Message::Tool(m) => {
-                b.tool_call_id = Some(&m.tool_call_id);
-                b.artifact = m.artifact.as_ref().map(json_text).transpose()?;
-            }
-            _ => {}
-        }
-        b.serialize(s)
+        binary::serialize(self, s)
     }
 }
 
 impl<'de> Deserialize<'de> for Message {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         if d.is_human_readable() {
+            use serde::de::Error as _;
             return Message::from_json(Value::deserialize(d)?).map_err(D::Error::custom);
         }
-        let b = Binary::deserialize(d)?;
-        let content = if b.blocks {
-            match parse_json::<D::Error>(&b.content)? {
-                Value::Array(blocks) => Content::Blocks(blocks),
-                _ => return Err(D::Error::custom("message blocks must be a list")),
-            }
-        } else {
-            Content::Text(b.content)
-        };
-        let (id, name) = (b.id, b.name);
-        Ok(match b.kind {
-            0 => Message::Human(HumanMessage { content, id, name }),
-            1 => Message::Ai(AiMessage {
-                content,
-                id,
-                name,
-                tool_calls: b
-                    .tool_calls
-                    .into_iter()
-                    .map(|(id, name, args)| {
-                        Ok(ToolCall {
-                            id,
-                            name,
-                            args: parse_json::<D::Error>(&args)?,
-                        })
-                    })
-                    .collect::<Result<_, D::Error>>()?,
-                usage_metadata: b.usage.map(|(i, o, t)| UsageMetadata {
-                    input_tokens: i,
-                    output_tokens: o,
-                    total_tokens: t,
-                }),
-            }),
-            2 => Message::System(SystemMessage { content, id, name }),
-            3 => Message::Tool(ToolMessage {
-                content,
-                id,
-                name,
-                tool_call_id: b
-                    .tool_call_id
-                    .ok_or_else(|| D::Error::custom("a tool message needs a tool_call_id"))?,
-                artifact: b
-                    .artifact
-                    .as_deref()
-                    .map(parse_json::<D::Error>)
-                    .transpose()?,
-            }),
-            4 => Message::Remove(RemoveMessage {
-                id: id.ok_or_else(|| D::Error::custom("a remove message needs an id"))?,
-            }),
-            other => return Err(D::Error::custom(format!("unknown message kind {other}"))),
-        })
+        binary::deserialize(d)
     }
 }

@@ -1,8 +1,10 @@
 //! Conversation history: LangChain-shaped messages, the `add_messages` reducer and the
 //! prebuilt [`MessagesState`].
 
+mod binary;
 mod chunk;
 mod convert;
+mod langchain;
 mod message;
 mod reducer;
 mod trim;
@@ -15,8 +17,9 @@ pub use convert::{
     to_openai,
 };
 pub use message::{
-    AiMessage, Content, HumanMessage, Message, REMOVE_ALL_MESSAGES, RemoveMessage, SystemMessage,
-    ToolCall, ToolMessage, UsageMetadata,
+    AiMessage, ChatMessage, Content, FunctionMessage, HumanMessage, InvalidToolCall, Message,
+    REMOVE_ALL_MESSAGES, RemoveMessage, SystemMessage, ToolCall, ToolMessage, ToolStatus,
+    UsageMetadata,
 };
 pub use reducer::add_messages;
 pub use trim::{
@@ -33,5 +36,7 @@ pub struct MessagesState {
     pub messages: Vec<Message>,
 }
 
+#[cfg(test)]
+mod langchain_tests;
 #[cfg(test)]
 mod tests;

@@ -7,7 +7,7 @@ use waypoint_checkpoint::{Format, Serde};
 
 use super::*;
 
-fn rich_messages() -> Vec<Message> {
+pub(super) fn rich_messages() -> Vec<Message> {
     vec![
         Message::system("be brief").with_id("s1"),
         Message::human("hi, I'm Bob").with_id("h1").with_name("bob"),
@@ -23,11 +23,8 @@ fn rich_messages() -> Vec<Message> {
                 "search",
                 json!({"query": "weather in SF", "nested": {"n": [1, 2, 3], "f": 0.5, "z": null}}),
             )],
-            usage_metadata: Some(UsageMetadata {
-                input_tokens: 12,
-                output_tokens: 7,
-                total_tokens: 19,
-            }),
+            usage_metadata: Some(UsageMetadata::new(12, 7, 19)),
+            ..AiMessage::default()
         }),
         Message::Tool(ToolMessage {
             content: "sunny".into(),
@@ -35,6 +32,7 @@ fn rich_messages() -> Vec<Message> {
             name: Some("search".into()),
             tool_call_id: "call_1".into(),
             artifact: Some(json!({"raw": [{"temp": 21}], "source": "api"})),
+            ..ToolMessage::default()
         }),
         Message::ai("It's sunny."),
         Message::remove("h1"),

@@ -276,9 +276,9 @@ fn is_kind(message: &Message, kinds: &[String]) -> bool {
 /// blocks count as their JSON text), of its tool calls as JSON `[{"name", "args", "id",
 /// "type"}]` (AI messages with text content only, as LangChain skips block content, which
 /// carries the calls already), of a tool message's `tool_call_id`, of its OpenAI role
-/// (`user`, `assistant`, `system`, `tool`) and of its name; divided by
-/// [`CHARS_PER_TOKEN`] rounded up, plus [`EXTRA_TOKENS_PER_MESSAGE`]. A remove instruction
-/// counts 0. LangChain measures blocks and tool calls by their Python `repr`, so counts of
+/// (`user`, `assistant`, `system`, `tool`, `function`, a chat message's own) and of its
+/// name; divided by [`CHARS_PER_TOKEN`] rounded up, plus [`EXTRA_TOKENS_PER_MESSAGE`]. A
+/// remove instruction counts 0. LangChain measures blocks and tool calls by their Python `repr`, so counts of
 /// those differ slightly; text-only messages count the same.
 pub fn count_tokens_approximately(messages: &[Message]) -> usize {
     messages.iter().map(approximate_tokens).sum()
@@ -290,6 +290,8 @@ fn approximate_tokens(message: &Message) -> usize {
         Message::Ai(_) => "assistant",
         Message::System(_) => "system",
         Message::Tool(_) => "tool",
+        Message::Chat(m) => m.role.as_str(),
+        Message::Function(_) => "function",
         Message::Remove(_) => return 0,
     };
     let mut chars = match message.content() {
