@@ -13,10 +13,10 @@ use waypoint_checkpoint::{BoxError, CheckpointSaver};
 
 use crate::interrupt::{Interrupt, SharedScratch};
 use crate::messages::AiMessageChunk;
-use crate::pregel::CompiledGraph;
+use crate::pregel::{CompiledGraph, NS_SEP};
 use crate::run::Nested;
 use crate::stream::MessageMetadata;
-use crate::{Command, Input, RunConfig, State};
+use crate::{Input, RunConfig, State};
 
 /// Where `write_custom` values go: the node name and the value.
 pub(crate) type CustomSink = Arc<dyn Fn(&str, Value) + Send + Sync>;
@@ -40,9 +40,11 @@ pub struct Context {
 /// Where a node runs, for the subgraphs it calls: their namespace, parents and saver.
 pub(crate) struct CallSite {
     pub(crate) saver: Option<Arc<dyn CheckpointSaver>>,
-    /// The calling task's id and the namespace of its graph.
-    pub(crate) task_id: String,
-    pub(crate) ns: String,
+    /// The calling task's checkpoint namespace, `{graph ns}|{node}:{task id}`.
+    pub(crate) task_ns: String,
+    /// Subgraph calls the task made so far: the k-th after the first runs in
+    /// `{task ns}|{k}`, as in LangGraph.
+    pub(crate) calls: std::sync::atomic::AtomicUsize,
     /// Namespace to checkpoint id of the calling graph and its ancestors.
     pub(crate) parents: BTreeMap<String, String>,
     pub(crate) checkpoint_map: Arc<BTreeMap<String, String>>,
@@ -107,20 +109,19 @@ impl Context {
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner())
                 .next(value),
-            None => Err(Interrupt {
-                value,
-                id: String::new(),
-            }),
+            None => Err(Interrupt::new(value, "")),
         }
     }
 
     /// Runs `graph` as a subgraph of this node, on this run's thread and checkpointer, in
-    /// its own namespace (`node:task_id`); returns its final state.
+    /// its own namespace (LangGraph's: `node:task_id` below the graph's namespace, then
+    /// `|1`, `|2`... for the node's second, third... call); returns its final state.
     ///
     /// When the subgraph pauses on an interrupt, this returns that interrupt as the error
-    /// (propagate it with `?`): the node pauses too. On resume the node runs again from its
-    /// start and this call resumes the subgraph where it stopped (its finished nodes do not
-    /// run again), passing the resume value down.
+    /// (propagate it with `?`): the node pauses too, with every interrupt of the subgraph.
+    /// On resume the node runs again from its start and this call resumes the subgraph
+    /// where it stopped (its finished nodes do not run again), passing the resume value
+    /// down.
     pub async fn call<S2: State>(
         &self,
         graph: &CompiledGraph<S2>,
@@ -129,11 +130,9 @@ impl Context {
         let Some(site) = &self.call else {
             return Ok(graph.invoke(input, &self.config).await?.values);
         };
-        let own = format!("{}:{}", self.node, site.task_id);
-        let ns = if site.ns.is_empty() {
-            own
-        } else {
-            format!("{}|{own}", site.ns)
+        let ns = match site.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
+            0 => site.task_ns.clone(),
+            k => format!("{}{NS_SEP}{k}", site.task_ns),
         };
         let mut config = RunConfig {
             checkpoint_ns: ns.clone(),
@@ -143,18 +142,14 @@ impl Context {
         let fresh = self.scratch.as_ref().and_then(|s| {
             s.lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .take_fresh()
+                .fresh_for_subgraph()
         });
-        let input = match (site.checkpoint_map.get(&ns), fresh) {
-            (Some(id), _) => {
+        let input = match site.checkpoint_map.get(&ns) {
+            Some(id) => {
                 config.checkpoint_id = Some(id.clone());
                 Input::Continue
             }
-            (None, Some(resume)) => Input::Command(Command {
-                resume: Some(resume),
-                ..Command::default()
-            }),
-            (None, None) => Input::from(input),
+            None => Input::from(input),
         };
         let nested = Nested {
             saver: site.saver.clone(),
@@ -162,12 +157,20 @@ impl Context {
             checkpoint_map: Arc::clone(&site.checkpoint_map),
             continue_unfinished: !site.replaying,
             start_over: site.replaying && !site.checkpoint_map.contains_key(&ns),
+            resume: fresh,
         };
         let outcome = graph
             .run_nested(input, &config, &crate::stream::Emitter::none(), nested)
             .await?;
-        match outcome.interrupts.into_iter().next() {
-            Some(interrupt) => Err(Box::new(interrupt)),
+        let mut interrupts = outcome.interrupts.into_iter();
+        match interrupts.next() {
+            Some(first) => {
+                if let Some(scratch) = &self.scratch {
+                    let mut scratch = scratch.lock().unwrap_or_else(|p| p.into_inner());
+                    scratch.bubbled = std::iter::once(first.clone()).chain(interrupts).collect();
+                }
+                Err(Box::new(first))
+            }
             None => Ok(outcome.values),
         }
     }

@@ -4,25 +4,186 @@
 //! A node that calls [`crate::Context::interrupt`] stops with an [`Interrupt`]; the runtime
 //! saves it as the task's `__interrupt__` write (with the resume values the task already
 //! consumed as its `__resume__` write) and ends the run without a new checkpoint. Resuming
-//! stores the new value as a `__resume__` write of no task, then runs the interrupted task
-//! again from its beginning: its k-th `interrupt` call returns the k-th resume value.
+//! runs the interrupted task again from its beginning: its k-th `interrupt` call returns the
+//! k-th resume value.
+//!
+//! The writes have LangGraph's shapes, so either of Waypoint and Python LangGraph resumes
+//! what the other paused:
+//!
+//! - `__interrupt__` (a task's write): the list of its [`Interrupt`]s; in LangGraph's
+//!   encoding each is a `langgraph.types.Interrupt` (`lc: 2`, ext 2, kwargs `{value, id}`).
+//! - `__resume__` of a task: the list of answers it consumed, in order.
+//! - `__resume__` of no task (`00000000-0000-0000-0000-000000000000`): the value of a
+//!   [`Command::resume`], for the next interrupt that has no answer. Answers by id
+//!   ([`Command::resume_by_id`]) are not stored, as in LangGraph: the run hands them to the
+//!   tasks, and each task stores what it consumed in its own `__resume__`.
+//! - Interrupt ids are LangGraph's: the xxh3-128 hex digest of the task's checkpoint
+//!   namespace (`{graph ns}|{node}:{task id}`), or of `{that}|{n}` when the task has already
+//!   consumed `n > 0` answers.
 
 use std::collections::BTreeMap;
 use std::ops::Deref;
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::{Command, State};
 
 /// A pause requested by a node: the value shown to the human and a stable id.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+///
+/// Stored as LangGraph's `langgraph.types.Interrupt` when writing LangGraph's encoding, as a
+/// `{value, id}` map in JSON and a `[value, id]` tuple in binary formats otherwise. Reads
+/// any of these, and the fields older LangGraph versions wrote (`ns`, `when`, `resumable`).
+#[derive(Clone, Debug, PartialEq)]
 pub struct Interrupt {
     /// What the node asked (any JSON).
     pub value: Value,
     /// Stable for a task and its k-th `interrupt` call; resume by id with it.
     pub id: String,
+    /// Fields of a LangGraph interrupt Waypoint does not model (`response_schema`, or older
+    /// versions' `ns`, `when`, `resumable`), kept so that writing it back loses nothing.
+    pub extra: Map<String, Value>,
+}
+
+impl Interrupt {
+    /// An interrupt with `value` and `id`, and no other field.
+    pub fn new(value: Value, id: impl Into<String>) -> Self {
+        Interrupt {
+            value,
+            id: id.into(),
+            extra: Map::new(),
+        }
+    }
+
+    /// Reads an interrupt from any of its stored forms, decoded as JSON: a `{value, id, ..}`
+    /// map, LangGraph's `lc: 2` constructor map, or a `[value, id]` / `[value, id, extra]`
+    /// tuple.
+    pub fn from_value(raw: Value) -> Result<Self, String> {
+        let mut fields = match raw {
+            Value::Object(map) => match map.get("lc") {
+                Some(lc) if lc == 2 => {
+                    let class = map
+                        .get("id")
+                        .and_then(Value::as_array)
+                        .and_then(|id| id.last())
+                        .and_then(Value::as_str)
+                        .unwrap_or("");
+                    if class != "Interrupt" {
+                        return Err(format!(
+                            "expected langgraph.types.Interrupt, found {}",
+                            map.get("id").map(Value::to_string).unwrap_or_default()
+                        ));
+                    }
+                    match map.get("kwargs") {
+                        Some(Value::Object(kwargs)) if !kwargs.is_empty() => kwargs.clone(),
+                        // A constructor called with positional arguments: `(value, id)`.
+                        _ => {
+                            let args = map.get("args").and_then(Value::as_array);
+                            let mut kwargs = Map::new();
+                            if let Some(args) = args {
+                                for (key, arg) in ["value", "id"].into_iter().zip(args) {
+                                    kwargs.insert(key.to_owned(), arg.clone());
+                                }
+                            }
+                            kwargs
+                        }
+                    }
+                }
+                _ => map,
+            },
+            Value::Array(items) => {
+                let mut items = items.into_iter();
+                let mut fields = Map::new();
+                fields.insert("value".into(), items.next().unwrap_or(Value::Null));
+                match items.next() {
+                    Some(id) => fields.insert("id".into(), id),
+                    None => return Err("an interrupt tuple needs a value and an id".into()),
+                };
+                match items.next() {
+                    Some(Value::Object(extra)) => fields.extend(extra),
+                    Some(Value::Null) | None => {}
+                    Some(other) => {
+                        return Err(format!(
+                            "an interrupt's third field must be a map, not {other}"
+                        ));
+                    }
+                }
+                fields
+            }
+            other => return Err(format!("expected an interrupt, found {other}")),
+        };
+        let value = fields.remove("value").unwrap_or(Value::Null);
+        let id = match fields.remove("id") {
+            Some(Value::String(id)) => id,
+            // Versions before 0.6 derived the id from the namespace.
+            Some(Value::Null) | None => match fields.get("ns") {
+                Some(Value::Array(ns)) => {
+                    let parts: Vec<&str> = ns.iter().filter_map(Value::as_str).collect();
+                    xxh3_hex(&parts.join("|"))
+                }
+                _ => String::new(),
+            },
+            Some(other) => return Err(format!("an interrupt id must be a string, not {other}")),
+        };
+        Ok(Interrupt {
+            value,
+            id,
+            extra: fields,
+        })
+    }
+}
+
+impl Serialize for Interrupt {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeTuple};
+        if waypoint_checkpoint::serde::writing_langgraph() {
+            let mut kwargs = Map::new();
+            kwargs.insert("value".into(), self.value.clone());
+            kwargs.insert("id".into(), Value::String(self.id.clone()));
+            for (key, value) in &self.extra {
+                kwargs.entry(key.clone()).or_insert_with(|| value.clone());
+            }
+            let mut map = serializer.serialize_map(Some(7))?;
+            map.serialize_entry("lc", &2)?;
+            map.serialize_entry("type", "constructor")?;
+            map.serialize_entry("id", &["langgraph", "types", "Interrupt"])?;
+            map.serialize_entry("ext", &2)?;
+            map.serialize_entry("method", &())?;
+            map.serialize_entry("args", &[(); 0])?;
+            map.serialize_entry("kwargs", &kwargs)?;
+            map.end()
+        } else if serializer.is_human_readable() {
+            let mut map = serializer.serialize_map(Some(2 + self.extra.len()))?;
+            map.serialize_entry("value", &self.value)?;
+            map.serialize_entry("id", &self.id)?;
+            for (key, value) in self
+                .extra
+                .iter()
+                .filter(|(k, _)| *k != "value" && *k != "id")
+            {
+                map.serialize_entry(key, value)?;
+            }
+            map.end()
+        } else if self.extra.is_empty() {
+            let mut tuple = serializer.serialize_tuple(2)?;
+            tuple.serialize_element(&self.value)?;
+            tuple.serialize_element(&self.id)?;
+            tuple.end()
+        } else {
+            let mut tuple = serializer.serialize_tuple(3)?;
+            tuple.serialize_element(&self.value)?;
+            tuple.serialize_element(&self.id)?;
+            tuple.serialize_element(&self.extra)?;
+            tuple.end()
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Interrupt {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Interrupt::from_value(Value::deserialize(deserializer)?).map_err(serde::de::Error::custom)
+    }
 }
 
 impl std::fmt::Display for Interrupt {
@@ -96,44 +257,60 @@ impl<S: State> Deref for Outcome<S> {
     }
 }
 
-/// The id of a task's `index`-th interrupt.
-pub(crate) fn interrupt_id(task_id: &str, index: usize) -> String {
-    uuid::Uuid::new_v5(
-        &uuid::Uuid::NAMESPACE_OID,
-        format!("{task_id}\u{0}interrupt\u{0}{index}").as_bytes(),
-    )
-    .simple()
-    .to_string()
+/// The 128-bit xxh3 of `text`, as 32 lowercase hex digits (Python's `xxh3_128_hexdigest`).
+pub(crate) fn xxh3_hex(text: &str) -> String {
+    format!("{:032x}", xxhash_rust::xxh3::xxh3_128(text.as_bytes()))
+}
+
+/// The id of the interrupt a task raises after consuming `answered` answers, as LangGraph
+/// derives it from the task's checkpoint namespace `task_ns`: its hash alone for the first
+/// (what every version gives), of `{task_ns}|{answered}` after that.
+pub(crate) fn interrupt_id(task_ns: &str, answered: usize) -> String {
+    if answered == 0 {
+        xxh3_hex(task_ns)
+    } else {
+        xxh3_hex(&format!("{task_ns}|{answered}"))
+    }
 }
 
 /// One task's resume bookkeeping, shared with its `Context`.
 #[derive(Debug, Default)]
 pub(crate) struct Scratch {
-    task_id: String,
+    /// The task's checkpoint namespace, which its interrupt ids hash.
+    task_ns: String,
     /// `interrupt` calls so far in this attempt.
     calls: usize,
     /// Values of the task's earlier interrupts, in order (its `__resume__` write).
     pub(crate) answered: Vec<Value>,
     /// The resume given to this run, not yet consumed.
     fresh: Option<Resume>,
+    /// The interrupts of the subgraph the task called last, when it paused: the task's
+    /// `__interrupt__` write holds them all.
+    pub(crate) bubbled: Vec<Interrupt>,
 }
 
 /// A task's scratch, as the context holds it.
 pub(crate) type SharedScratch = Arc<Mutex<Scratch>>;
 
 impl Scratch {
-    pub(crate) fn new(task_id: &str, answered: Vec<Value>, fresh: Option<Resume>) -> SharedScratch {
+    pub(crate) fn new(task_ns: &str, answered: Vec<Value>, fresh: Option<Resume>) -> SharedScratch {
         Arc::new(Mutex::new(Scratch {
-            task_id: task_id.to_owned(),
+            task_ns: task_ns.to_owned(),
             calls: 0,
             answered,
             fresh,
+            bubbled: Vec::new(),
         }))
     }
 
-    /// Takes the resume this run brought for the task, to pass on to a subgraph.
-    pub(crate) fn take_fresh(&mut self) -> Option<Resume> {
-        self.fresh.take()
+    /// Takes the resume this run brought for the task, to pass on to a subgraph: a single
+    /// value is the subgraph's to consume; answers by id stay for the task's own interrupts
+    /// too.
+    pub(crate) fn fresh_for_subgraph(&mut self) -> Option<Resume> {
+        match &self.fresh {
+            Some(Resume::ById(answers)) => Some(Resume::ById(answers.clone())),
+            _ => self.fresh.take(),
+        }
     }
 
     /// The answer to the next `interrupt(value)` call, or the interrupt to raise.
@@ -143,11 +320,14 @@ impl Scratch {
         if let Some(answer) = self.answered.get(index) {
             return Ok(answer.clone());
         }
-        let id = interrupt_id(&self.task_id, index);
+        let id = interrupt_id(&self.task_ns, index);
         let answer = match self.fresh.take() {
             Some(Resume::One(answer)) => Some(answer),
             Some(Resume::ById(mut answers)) => {
-                let answer = answers.remove(&id);
+                // LangGraph before 1.0 gave all of a task's interrupts the first one's id.
+                let answer = answers
+                    .remove(&id)
+                    .or_else(|| answers.remove(&interrupt_id(&self.task_ns, 0)));
                 self.fresh = Some(Resume::ById(answers));
                 answer
             }
@@ -158,7 +338,7 @@ impl Scratch {
                 self.answered.push(answer.clone());
                 Ok(answer)
             }
-            None => Err(Interrupt { value, id }),
+            None => Err(Interrupt::new(value, id)),
         }
     }
 }

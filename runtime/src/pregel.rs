@@ -8,9 +8,14 @@
 //! checkpoint alone says what runs next. All channels a step changes get one new version
 //! (the saver's `next_version` of the greatest), and only those are written.
 //!
-//! Task ids are derived from the checkpoint they start from, the step, the node and the
-//! trigger, so a resumed run finds the writes its finished tasks saved with `put_writes` and
-//! does not run them again.
+//! Task ids are derived as LangGraph derives them (see [`task_id`]): from the checkpoint they
+//! start from, the graph's namespace, the step, the node and the trigger (or the index of the
+//! pending `Send`), so a resumed run finds the writes its finished tasks saved with
+//! `put_writes` and does not run them again, whichever of Waypoint and Python LangGraph wrote
+//! them. A task runs its subgraphs in the namespace `{graph ns}|{node}:{task id}`, LangGraph's.
+//!
+//! A step folds its tasks' writes in LangGraph's order, by task path: triggered nodes by name,
+//! then pending sends by index.
 //!
 //! This module holds the compiled graph and a step's parts (loading a checkpoint, preparing
 //! tasks, routing, folding writes, building the next checkpoint); `run` drives them.
@@ -44,7 +49,18 @@ pub(crate) const BRANCH_PREFIX: &str = "branch:to:";
 /// Metadata key of a replay fork: the checkpoint it copies.
 pub(crate) const FORKED_FROM: &str = "forked_from";
 /// The write of a task that finished without writing anything.
-const NO_WRITES: &str = "__no_writes__";
+pub(crate) const NO_WRITES: &str = "__no_writes__";
+/// A control write of LangGraph (the node of a failed task with an error handler): it does
+/// not make the task finished.
+const ERROR_SOURCE_NODE: &str = "__error_source_node__";
+/// The first part of a triggered task's path, and of the hash its id is.
+const PULL: &str = "__pregel_pull";
+/// The first part of a pending send's task path, and of the hash its id is.
+const PUSH: &str = "__pregel_push";
+/// LangGraph's separator of namespace levels.
+pub(crate) const NS_SEP: &str = "|";
+/// LangGraph's separator of a node and its task id in a namespace level.
+pub(crate) const NS_END: &str = ":";
 /// The `versions_seen` entry recording the channel versions at the last resume, so a
 /// static breakpoint does not fire again for a step it already paused.
 pub(crate) const INTERRUPT_SEEN: &str = channels::INTERRUPT;
@@ -69,7 +85,8 @@ pub(crate) enum StepEnd<S: State> {
 /// How one task of a step ended.
 pub(crate) enum TaskEnd<S: State> {
     Done(TaskOutput<S>),
-    Interrupted(Interrupt),
+    /// Paused: its own interrupt, or every interrupt of a subgraph it called.
+    Interrupted(Vec<Interrupt>),
     Failed(Error),
 }
 
@@ -164,6 +181,11 @@ pub(crate) struct Task<S: State> {
     pub(crate) kind: TaskKind,
     /// The state a pushed task receives; `None` for the others, which read the frame's.
     pub(crate) input: Option<Arc<S>>,
+    /// LangGraph's task path as `put_writes` stores it; a step's writes fold in its order.
+    pub(crate) path: String,
+    /// The task's own checkpoint namespace, `{graph ns}|{name}:{id}`: its subgraphs run in
+    /// it and its interrupt ids hash it.
+    pub(crate) ns: String,
 }
 
 /// What a task produced, ready for the barrier.
@@ -210,6 +232,9 @@ pub(crate) struct Frame<S: State> {
     /// For a fork made to replay a checkpoint: that checkpoint's id. Task ids derive from
     /// it, so the replayed tasks keep their ids (and their subgraphs their namespaces).
     pub(crate) task_base: Option<String>,
+    /// The loaded checkpoint has format version 1, whose task ids LangGraph derived with
+    /// sha1 instead of xxh3.
+    pub(crate) legacy_ids: bool,
     /// Why the loaded checkpoint was written.
     pub(crate) source: Option<CheckpointSource>,
     /// Appending channels: what they wrote since their last snapshot.
@@ -255,38 +280,103 @@ impl<S: State> CompiledGraph<S> {
         }
     }
 
-    /// The interrupts pending on a frame's checkpoint, by task id.
-    pub(crate) fn pending_interrupts(&self, frame: &Frame<S>) -> BTreeMap<String, Vec<Interrupt>> {
-        let mut out: BTreeMap<String, Vec<Interrupt>> = BTreeMap::new();
-        for write in frame
+    /// The interrupts pending on a frame's checkpoint, by task id, as LangGraph reads them:
+    /// those of tasks that have not finished (a task with an output write has). An interrupt
+    /// write that cannot be read is an error naming its task.
+    pub(crate) fn read_interrupts(
+        &self,
+        frame: &Frame<S>,
+    ) -> Result<BTreeMap<String, Vec<Interrupt>>> {
+        let finished: BTreeSet<&str> = frame
             .pending
             .iter()
-            .filter(|w| w.channel == channels::INTERRUPT)
-        {
-            // Interrupt values are sealed like any write; an unreadable one is skipped
-            // rather than hiding the others.
-            let value = match (&frame.thread, &frame.checkpoint_id) {
-                (Some(thread), Some(checkpoint_id)) => self.inner.serde.open(
-                    &write.value,
-                    &Slot::Write {
-                        thread_id: thread,
-                        checkpoint_ns: &frame.ns,
-                        checkpoint_id,
-                        task_id: &write.task_id,
-                        channel: &write.channel,
-                        idx: channels::write_index(&write.channel, 0),
-                    },
-                ),
-                _ => Ok(write.value.clone()),
-            };
-            if let Ok(interrupts) = value.and_then(|v| self.inner.serde.loads::<Vec<Interrupt>>(&v))
-            {
-                out.entry(write.task_id.clone())
-                    .or_default()
-                    .extend(interrupts);
+            .filter(|w| w.task_id != channels::NULL_TASK_ID && !is_control(&w.channel))
+            .map(|w| w.task_id.as_str())
+            .collect();
+        let mut out: BTreeMap<String, Vec<Interrupt>> = BTreeMap::new();
+        for write in frame.pending.iter().filter(|w| {
+            w.channel == channels::INTERRUPT
+                && w.task_id != channels::NULL_TASK_ID
+                && !finished.contains(w.task_id.as_str())
+        }) {
+            let interrupts = self.read_interrupt_write(frame, write).map_err(|e| {
+                Error::InvalidUpdate(format!(
+                    "the interrupt of task `{}` cannot be read: {e}",
+                    write.task_id
+                ))
+            })?;
+            out.entry(write.task_id.clone())
+                .or_default()
+                .extend(interrupts);
+        }
+        Ok(out)
+    }
+
+    /// [`Self::read_interrupts`] for display, which cannot fail: an interrupt write that
+    /// cannot be read shows as an interrupt with no id whose value says why.
+    pub(crate) fn pending_interrupts(&self, frame: &Frame<S>) -> BTreeMap<String, Vec<Interrupt>> {
+        match self.read_interrupts(frame) {
+            Ok(interrupts) => interrupts,
+            Err(_) => {
+                let mut out: BTreeMap<String, Vec<Interrupt>> = BTreeMap::new();
+                for write in frame.pending.iter().filter(|w| {
+                    w.channel == channels::INTERRUPT && w.task_id != channels::NULL_TASK_ID
+                }) {
+                    let interrupts = self.read_interrupt_write(frame, write).unwrap_or_else(|e| {
+                        vec![Interrupt::new(
+                            Value::String(format!("<cannot decode interrupt: {e}>")),
+                            "",
+                        )]
+                    });
+                    out.entry(write.task_id.clone())
+                        .or_default()
+                        .extend(interrupts);
+                }
+                out
             }
         }
-        out
+    }
+
+    /// The interrupts of one `__interrupt__` write: a list (LangGraph writes a tuple), or a
+    /// single interrupt.
+    fn read_interrupt_write(
+        &self,
+        frame: &Frame<S>,
+        write: &PendingWrite,
+    ) -> Result<Vec<Interrupt>> {
+        // Interrupt values are sealed like any write.
+        let value = match (&frame.thread, &frame.checkpoint_id) {
+            (Some(thread), Some(checkpoint_id)) => open(
+                &self.inner.serde,
+                &write.value,
+                &Slot::Write {
+                    thread_id: thread,
+                    checkpoint_ns: &frame.ns,
+                    checkpoint_id,
+                    task_id: &write.task_id,
+                    channel: &write.channel,
+                    idx: channels::write_index(&write.channel, 0),
+                },
+                &write.channel,
+            )?,
+            _ => write.value.clone(),
+        };
+        let raw: Value = decode(&self.inner.serde, &value, &write.channel)?;
+        let items = match raw {
+            Value::Array(items) if items.iter().all(|i| !i.is_string()) => items,
+            single => vec![single],
+        };
+        items
+            .into_iter()
+            .map(|item| {
+                Interrupt::from_value(item).map_err(|e| {
+                    crate::state::channel_error(
+                        channels::INTERRUPT,
+                        waypoint_checkpoint::Error::serialization(value.type_tag.as_ref(), e),
+                    )
+                })
+            })
+            .collect()
     }
 
     /// The checkpointer the graph was compiled with.
@@ -388,6 +478,7 @@ impl<S: State> CompiledGraph<S> {
             thread: None,
             ns: String::new(),
             task_base: None,
+            legacy_ids: false,
             source: None,
             delta: BTreeMap::new(),
             missing: Vec::new(),
@@ -422,7 +513,8 @@ impl<S: State> CompiledGraph<S> {
                 }
             } else if name == channels::TASKS {
                 let value = open(&inner.serde, stored, &slot, name)?;
-                frame.sends = decode(&inner.serde, &value, name)?;
+                let sends: Vec<SendPacket<S>> = decode(&inner.serde, &value, name)?;
+                frame.sends = sends.into_iter().map(|p| (p.0, p.1)).collect();
             }
         }
         frame.missing = inner
@@ -435,6 +527,7 @@ impl<S: State> CompiledGraph<S> {
             })
             .cloned()
             .collect();
+        frame.legacy_ids = checkpoint.v <= 1;
         frame.versions = checkpoint.channel_versions;
         frame.seen = checkpoint.versions_seen;
         frame.step = metadata.step.unwrap_or(-1);
@@ -596,48 +689,34 @@ impl<S: State> CompiledGraph<S> {
                 .any(|c| c.appending && c.name == channel)
     }
 
-    /// The tasks the frame's triggers and sends call for, in a fixed order: sends first (in
-    /// the order written), then triggered nodes in the order they were added.
+    /// The tasks the frame's triggers and sends call for, in a fixed order: the start task,
+    /// sends (in the order written), then triggered nodes in the order they were added.
     pub(crate) fn prepare(&self, frame: &Frame<S>, ns: &str) -> Vec<Task<S>> {
         let inner = &self.inner;
-        let checkpoint_id = frame
-            .task_base
-            .as_deref()
-            .or(frame.checkpoint_id.as_deref())
-            .unwrap_or("");
-        let step = frame.step + 1;
+        let ids = TaskIds::new(
+            frame
+                .task_base
+                .as_deref()
+                .or(frame.checkpoint_id.as_deref())
+                .unwrap_or(""),
+            frame.legacy_ids,
+            ns,
+            frame.step + 1,
+        );
         let mut tasks = Vec::new();
         if frame.input.is_some() {
-            tasks.push(Task {
-                id: task_id(checkpoint_id, ns, step, START, &TaskKind::Pull, tasks.len()),
-                node: None,
-                name: START.to_owned(),
-                kind: TaskKind::Pull,
-                input: None,
-            });
+            tasks.push(ids.task(None, START, TaskKind::Pull, INPUT, None));
         }
         for (i, (node, arg)) in frame.sends.iter().enumerate() {
             let Some(&index) = inner.index.get(node) else {
                 continue;
             };
-            let kind = TaskKind::Push(i);
-            tasks.push(Task {
-                id: task_id(checkpoint_id, ns, step, node, &kind, tasks.len()),
-                node: Some(index),
-                name: node.clone(),
-                kind,
-                input: Some(Arc::new(arg.clone())),
-            });
+            let input = Some(Arc::new(arg.clone()));
+            tasks.push(ids.task(Some(index), node, TaskKind::Push(i), channels::TASKS, input));
         }
         for &index in &frame.triggered {
-            let name = &inner.nodes[index].name;
-            tasks.push(Task {
-                id: task_id(checkpoint_id, ns, step, name, &TaskKind::Pull, tasks.len()),
-                node: Some(index),
-                name: name.clone(),
-                kind: TaskKind::Pull,
-                input: None,
-            });
+            let node = &inner.nodes[index];
+            tasks.push(ids.task(Some(index), &node.name, TaskKind::Pull, &node.trigger, None));
         }
         tasks
     }
@@ -731,12 +810,12 @@ impl<S: State> CompiledGraph<S> {
         for &i in &output.triggers {
             writes.push((inner.nodes[i].trigger.clone(), null_value()));
         }
-        for send in &output.sends {
+        for (node, arg) in &output.sends {
             writes.push((
                 channels::TASKS.to_owned(),
                 inner
                     .serde
-                    .dumps(send)
+                    .dumps(&SendRef(node, arg))
                     .map_err(|e| crate::state::channel_error(channels::TASKS, e))?,
             ));
         }
@@ -762,10 +841,15 @@ impl<S: State> CompiledGraph<S> {
         for (position, write) in writes.iter().enumerate() {
             let channel = write.channel.as_str();
             if channel == channels::RESUME {
-                answered = decode(&inner.serde, &open_slot(write, position)?, channel)?;
+                let value: Value = decode(&inner.serde, &open_slot(write, position)?, channel)?;
+                // LangGraph reads a single value as a list of one.
+                answered = match value {
+                    Value::Array(values) => values,
+                    one => vec![one],
+                };
                 continue;
             }
-            if channels::special_index(channel).is_some() {
+            if is_control(channel) {
                 continue;
             }
             finished = true;
@@ -779,7 +863,8 @@ impl<S: State> CompiledGraph<S> {
                 }
             } else if channel == channels::TASKS {
                 let value = open_slot(write, position)?;
-                out.sends.push(decode(&inner.serde, &value, channel)?);
+                let SendPacket(node, arg) = decode(&inner.serde, &value, channel)?;
+                out.sends.push((node, arg));
             }
         }
         if !finished {
@@ -850,8 +935,12 @@ impl<S: State> CompiledGraph<S> {
                 changed.insert(trigger.to_owned());
             }
         }
-        // Then the writes, in task order.
-        for output in outputs {
+        // Then the writes, in LangGraph's order: by task path.
+        let mut outputs: Vec<(usize, TaskOutput<S>)> = outputs.into_iter().enumerate().collect();
+        if tasks.len() == outputs.len() {
+            outputs.sort_by(|(a, _), (b, _)| tasks[*a].path.cmp(&tasks[*b].path));
+        }
+        for (_, output) in outputs {
             if let Some(update) = output.update {
                 for i in frame.state.written(&update) {
                     changed.insert(inner.channel_names[i].clone());
@@ -921,10 +1010,12 @@ impl<S: State> CompiledGraph<S> {
                     .filter(|i| frame.triggered.contains(i))
                     .map(|_| null_value())
             } else if name == channels::TASKS && !frame.sends.is_empty() {
+                let sends: Vec<SendRef<'_, S>> =
+                    frame.sends.iter().map(|(n, a)| SendRef(n, a)).collect();
                 Some(
                     inner
                         .serde
-                        .dumps(&frame.sends)
+                        .dumps(&sends)
                         .map_err(|e| crate::state::channel_error(name, e))?,
                 )
             } else {
@@ -943,31 +1034,367 @@ impl<S: State> CompiledGraph<S> {
     }
 }
 
-/// A task's writes not yet saved (exit durability): task id and writes.
-pub(crate) type UnsavedWrites = (String, Vec<(String, SerializedValue)>);
+/// A task's writes not yet saved (exit durability): task id, task path and writes.
+pub(crate) type UnsavedWrites = (String, String, Vec<(String, SerializedValue)>);
 
-/// A task's id: a uuid5 of where and what it is, so reruns of one step agree.
-///
-/// The first two bytes are the task's position in its step, so ids sort in task order:
-/// savers return pending writes by task id, and a history replayed from them must fold
-/// parallel writes in the order the step applied them.
+/// Whether a write only says what happened to a task (failed, paused, answered) rather than
+/// what it produced: a task with no other write has not finished.
+pub(crate) fn is_control(channel: &str) -> bool {
+    channels::special_index(channel).is_some() || channel == ERROR_SOURCE_NODE
+}
+
+/// What the ids of one step's tasks derive from.
+struct TaskIds<'a> {
+    /// The checkpoint id's bytes (LangGraph hashes the 16 bytes of the uuid).
+    checkpoint: Vec<u8>,
+    legacy: bool,
+    /// The graph's namespace.
+    ns: &'a str,
+    step: i64,
+}
+
+impl<'a> TaskIds<'a> {
+    fn new(checkpoint_id: &str, legacy: bool, ns: &'a str, step: i64) -> Self {
+        TaskIds {
+            checkpoint: checkpoint_id_bytes(checkpoint_id),
+            legacy,
+            ns,
+            step,
+        }
+    }
+
+    /// A task of node `name` (`index`, `None` for the start task) with its id, path and
+    /// namespace; `trigger` is the channel a pulled task runs on.
+    fn task<S: State>(
+        &self,
+        node: Option<usize>,
+        name: &str,
+        kind: TaskKind,
+        trigger: &str,
+        input: Option<Arc<S>>,
+    ) -> Task<S> {
+        let id = task_id(
+            &self.checkpoint,
+            self.legacy,
+            self.ns,
+            self.step,
+            name,
+            &kind,
+            trigger,
+        );
+        Task {
+            path: task_path(name, &kind),
+            ns: task_ns(self.ns, name, &id),
+            id,
+            node,
+            name: name.to_owned(),
+            kind,
+            input,
+        }
+    }
+}
+
+/// The bytes of a checkpoint id as LangGraph hashes them: the uuid's 16 bytes (its hex digits
+/// without dashes); an id that is not hex is taken as its UTF-8 bytes.
+pub(crate) fn checkpoint_id_bytes(checkpoint_id: &str) -> Vec<u8> {
+    let hex: Vec<u8> = checkpoint_id.bytes().filter(|&b| b != b'-').collect();
+    let digit = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+    if hex.len().is_multiple_of(2) {
+        let bytes: Option<Vec<u8>> = hex
+            .chunks(2)
+            .map(|pair| Some(digit(pair[0])? << 4 | digit(pair[1])?))
+            .collect();
+        if let Some(bytes) = bytes {
+            return bytes;
+        }
+    }
+    checkpoint_id.as_bytes().to_vec()
+}
+
+/// A task's id, as LangGraph derives it (`prepare_single_task`): the 128-bit xxh3 of the
+/// checkpoint id's bytes followed by the task's namespace (`{graph ns}|{name}`, or `name` in
+/// the root graph), the step, the name, `__pregel_pull` and the trigger channel (or
+/// `__pregel_push` and the index of the pending send), formatted as a uuid. Checkpoints of
+/// format version 1 (`legacy`) hash with sha1 instead.
 pub(crate) fn task_id(
-    checkpoint_id: &str,
+    checkpoint: &[u8],
+    legacy: bool,
     ns: &str,
     step: i64,
     name: &str,
     kind: &TaskKind,
-    position: usize,
+    trigger: &str,
 ) -> String {
-    let kind = match kind {
-        TaskKind::Pull => "pull".to_owned(),
-        TaskKind::Push(i) => format!("push:{i}"),
+    let scoped = if ns.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{ns}{NS_SEP}{name}")
     };
-    let key = format!("{checkpoint_id}\u{0}{ns}\u{0}{step}\u{0}{name}\u{0}{kind}");
-    let mut bytes = *uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, key.as_bytes()).as_bytes();
-    let position = u16::try_from(position).unwrap_or(u16::MAX).to_be_bytes();
-    bytes[..2].copy_from_slice(&position);
-    uuid::Uuid::from_bytes(bytes).to_string()
+    let step = step.to_string();
+    let index;
+    let (marker, last) = match kind {
+        TaskKind::Pull => (PULL, trigger),
+        TaskKind::Push(i) => {
+            index = i.to_string();
+            (PUSH, index.as_str())
+        }
+    };
+    let parts = [scoped.as_str(), step.as_str(), name, marker, last];
+    let hex = if legacy {
+        let mut sha = sha1_smol::Sha1::new();
+        sha.update(checkpoint);
+        for part in parts {
+            sha.update(part.as_bytes());
+        }
+        sha.digest().to_string()
+    } else {
+        let mut bytes = checkpoint.to_vec();
+        for part in parts {
+            bytes.extend_from_slice(part.as_bytes());
+        }
+        format!("{:032x}", xxhash_rust::xxh3::xxh3_128(&bytes))
+    };
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+/// A task's path as LangGraph writes it (`task_path_str`): `~__pregel_pull, {name}` for a
+/// triggered node, `~__pregel_push, {index:010}, 0000000000` for a pending send.
+pub(crate) fn task_path(name: &str, kind: &TaskKind) -> String {
+    match kind {
+        TaskKind::Pull => format!("~{PULL}, {name}"),
+        TaskKind::Push(i) => format!("~{PUSH}, {i:010}, {:010}", 0),
+    }
+}
+
+/// A task's own checkpoint namespace: `{graph ns}|{name}:{task id}` (`{name}:{task id}` in
+/// the root graph), where its subgraphs checkpoint and which its interrupt ids hash.
+pub(crate) fn task_ns(ns: &str, name: &str, task_id: &str) -> String {
+    if ns.is_empty() {
+        format!("{name}{NS_END}{task_id}")
+    } else {
+        format!("{ns}{NS_SEP}{name}{NS_END}{task_id}")
+    }
+}
+
+/// A pending `Send` to store: LangGraph's `Send(node, arg)` when writing LangGraph's encoding
+/// (`lc: 2`, ext 1, args `[node, arg]`), a `(node, arg)` pair otherwise.
+pub(crate) struct SendRef<'a, S>(pub(crate) &'a str, pub(crate) &'a S);
+
+impl<S: serde::Serialize> serde::Serialize for SendRef<'_, S> {
+    fn serialize<Z: serde::Serializer>(
+        &self,
+        serializer: Z,
+    ) -> std::result::Result<Z::Ok, Z::Error> {
+        use serde::ser::{SerializeMap, SerializeTuple};
+        if waypoint_checkpoint::serde::writing_langgraph() {
+            let mut map = serializer.serialize_map(Some(7))?;
+            map.serialize_entry("lc", &2)?;
+            map.serialize_entry("type", "constructor")?;
+            map.serialize_entry("id", &["langgraph", "types", "Send"])?;
+            map.serialize_entry("ext", &1)?;
+            map.serialize_entry("method", &())?;
+            map.serialize_entry("args", &(self.0, self.1))?;
+            map.serialize_entry("kwargs", &serde_json::Map::new())?;
+            map.end()
+        } else {
+            let mut tuple = serializer.serialize_tuple(2)?;
+            tuple.serialize_element(self.0)?;
+            tuple.serialize_element(self.1)?;
+            tuple.end()
+        }
+    }
+}
+
+/// A stored pending `Send`: a `(node, arg)` pair, LangGraph's `Send` (its `lc: 2` map, or
+/// its arguments `[node, arg]` or `[node, arg, timeout]`), or a `{node, arg}` map.
+pub(crate) struct SendPacket<S>(pub(crate) String, pub(crate) S);
+
+impl<'de, S: serde::Deserialize<'de>> serde::Deserialize<'de> for SendPacket<S> {
+    fn deserialize<D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> std::result::Result<Self, D::Error> {
+        if deserializer.is_human_readable() {
+            deserializer.deserialize_any(SendVisitor(std::marker::PhantomData))
+        } else {
+            deserializer.deserialize_tuple(2, SendVisitor(std::marker::PhantomData))
+        }
+    }
+}
+
+struct SendVisitor<S>(std::marker::PhantomData<S>);
+
+impl<'de, S: serde::Deserialize<'de>> serde::de::Visitor<'de> for SendVisitor<S> {
+    type Value = SendPacket<S>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a Send: [node, arg] or LangGraph's langgraph.types.Send")
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        mut seq: A,
+    ) -> std::result::Result<Self::Value, A::Error> {
+        use serde::de::Error as _;
+        let node: String = seq
+            .next_element()?
+            .ok_or_else(|| A::Error::invalid_length(0, &self))?;
+        let arg: S = seq
+            .next_element()?
+            .ok_or_else(|| A::Error::invalid_length(1, &self))?;
+        // LangGraph's third argument, a timeout policy, has no Waypoint counterpart.
+        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(SendPacket(node, arg))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<Self::Value, A::Error> {
+        use serde::de::Error as _;
+        let (mut node, mut arg, mut packet, mut args_seen) = (None, None, None, false);
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "id" => {
+                    let id: Vec<String> = map.next_value()?;
+                    if id.last().map(String::as_str) != Some("Send") {
+                        return Err(A::Error::custom(format!(
+                            "expected langgraph.types.Send, found {}",
+                            id.join(".")
+                        )));
+                    }
+                }
+                "args" => {
+                    args_seen = true;
+                    packet = map.next_value_seed(SendArgs(std::marker::PhantomData))?;
+                }
+                "node" => node = Some(map.next_value::<String>()?),
+                "arg" => arg = Some(map.next_value::<S>()?),
+                _ => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        match (packet, node, arg) {
+            (Some(packet), _, _) => Ok(packet),
+            (None, Some(node), Some(arg)) if !args_seen => Ok(SendPacket(node, arg)),
+            _ => Err(A::Error::custom(
+                "a Send needs a node and an arg: [node, arg] or {node, arg}",
+            )),
+        }
+    }
+}
+
+/// The `args` of an `lc: 2` map: `[node, arg, ...]` for a `Send`, `None` for anything that
+/// does not start with a node name (the map's `id` then says what it is).
+struct ArgsVisitor<S>(std::marker::PhantomData<S>);
+
+impl<'de, S: serde::Deserialize<'de>> serde::de::Visitor<'de> for ArgsVisitor<S> {
+    type Value = Option<SendPacket<S>>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the arguments of a Send: [node, arg]")
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        mut seq: A,
+    ) -> std::result::Result<Self::Value, A::Error> {
+        let packet = match seq.next_element::<NodeName>()? {
+            Some(NodeName(Some(node))) => seq.next_element::<S>()?.map(|arg| SendPacket(node, arg)),
+            _ => None,
+        };
+        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(packet)
+    }
+}
+
+/// A string, or `None` for any other value.
+struct NodeName(Option<String>);
+
+impl<'de> serde::Deserialize<'de> for NodeName {
+    fn deserialize<D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> std::result::Result<Self, D::Error> {
+        struct Name;
+        impl<'de> serde::de::Visitor<'de> for Name {
+            type Value = NodeName;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("any value")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<NodeName, E> {
+                Ok(NodeName(Some(v.to_owned())))
+            }
+            fn visit_bool<E>(self, _: bool) -> std::result::Result<NodeName, E> {
+                Ok(NodeName(None))
+            }
+            fn visit_i64<E>(self, _: i64) -> std::result::Result<NodeName, E> {
+                Ok(NodeName(None))
+            }
+            fn visit_u64<E>(self, _: u64) -> std::result::Result<NodeName, E> {
+                Ok(NodeName(None))
+            }
+            fn visit_f64<E>(self, _: f64) -> std::result::Result<NodeName, E> {
+                Ok(NodeName(None))
+            }
+            fn visit_unit<E>(self) -> std::result::Result<NodeName, E> {
+                Ok(NodeName(None))
+            }
+            fn visit_none<E>(self) -> std::result::Result<NodeName, E> {
+                Ok(NodeName(None))
+            }
+            fn visit_bytes<E>(self, _: &[u8]) -> std::result::Result<NodeName, E> {
+                Ok(NodeName(None))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> std::result::Result<NodeName, A::Error> {
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(NodeName(None))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> std::result::Result<NodeName, A::Error> {
+                while map
+                    .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+                    .is_some()
+                {}
+                Ok(NodeName(None))
+            }
+        }
+        deserializer.deserialize_any(Name)
+    }
+}
+
+/// The `args` of LangGraph's `Send`, read with the deserializer that holds them.
+struct SendArgs<S>(std::marker::PhantomData<S>);
+
+impl<'de, S: serde::Deserialize<'de>> serde::de::DeserializeSeed<'de> for SendArgs<S> {
+    type Value = Option<SendPacket<S>>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> std::result::Result<Self::Value, D::Error> {
+        deserializer.deserialize_seq(ArgsVisitor(std::marker::PhantomData))
+    }
+}
+
+/// The id under which a task of a step with several tasks stores its writes to appending
+/// channels in Waypoint's delta mode: its own id with its position in the step's fold order
+/// (from 1) as the first four hex digits. Savers return a checkpoint's writes by task id, so
+/// a history replayed from them folds these in the order the step did.
+pub(crate) fn ordered_task_id(task_id: &str, position: usize) -> String {
+    let position = u16::try_from(position + 1).unwrap_or(u16::MAX);
+    format!("{position:04x}{}", task_id.get(4..).unwrap_or(""))
 }
 
 /// Where a channel value at its current version is stored (what sealing binds it to).
@@ -1000,7 +1427,7 @@ pub(crate) fn dump<T: serde::Serialize + ?Sized>(
         .map_err(|e| crate::state::channel_error(channel, e))
 }
 
-fn null_value() -> SerializedValue {
+pub(crate) fn null_value() -> SerializedValue {
     SerializedValue::new(TAG_NULL, Vec::new())
 }
 
@@ -1024,3 +1451,7 @@ pub(crate) fn decode<T: serde::de::DeserializeOwned>(
         .loads(value)
         .map_err(|e| crate::state::channel_error(channel, e))
 }
+
+#[cfg(test)]
+#[path = "pregel_tests.rs"]
+mod tests;

@@ -15,8 +15,9 @@ use crate::config::{Durability, RunConfig};
 use crate::context::{CallSite, Context, CustomSink, MessageSink};
 use crate::interrupt::{Input, Interrupt, Resume, Scratch, SharedScratch};
 use crate::pregel::{
-    CompiledGraph, FORKED_FROM, Frame, INPUT, INTERRUPT_SEEN, SavedTask, StepEnd, Task, TaskEnd,
-    TaskOutput, UnsavedWrites, decode, dump, open,
+    CompiledGraph, FORKED_FROM, Frame, INPUT, INTERRUPT_SEEN, NO_WRITES, SavedTask, StepEnd, Task,
+    TaskEnd, TaskOutput, UnsavedWrites, decode, dump, is_control, null_value, open,
+    ordered_task_id,
 };
 use crate::state::State;
 use crate::stream::{Emitter, StreamMode};
@@ -35,6 +36,10 @@ pub(crate) struct Nested {
     pub(crate) continue_unfinished: bool,
     /// Ignore what the namespace holds: the caller replays a step from before it existed.
     pub(crate) start_over: bool,
+    /// The resume the calling task brought and has not consumed: answers for the
+    /// subgraph's interrupts, handed down in memory (LangGraph stores none in the
+    /// subgraph's namespace).
+    pub(crate) resume: Option<Resume>,
 }
 
 /// One run of the loop on one thread.
@@ -46,7 +51,7 @@ pub(crate) struct Run<'g, S: State> {
     ns: String,
     pub(crate) frame: Frame<S>,
     /// Writes of finished tasks in exit durability, kept until the final put.
-    exit_writes: Vec<(String, Vec<(String, SerializedValue)>)>,
+    exit_writes: Vec<UnsavedWrites>,
     custom: Option<CustomSink>,
     messages: Option<MessageSink>,
     /// Why the frame's checkpoint was made.
@@ -231,6 +236,9 @@ impl<'g, S: State> Run<'g, S> {
                 );
                 if !replaying {
                     self.apply_null_writes()?;
+                    if let Some(resume) = self.nested.resume.take() {
+                        self.resume = Some(resume);
+                    }
                 } else if unfinished && !branch_head {
                     self.fork_for_replay().await?;
                 } else {
@@ -244,8 +252,11 @@ impl<'g, S: State> Run<'g, S> {
                     ));
                 }
                 self.mark_resumed();
-                self.save_command(command).await?;
+                let by_id = self.save_command(command).await?;
                 self.apply_null_writes()?;
+                if by_id.is_some() {
+                    self.resume = by_id;
+                }
                 skip_done = true;
             }
         }
@@ -359,6 +370,7 @@ impl<'g, S: State> Run<'g, S> {
         let original = self.frame.checkpoint_id.clone().unwrap_or_default();
         self.frame.task_base = Some(self.frame.task_base.clone().unwrap_or(original));
         self.frame.checkpoint_id = Some(waypoint_checkpoint::checkpoint_id(self.frame.step));
+        self.frame.legacy_ids = false;
         self.frame.pending.clear();
         self.frame.snapshot_all = true;
         self.last_source = CheckpointSource::Fork;
@@ -420,26 +432,26 @@ impl<'g, S: State> Run<'g, S> {
         })
     }
 
-    /// Saves a resume command as writes of no task (so a crash before the step ends keeps
-    /// them) and queues them for this run.
-    async fn save_command(&mut self, command: Command<S>) -> Result<()> {
+    /// Saves a command as writes of no task (so a crash before the step ends keeps them), as
+    /// LangGraph does: its single resume value as `__resume__`, its update and routing, and
+    /// queues them for this run. Answers by id are not stored (LangGraph stores none): they
+    /// are returned, for this run's tasks.
+    async fn save_command(&mut self, command: Command<S>) -> Result<Option<Resume>> {
         let inner = &self.graph.inner;
         let mut writes = Vec::new();
-        if let Some(resume) = &command.resume {
-            let pending = self.pending_interrupts();
-            if matches!(resume, Resume::One(_)) && pending.len() > 1 {
-                return Err(Error::InvalidUpdate(format!(
-                    "{} interrupts are pending; resume them by id with Command::resume_by_id",
-                    pending.len()
-                )));
+        let mut by_id = None;
+        match &command.resume {
+            Some(Resume::One(value)) => {
+                let pending: usize = self.pending_interrupts()?.values().map(Vec::len).sum();
+                if pending > 1 {
+                    return Err(Error::InvalidUpdate(format!(
+                        "{pending} interrupts are pending; resume them by id with Command::resume_by_id"
+                    )));
+                }
+                writes.push(dump(&inner.serde, channels::RESUME, value)?);
             }
-            writes.push((
-                channels::RESUME.to_owned(),
-                inner
-                    .serde
-                    .dumps(resume)
-                    .map_err(|e| crate::state::channel_error(channels::RESUME, e))?,
-            ));
+            Some(resume @ Resume::ById(_)) => by_id = Some(resume.clone()),
+            None => {}
         }
         let routed = self
             .graph
@@ -462,7 +474,7 @@ impl<'g, S: State> Run<'g, S> {
             .pending
             .retain(|w| w.task_id != channels::NULL_TASK_ID);
         if writes.is_empty() {
-            return Ok(());
+            return Ok(by_id);
         }
         let checkpoint_id = self.frame.checkpoint_id.clone().unwrap_or_default();
         let sealed = self.seal_writes(writes.clone(), &checkpoint_id, channels::NULL_TASK_ID)?;
@@ -479,12 +491,12 @@ impl<'g, S: State> Run<'g, S> {
                 channel,
                 value,
             }));
-        Ok(())
+        Ok(by_id)
     }
 
     /// Pending interrupts of the frame's checkpoint, by task id.
-    fn pending_interrupts(&self) -> BTreeMap<String, Vec<Interrupt>> {
-        self.graph.pending_interrupts(&self.frame)
+    fn pending_interrupts(&self) -> Result<BTreeMap<String, Vec<Interrupt>>> {
+        self.graph.read_interrupts(&self.frame)
     }
 
     /// Applies the writes of no task (a resume command's update and routing) before the next
@@ -503,12 +515,13 @@ impl<'g, S: State> Run<'g, S> {
         let mut resume = None;
         for (position, write) in null.iter().enumerate() {
             if write.channel == channels::RESUME {
+                // The value of a `Command(resume=...)`, from either side.
                 let value = self.open_write(write, &checkpoint_id, position)?;
-                resume = Some(decode::<Resume>(
+                resume = Some(Resume::One(decode(
                     &self.graph.inner.serde,
                     &value,
                     channels::RESUME,
-                )?);
+                )?));
             }
         }
         // The rest are an update and routing, decoded like a task's writes. Positions stay
@@ -551,7 +564,10 @@ impl<'g, S: State> Run<'g, S> {
         }
         let checkpoint_id = self.frame.checkpoint_id.as_deref().unwrap_or("");
         let interrupted = if self.resume.is_some() {
-            self.pending_interrupts()
+            match self.pending_interrupts() {
+                Ok(interrupted) => interrupted,
+                Err(err) => return (Err(err), Vec::new()),
+            }
         } else {
             BTreeMap::new()
         };
@@ -559,19 +575,44 @@ impl<'g, S: State> Run<'g, S> {
         // the very next write and holds them, so a crash loses no more than it would between
         // the task's end and its `put_writes`. Failures and interrupts are always saved.
         let sole = tasks.len() == 1;
+        // In delta mode, the writes several tasks make to appending channels are stored
+        // under ids that sort in the step's fold order (see `ordered_task_id`).
+        let ordered: Vec<Option<String>> = if !sole && graph.inner.delta.enabled {
+            let mut by_path: Vec<usize> = (0..tasks.len()).collect();
+            by_path.sort_by(|a, b| tasks[*a].path.cmp(&tasks[*b].path));
+            let mut ids = vec![None; tasks.len()];
+            for (position, &i) in by_path.iter().enumerate() {
+                ids[i] = Some(ordered_task_id(&tasks[i].id, position));
+            }
+            ids
+        } else {
+            vec![None; tasks.len()]
+        };
         let delta_bytes: std::sync::Mutex<BTreeMap<String, u64>> = Default::default();
         let delta_bytes = &delta_bytes;
-        let futures = tasks.iter().map(|task| {
-            let saved = saved.get(task.id.as_str());
+        let saved = &saved;
+        let futures = tasks.iter().zip(&ordered).map(|(task, ordered)| {
             let interrupted = &interrupted;
             async move {
                 let mut answered = Vec::new();
-                if let Some(saved) = saved {
-                    let open_slot = |w: &PendingWrite, position: usize| {
+                if let Some(own) = saved.get(task.id.as_str()) {
+                    let mut writes = own.clone();
+                    // Only a task that finished stored writes under its ordered id.
+                    if own.iter().any(|w| !is_control(&w.channel))
+                        && let Some(more) = ordered.as_deref().and_then(|id| saved.get(id))
+                    {
+                        writes.extend(more.iter().copied());
+                    }
+                    // A write's slot is its position among its own task id's writes.
+                    let open_slot = |w: &PendingWrite, _: usize| {
+                        let position = saved
+                            .get(w.task_id.as_str())
+                            .and_then(|group| group.iter().position(|g| std::ptr::eq(*g, w)))
+                            .unwrap_or(0);
                         self.open_write(w, checkpoint_id, position)
                     };
-                    match graph.decode_writes(&self.frame.state, saved, open_slot)? {
-                        SavedTask::Done(output) => return Ok((TaskEnd::Done(output), None)),
+                    match graph.decode_writes(&self.frame.state, &writes, open_slot)? {
+                        SavedTask::Done(output) => return Ok((TaskEnd::Done(output), Vec::new())),
                         SavedTask::Unfinished { answered: earlier } => answered = earlier,
                     }
                 }
@@ -584,11 +625,12 @@ impl<'g, S: State> Run<'g, S> {
                     Some(Resume::ById(answers)) => Some(Resume::ById(answers.clone())),
                     _ => None,
                 };
-                let scratch = Scratch::new(&task.id, answered, fresh);
+                let scratch = Scratch::new(&task.ns, answered, fresh);
                 let end = self.run_task(task, Arc::clone(&scratch)).await;
                 if self.saver().is_none() {
-                    return Ok((end, None));
+                    return Ok((end, Vec::new()));
                 }
+                let mut groups: Vec<(String, Vec<(String, SerializedValue)>)> = Vec::new();
                 let serde = &graph.inner.serde;
                 let writes = match &end {
                     TaskEnd::Done(output) => {
@@ -606,15 +648,29 @@ impl<'g, S: State> Run<'g, S> {
                             // everything but the appended items, which it leaves to these.
                             writes.retain(|(channel, _)| graph.is_delta(channel));
                             if writes.is_empty() {
-                                return Ok((end, None));
+                                return Ok((end, Vec::new()));
                             }
                             let writes = self.seal_writes(writes, checkpoint_id, &task.id)?;
-                            return Ok((end, Some((task.id.clone(), writes))));
+                            return Ok((end, vec![(task.id.clone(), task.path.clone(), writes)]));
+                        }
+                        if let Some(ordered) = ordered {
+                            let (appended, mut rest): (Vec<_>, Vec<_>) =
+                                writes.into_iter().partition(|(c, _)| graph.is_delta(c));
+                            if !appended.is_empty() {
+                                // Saved first: the task reads as finished only once its own
+                                // id's writes, saved after these, are there too.
+                                groups.push((ordered.clone(), appended));
+                                if rest.is_empty() {
+                                    rest.push((NO_WRITES.to_owned(), null_value()));
+                                }
+                            }
+                            writes = rest;
                         }
                         writes
                     }
-                    TaskEnd::Failed(err) => vec![dump(serde, channels::ERROR, &err.to_string())?],
-                    TaskEnd::Interrupted(interrupt) => {
+                    // As LangGraph: the answers the task consumed go with its error or its
+                    // interrupt, so its next attempt gets them again.
+                    TaskEnd::Failed(_) | TaskEnd::Interrupted(_) => {
                         let answered = scratch
                             .lock()
                             .map(|s| s.answered.clone())
@@ -623,20 +679,35 @@ impl<'g, S: State> Run<'g, S> {
                         if !answered.is_empty() {
                             writes.push(dump(serde, channels::RESUME, &answered)?);
                         }
-                        writes.push(dump(serde, channels::INTERRUPT, &vec![interrupt.clone()])?);
+                        match &end {
+                            TaskEnd::Interrupted(interrupts) => {
+                                writes.push(dump(serde, channels::INTERRUPT, interrupts)?);
+                            }
+                            TaskEnd::Failed(err) => {
+                                writes.push(dump(serde, channels::ERROR, &err.to_string())?);
+                            }
+                            TaskEnd::Done(_) => {}
+                        }
                         writes
                     }
                 };
-                let writes = self.seal_writes(writes, checkpoint_id, &task.id)?;
+                groups.push((task.id.clone(), writes));
+                let mut unsaved = Vec::with_capacity(groups.len());
+                for (task_id, writes) in groups {
+                    let writes = self.seal_writes(writes, checkpoint_id, &task_id)?;
+                    unsaved.push((task_id, task.path.clone(), writes));
+                }
                 match self.saver() {
                     Some((saver, thread)) if self.sync() => {
                         let config = CheckpointConfig::of(thread, &self.ns, checkpoint_id);
-                        saver
-                            .put_writes(&config, writes, &task.id, &task.name)
-                            .await?;
-                        Ok::<_, Error>((end, None))
+                        for (task_id, task_path, writes) in unsaved {
+                            saver
+                                .put_writes(&config, writes, &task_id, &task_path)
+                                .await?;
+                        }
+                        Ok::<_, Error>((end, Vec::new()))
                     }
-                    _ => Ok((end, Some((task.id.clone(), writes)))),
+                    _ => Ok((end, unsaved)),
                 }
             }
         });
@@ -651,7 +722,7 @@ impl<'g, S: State> Run<'g, S> {
                     unsaved.extend(writes);
                     match end {
                         TaskEnd::Done(output) => outputs.push(output),
-                        TaskEnd::Interrupted(interrupt) => interrupts.push(interrupt),
+                        TaskEnd::Interrupted(raised) => interrupts.extend(raised),
                         TaskEnd::Failed(err) => {
                             failure.get_or_insert(err);
                         }
@@ -699,11 +770,11 @@ impl<'g, S: State> Run<'g, S> {
             messages: self.messages.clone(),
             node: Arc::from(node.name.as_str()),
             step: self.frame.step + 1,
-            scratch: Some(scratch),
+            scratch: Some(Arc::clone(&scratch)),
             call: Some(Arc::new(CallSite {
                 saver: self.saver().map(|(saver, _)| Arc::clone(saver)),
-                task_id: task.id.clone(),
-                ns: self.ns.clone(),
+                task_ns: task.ns.clone(),
+                calls: Default::default(),
                 parents: {
                     let mut parents = self.nested.parents.clone();
                     if let Some(id) = &self.frame.checkpoint_id {
@@ -723,7 +794,18 @@ impl<'g, S: State> Run<'g, S> {
             Ok(command) => command,
             Err(source) => {
                 return match source.downcast::<Interrupt>() {
-                    Ok(interrupt) => TaskEnd::Interrupted(*interrupt),
+                    Ok(interrupt) => {
+                        // A subgraph's pause carries all of its interrupts.
+                        let bubbled = scratch
+                            .lock()
+                            .map(|mut s| std::mem::take(&mut s.bubbled))
+                            .unwrap_or_default();
+                        if bubbled.contains(&interrupt) {
+                            TaskEnd::Interrupted(bubbled)
+                        } else {
+                            TaskEnd::Interrupted(vec![*interrupt])
+                        }
+                    }
                     Err(source) => TaskEnd::Failed(Error::Node {
                         node: node.name.clone(),
                         source,
@@ -808,6 +890,7 @@ impl<'g, S: State> Run<'g, S> {
         self.frame.step = step;
         self.frame.checkpoint_id = Some(waypoint_checkpoint::checkpoint_id(step));
         self.frame.task_base = None;
+        self.frame.legacy_ids = false;
         self.replaying = false;
         self.frame.pending.clear();
         self.exit_writes.clear();
@@ -836,12 +919,12 @@ impl<'g, S: State> Run<'g, S> {
             &self.ns,
             self.frame.checkpoint_id.as_deref().unwrap_or(""),
         );
-        for (task_id, writes) in unsaved {
+        for (task_id, task_path, writes) in unsaved {
             let save = Save::Writes {
                 config: config.clone(),
                 writes,
                 task_id,
-                task_path: String::new(),
+                task_path,
             };
             match self.config.durability {
                 Durability::Async => self.background(save),
@@ -965,8 +1048,10 @@ impl<'g, S: State> Run<'g, S> {
                 &self.ns,
                 self.frame.checkpoint_id.as_deref().unwrap_or(""),
             );
-            for (task_id, writes) in unsaved {
-                saver.put_writes(&config, writes, &task_id, "").await?;
+            for (task_id, task_path, writes) in unsaved {
+                saver
+                    .put_writes(&config, writes, &task_id, &task_path)
+                    .await?;
             }
         }
         Ok(())
