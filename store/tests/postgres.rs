@@ -236,8 +236,8 @@ async fn a_slow_writers_change_arrives_when_it_commits() -> Result<()> {
     let ns = Namespace::from(["slow"]);
     assert!(query_keys(&reader, &ns, "anything").await?.is_empty());
 
-    // A transaction writes an item the way a store does, and stays open: its log row takes
-    // its sequence number now, before the item below.
+    // A transaction writes an item the way a store does (the trigger logs it), and stays
+    // open: its log row takes its sequence number now, before the item below.
     let value = json!({"text": "the slow one"});
     let text = waypoint_store::get_text_at_path(&value, "$");
     let vector = waypoint_store::HashingEmbedder::new(32)
@@ -247,9 +247,9 @@ async fn a_slow_writers_change_arrives_when_it_commits() -> Result<()> {
     let bytes: Vec<u8> = vector.iter().flat_map(|x| x.to_le_bytes()).collect();
     let mut slow = writer.pool().begin().await.expect("begin");
     for statement in [
-        "INSERT INTO store (prefix, key, value) VALUES ('slow', 'slow', $1::text::jsonb)",
+        "INSERT INTO store (prefix, key, value, waypoint_embedded_at)
+            VALUES ('slow', 'slow', $1::text::jsonb, now())",
         "INSERT INTO waypoint_store_vectors (prefix, key, field_name, embedding) VALUES ('slow', 'slow', '$', $2)",
-        "INSERT INTO waypoint_store_changes (prefix, key, changed_at) VALUES ('slow', 'slow', now())",
     ] {
         sqlx::query(statement)
             .bind(value.to_string())
@@ -302,7 +302,7 @@ async fn setup_is_idempotent_and_safe_when_run_at_once() -> Result<()> {
         .fetch_all(pool)
         .await
         .expect("versions");
-    assert_eq!(ours, [1, 2, 3, 4]);
+    assert_eq!(ours, [1, 2, 3, 4, 5]);
     // Every index is valid (a failed concurrent build would leave an invalid one).
     let invalid: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
@@ -704,12 +704,14 @@ async fn langgraph_puts_read_back_in_rust() -> Result<()> {
         .await?;
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].key, "nested");
-    // Python's items have no vectors: semantic search leaves them out, and a Rust re-put
-    // embeds them.
-    assert!(
-        query_keys(&store, &Namespace::from(["interop"]), "hello")
+    // Python wrote them before Waypoint's setup installed the log trigger: they are embedded
+    // all the same (from the store's index fields), and a Rust re-put keeps them found.
+    assert_eq!(
+        query_keys(&store, &Namespace::from(["interop"]), "hello from python")
             .await?
-            .is_empty()
+            .first()
+            .map(String::as_str),
+        Some("plain")
     );
     let plain = store.get(["interop", "py"], "plain").await?.expect("plain");
     store
@@ -720,8 +722,11 @@ async fn langgraph_puts_read_back_in_rust() -> Result<()> {
         )
         .await?;
     assert_eq!(
-        query_keys(&store, &Namespace::from(["interop"]), "hello from python").await?,
-        ["plain"]
+        query_keys(&store, &Namespace::from(["interop"]), "hello from python")
+            .await?
+            .first()
+            .map(String::as_str),
+        Some("plain")
     );
     let again = store.get(["interop", "py"], "plain").await?.expect("plain");
     assert_eq!(again.created_at, plain.created_at, "created_at survives");
@@ -795,6 +800,627 @@ async fn rust_puts_read_back_in_langgraph() -> Result<()> {
             .await?
             .contains(&String::from("one"))
     );
+    Ok(())
+}
+
+/// LangGraph's Python store on a live database, taking one command at a time
+/// (`python_store_edits.py`): each answer comes once the write has committed.
+struct PythonEditor {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl PythonEditor {
+    /// Starts the fixture on `url` (it runs Python's setup) and waits until it is ready.
+    fn start(python: &Path, url: &str) -> Self {
+        let script =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/python_store_edits.py");
+        let mut child = Command::new(python)
+            .arg(script)
+            .arg(url)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("run python");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        let mut editor = PythonEditor {
+            child,
+            stdin,
+            stdout,
+        };
+        assert_eq!(editor.answer()["ready"], json!(true));
+        editor
+    }
+
+    fn answer(&mut self) -> Value {
+        use std::io::BufRead;
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).expect("read python");
+        assert!(
+            !line.is_empty(),
+            "python_store_edits.py ended early (see its stderr)"
+        );
+        serde_json::from_str(&line).expect("JSON line")
+    }
+
+    fn send(&mut self, command: Value) -> Value {
+        use std::io::Write;
+        writeln!(self.stdin, "{command}").expect("write python");
+        self.stdin.flush().expect("flush python");
+        let answer = self.answer();
+        assert_eq!(answer["ok"], json!(true), "{command}: {answer}");
+        answer
+    }
+
+    fn put(&mut self, ns: &Namespace, key: &str, value: Value) {
+        self.send(json!({"op": "put", "namespace": ns.labels(), "key": key, "value": value}));
+    }
+
+    fn put_for(&mut self, ns: &Namespace, key: &str, value: Value, ttl_minutes: f64) {
+        self.send(json!({
+            "op": "put", "namespace": ns.labels(), "key": key, "value": value, "ttl": ttl_minutes
+        }));
+    }
+
+    fn delete(&mut self, ns: &Namespace, key: &str) {
+        self.send(json!({"op": "delete", "namespace": ns.labels(), "key": key}));
+    }
+}
+
+impl Drop for PythonEditor {
+    fn drop(&mut self) {
+        use std::io::Write;
+        let _ = writeln!(self.stdin);
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `check` until it holds, at most `limit` after the start; returns how long it took.
+async fn holds_within<F, Fut>(limit: Duration, what: &str, mut check: F) -> Result<Duration>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<bool>>,
+{
+    let start = Instant::now();
+    loop {
+        if check().await? {
+            return Ok(start.elapsed());
+        }
+        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// The semantic hits for `query` under `ns` as (key, score, text).
+async fn hits(
+    store: &PostgresStore,
+    ns: &Namespace,
+    query: &str,
+) -> Result<Vec<(String, f32, Value)>> {
+    Ok(store
+        .search(SearchOp::new(ns).query(query).limit(10))
+        .await?
+        .into_iter()
+        .map(|i| {
+            (
+                i.item.key.clone(),
+                i.score.unwrap_or(0.0),
+                i.item.value["text"].clone(),
+            )
+        })
+        .collect())
+}
+
+/// An index of the `text` field (so a query for an item's text scores it 1), embedding with
+/// `embedder`.
+fn on_text(embedder: Arc<dyn Embedder>) -> StoreConfig {
+    StoreConfig::new().index(IndexConfig::new(embedder).fields(["text"]))
+}
+
+/// Whether the best hit for `text` is `key`, holding `text`, with a score of (about) 1.
+async fn found_exactly(
+    store: &PostgresStore,
+    ns: &Namespace,
+    text: &str,
+    key: &str,
+) -> Result<bool> {
+    Ok(hits(store, ns, text)
+        .await?
+        .first()
+        .is_some_and(|(k, score, t)| k == key && *score > 0.999 && *t == json!(text)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn langgraph_writes_reach_the_semantic_index_within_a_second() -> Result<()> {
+    let Some((url, python)) = fresh_database().await else {
+        return Ok(());
+    };
+    // Python sets the database up first; Waypoint's setup then adds its migrations.
+    let mut py = PythonEditor::start(&python, &url);
+    let hashing = Arc::new(waypoint_store::HashingEmbedder::new(32));
+    let store = PostgresStore::from_url(&url, on_text(hashing)).await?;
+    store.setup().await?;
+    let ns = Namespace::from(["py", "docs"]);
+    assert!(query_keys(&store, &ns, "anything").await?.is_empty());
+    let second = Duration::from_secs(1);
+    let mut latencies = Vec::new();
+
+    // New items are embedded.
+    for (key, text, kind) in [
+        ("garden", "tomatoes and basil in the garden", "plant"),
+        ("boats", "a fleet of sailing boats", "boat"),
+    ] {
+        py.put(&ns, key, json!({"text": text, "kind": kind}));
+        latencies.push(
+            holds_within(second, &format!("Python's new {key}"), || {
+                found_exactly(&store, &ns, text, key)
+            })
+            .await?,
+        );
+    }
+
+    // An overwritten item is embedded again: found by its new text, and its old text no
+    // longer scores it as a match.
+    let old = "tomatoes and basil in the garden";
+    let new = "harbour with rowing boats";
+    py.put(&ns, "garden", json!({"text": new, "kind": "boat"}));
+    latencies.push(
+        holds_within(second, "Python's overwrite", || async {
+            let stale = hits(&store, &ns, old)
+                .await?
+                .iter()
+                .any(|(key, score, _)| key == "garden" && *score > 0.99);
+            Ok(!stale && found_exactly(&store, &ns, new, "garden").await?)
+        })
+        .await?,
+    );
+
+    // Filters apply to Python's items as to any.
+    let filtered = |kind: &'static str| {
+        let store = &store;
+        let ns = &ns;
+        async move {
+            let found = store
+                .search(
+                    SearchOp::new(ns)
+                        .query("boats")
+                        .filter(json!({"kind": kind}))
+                        .limit(10),
+                )
+                .await?;
+            let mut keys: Vec<String> = found.into_iter().map(|i| i.item.key).collect();
+            keys.sort();
+            Result::Ok(keys)
+        }
+    };
+    assert_eq!(filtered("boat").await?, ["boats", "garden"]);
+    assert!(filtered("plant").await?.is_empty());
+
+    // A deleted item leaves, and so does one Python's TTL sweep removes (the log has it).
+    py.delete(&ns, "boats");
+    latencies.push(
+        holds_within(second, "Python's delete", || async {
+            Ok(!query_keys(&store, &ns, "a fleet of sailing boats")
+                .await?
+                .contains(&String::from("boats")))
+        })
+        .await?,
+    );
+    py.put_for(&ns, "brief", json!({"text": "gone in a moment"}), 0.01);
+    holds_within(second, "Python's short-lived item", || {
+        found_exactly(&store, &ns, "gone in a moment", "brief")
+    })
+    .await?;
+    // 0.01 minutes: expired 600 ms after the put.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(py.send(json!({"op": "sweep"}))["swept"], json!(1));
+    let logged: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM waypoint_store_changes WHERE prefix = 'py.docs' AND key = 'brief'",
+    )
+    .fetch_one(store.pool())
+    .await
+    .expect("count");
+    assert!(
+        logged >= 2,
+        "the put and the sweep's delete are logged: {logged}"
+    );
+    assert!(
+        !query_keys(&store, &ns, "gone in a moment")
+            .await?
+            .contains(&String::from("brief"))
+    );
+
+    // Python's own reads still see what it wrote, and nothing Waypoint added.
+    let read = run_python(
+        &python,
+        "python_store_reads.py",
+        &url,
+        &json!({"get": [[["py", "docs"], "garden"]], "search_prefix": ["py"], "filter": {"kind": "boat"}}),
+    );
+    assert_eq!(
+        read["get"][0]["value"],
+        json!({"text": new, "kind": "boat"})
+    );
+    assert_eq!(keys_of(&read["filtered"]), ["garden"]);
+
+    let ms: Vec<String> = latencies
+        .iter()
+        .map(|d| format!("{:.1}", d.as_secs_f64() * 1e3))
+        .collect();
+    eprintln!(
+        "Python write -> Waypoint semantic search, ms: {}",
+        ms.join(", ")
+    );
+    Ok(())
+}
+
+// ---- other writers: a store without an index, several indexed processes -----------------
+
+/// The hashing embedder, counting the documents it embeds (not the queries).
+#[derive(Debug)]
+struct Counting {
+    inner: waypoint_store::HashingEmbedder,
+    documents: std::sync::atomic::AtomicUsize,
+    /// Refuses any call with a text containing this.
+    refuse: Option<&'static str>,
+}
+
+impl Counting {
+    fn new(refuse: Option<&'static str>) -> Arc<Self> {
+        Arc::new(Counting {
+            inner: waypoint_store::HashingEmbedder::new(32),
+            documents: Default::default(),
+            refuse,
+        })
+    }
+
+    fn documents(&self) -> usize {
+        self.documents.load(Ordering::SeqCst)
+    }
+}
+
+#[async_trait::async_trait]
+impl Embedder for Counting {
+    fn dims(&self) -> usize {
+        32
+    }
+
+    async fn embed_documents(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+        if let Some(word) = self.refuse
+            && texts.iter().any(|t| t.contains(word))
+        {
+            return Err(Error::Embedding(format!("refused: {word}")));
+        }
+        self.documents.fetch_add(texts.len(), Ordering::SeqCst);
+        self.inner.embed_documents(texts).await
+    }
+
+    async fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
+        self.inner.embed_query(text).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn items_other_writers_change_are_embedded_once_for_every_process() -> Result<()> {
+    let Some(url) = env("WAYPOINT_TEST_POSTGRES_URL") else {
+        return Ok(());
+    };
+    let schema = fresh_schema();
+    // A store without an index writes; two indexed ones (two processes) search.
+    let writer = PostgresStore::connect(settings(&url, &schema, StoreConfig::new())).await?;
+    writer.setup().await?;
+    let embedder = Counting::new(None);
+    let indexed = on_text(embedder.clone());
+    let a = PostgresStore::connect(settings(&url, &schema, indexed.clone())).await?;
+    let b = PostgresStore::connect(settings(&url, &schema, indexed)).await?;
+    let ns = Namespace::from(["notes"]);
+    assert!(query_keys(&a, &ns, "anything").await?.is_empty());
+    assert!(query_keys(&b, &ns, "anything").await?.is_empty());
+
+    for i in 0..20 {
+        writer
+            .put(
+                &ns,
+                &format!("k{i}"),
+                json!({"text": format!("note {i} on topic {i}")}),
+            )
+            .await?;
+    }
+    // Both search at once: each item is embedded by one of them, and both find every item.
+    let second = Duration::from_secs(1);
+    let both = |text: String, key: &'static str| {
+        let (a, b, ns) = (&a, &b, &ns);
+        async move {
+            let (x, y) = tokio::join!(
+                found_exactly(a, ns, &text, key),
+                found_exactly(b, ns, &text, key)
+            );
+            Result::Ok(x? && y?)
+        }
+    };
+    holds_within(second, "both find k7", || {
+        both(String::from("note 7 on topic 7"), "k7")
+    })
+    .await?;
+    for i in 0..20 {
+        let key: &'static str = Box::leak(format!("k{i}").into_boxed_str());
+        holds_within(second, key, || both(format!("note {i} on topic {i}"), key)).await?;
+    }
+    assert_eq!(embedder.documents(), 20, "every item embedded once");
+
+    // An overwrite is embedded again, once; its old text no longer matches it anywhere.
+    writer
+        .put(&ns, "k7", json!({"text": "something else entirely"}))
+        .await?;
+    holds_within(second, "the overwrite", || {
+        both(String::from("something else entirely"), "k7")
+    })
+    .await?;
+    assert_eq!(embedder.documents(), 21);
+    for store in [&a, &b] {
+        assert!(
+            !hits(store, &ns, "note 7 on topic 7")
+                .await?
+                .iter()
+                .any(|(key, score, _)| key == "k7" && *score > 0.99)
+        );
+    }
+
+    // What an indexed store writes is not embedded again by the other, and an item it puts
+    // unindexed stays out of both.
+    a.put(&ns, "fresh", json!({"text": "written by a"})).await?;
+    a.put_with(
+        &ns,
+        "off",
+        json!({"text": "never indexed"}),
+        Index::Off,
+        Ttl::Default,
+    )
+    .await?;
+    holds_within(second, "a's put reaches b", || {
+        found_exactly(&b, &ns, "written by a", "fresh")
+    })
+    .await?;
+    assert!(
+        !query_keys(&b, &ns, "never indexed")
+            .await?
+            .contains(&String::from("off"))
+    );
+    assert_eq!(embedder.documents(), 22, "only a embedded its own put");
+
+    // A store opened later embeds what was written while none was open.
+    writer
+        .put(
+            &ns,
+            "late",
+            json!({"text": "written while nobody searched"}),
+        )
+        .await?;
+    drop((a, b));
+    let c = PostgresStore::connect(settings(&url, &schema, on_text(embedder.clone()))).await?;
+    assert!(found_exactly(&c, &ns, "written while nobody searched", "late").await?);
+    assert_eq!(embedder.documents(), 23);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_item_the_embedder_refuses_holds_up_no_other() -> Result<()> {
+    let Some(url) = env("WAYPOINT_TEST_POSTGRES_URL") else {
+        return Ok(());
+    };
+    let schema = fresh_schema();
+    let writer = PostgresStore::connect(settings(&url, &schema, StoreConfig::new())).await?;
+    writer.setup().await?;
+    let embedder = Counting::new(Some("REFUSED"));
+    let reader = PostgresStore::connect(settings(&url, &schema, on_text(embedder.clone()))).await?;
+    let ns = Namespace::from(["mixed"]);
+    writer
+        .put(&ns, "one", json!({"text": "first good one"}))
+        .await?;
+    writer
+        .put(&ns, "bad", json!({"text": "REFUSED text"}))
+        .await?;
+    writer
+        .put(&ns, "two", json!({"text": "second good one"}))
+        .await?;
+    // Searches succeed and find the others; the refused item stays out.
+    assert!(found_exactly(&reader, &ns, "first good one", "one").await?);
+    assert!(found_exactly(&reader, &ns, "second good one", "two").await?);
+    assert!(
+        !query_keys(&reader, &ns, "REFUSED text")
+            .await?
+            .contains(&String::from("bad"))
+    );
+    // Once its value changes, it is tried again.
+    writer
+        .put(&ns, "bad", json!({"text": "now acceptable"}))
+        .await?;
+    assert!(found_exactly(&reader, &ns, "now acceptable", "bad").await?);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrading_keeps_stored_vectors_and_embeds_the_items_without() -> Result<()> {
+    let Some(url) = env("WAYPOINT_TEST_POSTGRES_URL") else {
+        return Ok(());
+    };
+    let schema = fresh_schema();
+    let old = PostgresStore::connect(settings(&url, &schema, StoreConfig::new())).await?;
+    old.setup().await?;
+    // The schema as the previous version left it: no log trigger, no embedded mark.
+    sql(
+        &old,
+        "DROP TRIGGER waypoint_store_log_write ON store;
+         DROP TRIGGER waypoint_store_log_update ON store;
+         DROP TRIGGER waypoint_store_log_truncate ON store;
+         DROP FUNCTION waypoint_store_log_change();
+         DROP FUNCTION waypoint_store_log_truncate();
+         DROP INDEX waypoint_store_unembedded_idx;
+         ALTER TABLE store DROP COLUMN waypoint_embedded_at;
+         DELETE FROM waypoint_store_migrations WHERE v = 5",
+    )
+    .await;
+    // An item Waypoint embedded (its text field, as the index below does), one Python wrote.
+    let vector = waypoint_store::HashingEmbedder::new(32)
+        .embed_query("kept as it was")
+        .await?;
+    let bytes: Vec<u8> = vector.iter().flat_map(|x| x.to_le_bytes()).collect();
+    for statement in [
+        "INSERT INTO store (prefix, key, value) VALUES ('up', 'ours', '{\"text\": \"kept as it was\"}')",
+        "INSERT INTO waypoint_store_vectors (prefix, key, field_name, embedding) VALUES ('up', 'ours', 'text', $1)",
+        "INSERT INTO store (prefix, key, value) VALUES ('up', 'theirs', '{\"text\": \"written by python\"}')",
+    ] {
+        sqlx::query(statement)
+            .bind(&bytes)
+            .execute(old.pool())
+            .await
+            .expect("old rows");
+    }
+    drop(old);
+    // A new version opens the store before its setup has run, then sets it up.
+    let embedder = Counting::new(None);
+    let store = PostgresStore::connect(settings(&url, &schema, on_text(embedder.clone()))).await?;
+    store.setup().await?;
+    let ns = Namespace::from(["up"]);
+    assert!(found_exactly(&store, &ns, "kept as it was", "ours").await?);
+    assert!(found_exactly(&store, &ns, "written by python", "theirs").await?);
+    assert_eq!(
+        embedder.documents(),
+        1,
+        "only the item without vectors was embedded"
+    );
+    Ok(())
+}
+
+/// What the log trigger costs a put: single puts and batches of 100, indexed (a flat
+/// in-process index, so that the graph's build time stays out of it) and not, in rounds
+/// alternating between everything on, the trigger disabled, and the trigger disabled with the
+/// partial index of unembedded items dropped. A measurement, not a check:
+/// `cargo test -p waypoint-store --all-features --test postgres -- --ignored --nocapture put_cost`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement"]
+async fn put_cost_with_and_without_the_log_trigger() -> Result<()> {
+    let Some(url) = env("WAYPOINT_TEST_POSTGRES_URL") else {
+        return Ok(());
+    };
+    let mut flat = IndexConfig::hashing(32);
+    flat.ann.flat_threshold = usize::MAX;
+    for config in [StoreConfig::new(), StoreConfig::new().index(flat)] {
+        let label = if config.index.is_some() {
+            "indexed"
+        } else {
+            "no index"
+        };
+        let schema = fresh_schema();
+        let store = PostgresStore::connect(settings(&url, &schema, config)).await?;
+        store.setup().await?;
+        let ns = Namespace::from(["bench"]);
+        // Warm up: connections, prepared statements, the table's first pages.
+        for i in 0..500 {
+            store
+                .put(&ns, &format!("k{i}"), json!({"text": format!("warm {i}")}))
+                .await?;
+        }
+        const N: usize = 1000;
+        const VARIANTS: [&str; 3] = ["trigger", "no trigger", "no trigger, no partial index"];
+        let mut single: [Vec<f64>; 3] = Default::default();
+        let mut batch: [Vec<f64>; 3] = Default::default();
+        for round in 0..15 {
+            let variant = round % 3;
+            let trigger = if variant == 0 { "ENABLE" } else { "DISABLE" };
+            sql(
+                &store,
+                &format!(
+                    "ALTER TABLE store {trigger} TRIGGER waypoint_store_log_write;
+                     ALTER TABLE store {trigger} TRIGGER waypoint_store_log_update"
+                ),
+            )
+            .await;
+            if variant == 2 {
+                sql(&store, "DROP INDEX waypoint_store_unembedded_idx").await;
+            }
+            // Three in four puts update an item, one inserts.
+            let start = Instant::now();
+            for i in 0..N {
+                let key = format!("r{round}k{}", i % (N / 4));
+                store
+                    .put(&ns, &key, json!({"text": format!("value {i}"), "n": i}))
+                    .await?;
+            }
+            single[variant].push(start.elapsed().as_secs_f64() * 1e6 / N as f64);
+            let start = Instant::now();
+            for b in 0..N / 100 {
+                let ops = (0..100)
+                    .map(|i| {
+                        let key = format!("b{round}k{}", (b * 100 + i) % (N / 4));
+                        Op::Put(PutOp::new(
+                            &ns,
+                            key,
+                            obj(json!({"text": format!("batch {b} {i}")})),
+                        ))
+                    })
+                    .collect();
+                store.batch(ops).await?;
+            }
+            batch[variant].push(start.elapsed().as_secs_f64() * 1e6 / N as f64);
+            if variant == 2 {
+                sql(
+                    &store,
+                    "CREATE INDEX waypoint_store_unembedded_idx ON store (updated_at DESC)
+                     WHERE waypoint_embedded_at IS DISTINCT FROM updated_at",
+                )
+                .await;
+            }
+        }
+        sql(
+            &store,
+            "ALTER TABLE store ENABLE TRIGGER waypoint_store_log_write;
+             ALTER TABLE store ENABLE TRIGGER waypoint_store_log_update",
+        )
+        .await;
+        // The server's own account of the trigger: 1000 rows inserted, then updated.
+        for (what, ids) in [("insert", "0"), ("update", "0")] {
+            let plan: Value = sqlx::query_scalar(&format!(
+                "EXPLAIN (ANALYZE, FORMAT JSON)
+                 INSERT INTO store (prefix, key, value, created_at, updated_at)
+                 SELECT 'explain', 'e' || i, jsonb_build_object('text', 'v' || i), now(), clock_timestamp()
+                 FROM generate_series({ids}, 999) AS i
+                 ON CONFLICT (prefix, key) DO UPDATE SET value = EXCLUDED.value, updated_at = EXCLUDED.updated_at"
+            ))
+            .fetch_one(store.pool())
+            .await
+            .expect("explain");
+            let total = plan[0]["Execution Time"].as_f64().unwrap_or(0.0);
+            let trigger: f64 = plan[0]["Triggers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|t| {
+                    t["Trigger Name"]
+                        .as_str()
+                        .is_some_and(|n| n.starts_with("waypoint_store_log"))
+                })
+                .map(|t| t["Time"].as_f64().unwrap_or(0.0))
+                .sum();
+            eprintln!(
+                "{label}, server side, 1000-row {what}: {:.2} us per row in all, {:.2} us of it in the log trigger",
+                total, trigger
+            );
+        }
+        let median = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        for (i, variant) in VARIANTS.iter().enumerate() {
+            eprintln!(
+                "{label}, {variant}: single put {:.1} us, batched put {:.1} us per item (medians of 5 x {N})",
+                median(&mut single[i]),
+                median(&mut batch[i]),
+            );
+        }
+    }
     Ok(())
 }
 

@@ -42,6 +42,13 @@ impl sqlx::Type<Postgres> for Timestamp {
     }
 }
 
+impl sqlx::postgres::PgHasArrayType for Timestamp {
+    fn array_type_info() -> PgTypeInfo {
+        // The built-in `timestamptz[]`.
+        PgTypeInfo::with_oid(Oid(1185))
+    }
+}
+
 impl Encode<'_, Postgres> for Timestamp {
     fn encode_by_ref(&self, buf: &mut PgArgumentBuffer) -> Result<IsNull, BoxDynError> {
         buf.extend_from_slice(&self.0.to_be_bytes());

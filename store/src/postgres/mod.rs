@@ -6,9 +6,22 @@
 //! an index for newest-first pages, vectors in `waypoint_store_vectors` (BYTEA of
 //! little-endian f32, loaded into the in-process index), and a change log,
 //! `waypoint_store_changes`, from which every process keeps its index current.
+//!
+//! A trigger on `store` feeds the log, so it holds every client's writes: inserts, updates of
+//! a value (not TTL refreshes), deletes, TTL sweeps, Python's included. The column
+//! `waypoint_embedded_at` says which version of a value (its `updated_at`) the stored vectors
+//! were made from; a writer that does not embed (Python, a store without an index, plain SQL)
+//! moves `updated_at` past it, so the item's old vectors stop being used at once, and the
+//! next semantic search of any indexed process embeds it from that process's index fields
+//! (one process per item, under an advisory lock) before it runs. A write by any client is
+//! thus found by the first search after its commit (a few milliseconds in the interop tests),
+//! and an overwritten item no longer matches its old text. Items written while no Waypoint
+//! process was open are embedded the same way, up to 128 per search, newest
+//! first. The trigger costs a write about 7 to 10 µs of server time per row (see the README).
 
 mod config;
 mod convert;
+mod embed;
 mod pool;
 mod queries;
 mod schema;
@@ -17,7 +30,8 @@ pub use config::PostgresStoreConfig;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -32,10 +46,9 @@ use self::convert::{
     leaves_session_unknown, pg_error, storable, value_text,
 };
 use self::queries::{LogPosition, Prepared};
-use crate::Object;
 use crate::backend::{Backend, Changes, ItemVectors, Row, Write};
 use crate::engine::{Engine, forward_store};
-use crate::{Error, ItemKey, Namespace, Result, StoreConfig};
+use crate::{Error, IndexConfig, ItemKey, Namespace, Object, Result, StoreConfig};
 
 /// Runs `$body` (a future using `$conn: &mut PgConnection`) on a pooled connection within
 /// the backend's deadline. A connection goes back to the pool only if its operation finished
@@ -87,9 +100,11 @@ macro_rules! on_conn {
 /// server is away; a broken connection is retried once on a fresh one. Clones share the
 /// connections and the index.
 ///
-/// Items Python writes have no vectors here (LangGraph keeps its own, in pgvector) until a
-/// Waypoint process puts them again, and Python's writes are not in the change log: an item
-/// Python deletes leaves semantic results as soon as a search meets it. Values, keys and
+/// Writes of any other client of the table (Python's `PostgresStore`, a store without an
+/// index) reach the index too: such an item is embedded from this store's index fields by
+/// the next semantic search of any indexed process, once, and its old vectors are never used
+/// (LangGraph keeps its own vectors in pgvector; they are not read). An item the embedder
+/// fails on stays out of semantic results and is tried again a minute later. Values, keys and
 /// namespaces cannot hold NUL characters (`jsonb` and `text` cannot), and a key, a namespace
 /// (its labels joined by `.`) or an index path over 512 bytes cannot be indexed: such a put
 /// fails with [`Error::InvalidValue`] or [`Error::InvalidNamespace`].
@@ -122,10 +137,12 @@ impl PostgresStore {
         let store = config.store.clone();
         let backend = PgBackend::new(config)?;
         let ready = backend.is_set_up().await?;
-        // Before setup there is nothing to load; the change log replays what comes after.
+        // Before setup (or before this build's migrations) there is nothing to load yet: the
+        // first catch-up loads everything.
         let engine = if ready {
             Engine::open(backend, store).await?
         } else {
+            backend.reload_first.store(true, Ordering::Relaxed);
             Engine::new(backend, store)?
         };
         Ok(PostgresStore { engine })
@@ -224,6 +241,15 @@ pub(crate) struct PgBackend {
     /// Longest an operation may take, waiting for a connection included.
     deadline: Duration,
     persistent: bool,
+    /// The first read of the change log reports it incomplete (the index loads everything):
+    /// the store was opened before setup had run.
+    reload_first: AtomicBool,
+    /// Seeds the advisory locks under which one process embeds an item (per schema).
+    lock_seed: i64,
+    /// Items the embedder failed on, left alone for a while.
+    failures: embed::Failures,
+    /// When this process next trims the change log.
+    next_trim: Mutex<Instant>,
 }
 
 impl PgBackend {
@@ -276,6 +302,10 @@ impl PgBackend {
             log: LogCursors::default(),
             deadline: config.acquire_timeout + config.statement_timeout,
             persistent: config.prepared_statements,
+            reload_first: AtomicBool::new(false),
+            lock_seed: schema::lock_key(config.checked_schema()?),
+            failures: embed::Failures::default(),
+            next_trim: Mutex::new(Instant::now()),
             config,
         })
     }
@@ -302,6 +332,96 @@ impl PgBackend {
             migrated
         }
         .boxed()
+    }
+
+    /// Embeds up to [`embed::BATCH`] items whose vectors were not made from their current
+    /// value (another writer changed them), newest first, and stores their vectors; returns
+    /// the keys stored. Each item is locked while it is embedded, so one process embeds it;
+    /// an item another process holds is left to it. Failures of the embedder are not errors
+    /// here: the item is left out of semantic results and tried again later.
+    async fn embed_unembedded(
+        &self,
+        index: &IndexConfig,
+        now: convert::Timestamp,
+    ) -> Result<Vec<ItemKey>> {
+        let skip = self.failures.current();
+        let (mut conn, _permit) = self.within(self.conns.acquire()).await?;
+        let done = self.embed_on(&mut conn, index, now, &skip).await;
+        match &done {
+            // The session may hold locks: closed (by dropping it), never reused.
+            Err(e) if is_broken(e) => self.conns.forget_idle(),
+            Err(_) => {}
+            Ok(_) => self.conns.release(conn),
+        }
+        done
+    }
+
+    /// [`embed_unembedded`](Self::embed_unembedded) on `conn`; on success the session holds
+    /// no lock.
+    async fn embed_on(
+        &self,
+        conn: &mut PgConnection,
+        index: &IndexConfig,
+        now: convert::Timestamp,
+        skip: &[(ItemKey, convert::Timestamp)],
+    ) -> Result<Vec<ItemKey>> {
+        let locked = self
+            .within(queries::lock_unembedded(
+                conn,
+                now,
+                skip,
+                embed::BATCH,
+                self.lock_seed,
+                self.persistent,
+            ))
+            .await?;
+        if locked.is_empty() {
+            return Ok(Vec::new());
+        }
+        let unembedded = self
+            .within(queries::read_unembedded(conn, &locked, self.persistent))
+            .await?;
+        let mut ready = embed::embed_items(index, unembedded, &self.failures).await;
+        // Rows locked in key order, as writers lock them.
+        ready.sort_by(|a, b| a.0.cmp(&b.0));
+        let stored = if ready.is_empty() {
+            Ok(Vec::new())
+        } else {
+            self.within(queries::store_embedded(conn, &ready, self.persistent))
+                .await
+        };
+        let stored = match stored {
+            // Lost a deadlock with a writer: embedded again at the next search.
+            Err(e) if is_transient(&e) => Vec::new(),
+            other => other?,
+        };
+        self.within(queries::unlock(conn, self.persistent)).await?;
+        Ok(stored)
+    }
+
+    /// `statement`'s outcome, or a timeout error once the deadline has passed.
+    async fn within<T>(&self, statement: impl Future<Output = Result<T>>) -> Result<T> {
+        tokio::time::timeout(self.deadline, statement)
+            .await
+            .unwrap_or_else(|_| Err(self.timed_out()))
+    }
+
+    /// Trims the change log if this process has not for a minute (the sweeper trims it too):
+    /// other writers (Python's) log changes whether or not a Waypoint sweeper runs.
+    async fn trim_if_due(&self, now: convert::Timestamp) {
+        {
+            let mut next = self.next_trim.lock();
+            if Instant::now() < *next {
+                return;
+            }
+            *next = Instant::now() + Duration::from_secs(60);
+        }
+        // Best effort, like a sweep: the next one comes in a minute.
+        let _ = on_conn!(self, retry = false, |conn| queries::trim(
+            conn,
+            now,
+            self.persistent
+        ));
     }
 
     fn timed_out(&self) -> Error {
@@ -491,16 +611,33 @@ impl Backend for PgBackend {
     }
 
     async fn changes(&self, after: i64) -> Result<Option<Changes>> {
+        if after != i64::MAX && self.reload_first.swap(false, Ordering::Relaxed) {
+            return Ok(Some(Changes {
+                last_seq: after,
+                keys: Vec::new(),
+                complete: false,
+            }));
+        }
         let from = (after != i64::MAX).then(|| self.log.position(after));
-        let (position, keys, trimmed) = on_conn!(self, retry = true, |conn| queries::changes(
+        let now = Timestamp::new(Utc::now());
+        let read = on_conn!(self, retry = true, |conn| queries::changes(
             conn,
             from.as_ref(),
+            now,
             self.persistent
         ))?;
         // Complete unless the sweeper trimmed changes this reader had not read yet.
-        let complete = from.as_ref().is_none_or(|f| trimmed < f.xmin);
+        let complete = from.as_ref().is_none_or(|f| read.trimmed < f.xmin);
+        let mut keys = read.keys;
+        // Items other writers changed get their vectors before the caller loads them.
+        if read.unembedded
+            && let Some(index) = &self.config.store.index
+        {
+            keys.extend(self.embed_unembedded(index, now).await?);
+        }
+        self.trim_if_due(now).await;
         Ok(Some(Changes {
-            last_seq: self.log.remember(position),
+            last_seq: self.log.remember(read.position),
             keys,
             complete,
         }))

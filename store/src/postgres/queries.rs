@@ -257,7 +257,8 @@ pub(crate) async fn namespaces(
 }
 
 /// The write statement for a combination of parts: deletes, upserts, vector replacements
-/// (`owners`), new vectors. One statement, so one round trip and atomic.
+/// (`owners`), new vectors. One statement, so one round trip and atomic. The trigger on
+/// `store` logs every row it changes.
 fn write_sql(deletes: bool, upserts: bool, owners: bool, vectors: bool) -> String {
     let mut parts = Vec::new();
     // $1 is `now`; arrays follow in the order the parts appear.
@@ -266,72 +267,85 @@ fn write_sql(deletes: bool, upserts: bool, owners: bool, vectors: bool) -> Strin
         n += 1;
         n
     };
-    let mut logged = Vec::new();
     if deletes {
         let (p, k) = (next(), next());
         parts.push(format!(
             "del AS (DELETE FROM store s USING unnest(${p}::text[], ${k}::text[]) AS d(prefix, key)
             WHERE s.prefix = d.prefix AND s.key = d.key)"
         ));
-        logged.push(format!("SELECT * FROM unnest(${p}::text[], ${k}::text[])"));
     }
     if upserts {
-        let (p, k, v, t) = (next(), next(), next(), next());
-        // An expired row not yet swept is gone for readers: a put recreates it.
+        let (p, k, v, t, e) = (next(), next(), next(), next(), next());
+        // An expired row not yet swept is gone for readers: a put recreates it. A put that
+        // writes the item's vectors marks them as made from this value; one that does not
+        // (a store without an index) leaves the item to be embedded by one that has.
         parts.push(format!(
-            "up AS (INSERT INTO store AS s (prefix, key, value, created_at, updated_at, expires_at, ttl_minutes)
-            SELECT u.prefix, u.key, u.value::jsonb, $1, $1, {}, u.ttl
-            FROM unnest(${p}::text[], ${k}::text[], ${v}::text[], ${t}::float8[]) AS u(prefix, key, value, ttl)
+            "up AS (INSERT INTO store AS s (prefix, key, value, created_at, updated_at, expires_at, ttl_minutes, waypoint_embedded_at)
+            SELECT u.prefix, u.key, u.value::jsonb, $1, $1, {}, u.ttl, CASE WHEN u.embedded THEN $1::timestamptz END
+            FROM unnest(${p}::text[], ${k}::text[], ${v}::text[], ${t}::float8[], ${e}::bool[])
+                AS u(prefix, key, value, ttl, embedded)
             ON CONFLICT (prefix, key) DO UPDATE SET value = EXCLUDED.value,
                 created_at = CASE WHEN s.expires_at IS NULL OR s.expires_at > $1
                     THEN s.created_at ELSE EXCLUDED.created_at END,
                 updated_at = EXCLUDED.updated_at, expires_at = EXCLUDED.expires_at,
-                ttl_minutes = EXCLUDED.ttl_minutes)",
+                ttl_minutes = EXCLUDED.ttl_minutes,
+                waypoint_embedded_at = EXCLUDED.waypoint_embedded_at)",
             expiry!("$1", "u.ttl")
         ));
     }
     if owners {
         let (op, ok) = (next(), next());
-        // Sub-statements of one statement cannot touch a row twice, and their order is
-        // unspecified: old fields the new set lacks are deleted, the rest upserted.
-        let keep = if vectors {
-            let (p, k, f, e) = (next(), next(), next(), next());
+        let new = vectors.then(|| (next(), next(), next(), next()));
+        let owners = format!("unnest(${op}::text[], ${ok}::text[])");
+        let stale = replace_vectors_sql(&owners, new, false, &mut parts);
+        parts.push(stale);
+    }
+    if parts.is_empty() {
+        String::from("SELECT 1")
+    } else {
+        format!("WITH {} SELECT 1", parts.join(",\n"))
+    }
+}
+
+/// The CTE deleting the old vectors of the items `owners` (a row source of `prefix, key`)
+/// that their new set lacks; the new set, when there is one, is upserted by a CTE pushed to
+/// `parts` from the parameters `(prefix, key, field, embedding)`, only for items of `owners`
+/// when `only_owners` (else every one given). Sub-statements of one statement cannot touch a
+/// row twice, and their order is unspecified: old fields the new set lacks are deleted, the
+/// rest upserted.
+fn replace_vectors_sql(
+    owners: &str,
+    new: Option<(i32, i32, i32, i32)>,
+    only_owners: bool,
+    parts: &mut Vec<String>,
+) -> String {
+    let keep = match new {
+        Some((p, k, f, e)) => {
+            let filter = if only_owners {
+                format!(
+                    " WHERE EXISTS (SELECT 1 FROM {owners} AS o(prefix, key)
+                    WHERE o.prefix = n.prefix AND o.key = n.key)"
+                )
+            } else {
+                String::new()
+            };
             parts.push(format!(
                 "vec AS (INSERT INTO waypoint_store_vectors (prefix, key, field_name, embedding)
-                SELECT * FROM unnest(${p}::text[], ${k}::text[], ${f}::text[], ${e}::bytea[])
+                SELECT n.* FROM unnest(${p}::text[], ${k}::text[], ${f}::text[], ${e}::bytea[])
+                    AS n(prefix, key, field, embedding){filter}
                 ON CONFLICT (prefix, key, field_name) DO UPDATE SET embedding = EXCLUDED.embedding)"
             ));
             format!(
                 " AND NOT EXISTS (SELECT 1 FROM unnest(${p}::text[], ${k}::text[], ${f}::text[]) AS n(prefix, key, field)
                 WHERE n.prefix = v.prefix AND n.key = v.key AND n.field = v.field_name)"
             )
-        } else {
-            String::new()
-        };
-        parts.push(format!(
-            "stale AS (DELETE FROM waypoint_store_vectors v USING unnest(${op}::text[], ${ok}::text[]) AS o(prefix, key)
-            WHERE v.prefix = o.prefix AND v.key = o.key{keep})"
-        ));
-        logged.push(format!(
-            "SELECT * FROM unnest(${op}::text[], ${ok}::text[])"
-        ));
-    }
-    // Only changes to vectors are logged: they are what other processes' indexes mirror.
-    let tail = if logged.is_empty() {
-        String::from("SELECT 1")
-    } else {
-        format!(
-            "INSERT INTO waypoint_store_changes (xid, prefix, key, changed_at)
-            SELECT (SELECT pg_current_xact_id()::text::bigint), c.prefix, c.key, $1
-            FROM ({}) AS c(prefix, key)",
-            logged.join(" UNION ALL ")
-        )
+        }
+        None => String::new(),
     };
-    if parts.is_empty() {
-        tail
-    } else {
-        format!("WITH {} {tail}", parts.join(",\n"))
-    }
+    format!(
+        "stale AS (DELETE FROM waypoint_store_vectors v USING {owners} AS o(prefix, key)
+        WHERE v.prefix = o.prefix AND v.key = o.key{keep})"
+    )
 }
 
 /// One write, ready for the statement: a delete, or a put with its value's JSON text.
@@ -347,6 +361,16 @@ pub(crate) enum Prepared<'a> {
         /// The item's new set of vectors, when the writer has an index.
         vectors: Option<&'a [FieldVector]>,
     },
+}
+
+/// The vectors of `vectors` to store: a field named twice (two paths yielding one name) keeps
+/// its last vector, since one statement cannot write a row twice.
+fn last_of_each_field(vectors: &[FieldVector]) -> impl Iterator<Item = &FieldVector> {
+    let last: HashMap<&str, &FieldVector> = vectors.iter().map(|f| (f.field.as_str(), f)).collect();
+    vectors.iter().filter(move |f| {
+        last.get(f.field.as_str())
+            .is_some_and(|l| std::ptr::eq(*l, *f))
+    })
 }
 
 /// Applies `writes` in one statement, rows in key order, so concurrent writers lock rows in
@@ -365,6 +389,7 @@ pub(crate) async fn write(
     });
     let (mut del_p, mut del_k) = (Vec::new(), Vec::new());
     let (mut up_p, mut up_k, mut up_v, mut up_t) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut up_e = Vec::new();
     let (mut own_p, mut own_k) = (Vec::new(), Vec::new());
     let (mut vec_p, mut vec_k, mut vec_f, mut vec_e) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -383,14 +408,7 @@ pub(crate) async fn write(
                 if let Some(vectors) = vectors {
                     own_p.push(prefix.clone());
                     own_k.push(key.key.as_str());
-                    // A field named twice (two paths yielding one name) keeps its last vector:
-                    // one statement cannot write a row twice.
-                    let last: HashMap<&str, &FieldVector> =
-                        vectors.iter().map(|f| (f.field.as_str(), f)).collect();
-                    for field in vectors.iter().filter(|f| {
-                        last.get(f.field.as_str())
-                            .is_some_and(|l| std::ptr::eq(*l, *f))
-                    }) {
+                    for field in last_of_each_field(vectors) {
                         vec_p.push(prefix.clone());
                         vec_k.push(key.key.as_str());
                         vec_f.push(field.field.as_str());
@@ -401,6 +419,7 @@ pub(crate) async fn write(
                 up_k.push(key.key.as_str());
                 up_v.push(text.as_str());
                 up_t.push(*ttl_minutes);
+                up_e.push(vectors.is_some());
             }
         }
     }
@@ -419,7 +438,7 @@ pub(crate) async fn write(
         q = q.bind(del_p).bind(del_k);
     }
     if parts[1] {
-        q = q.bind(up_p).bind(up_k).bind(up_v).bind(up_t);
+        q = q.bind(up_p).bind(up_k).bind(up_v).bind(up_t).bind(up_e);
     }
     if parts[2] {
         q = q.bind(own_p).bind(own_k);
@@ -430,17 +449,23 @@ pub(crate) async fn write(
     q.execute(conn).await.map_err(pg_error).map(drop)
 }
 
-/// Stored vectors of `keys` (every item with `None`), grouped per item.
+/// Stored vectors of `keys` (every item with `None`), grouped per item; only those made from
+/// the item's current value: an item another writer changed since has none until it is
+/// embedded again.
 pub(crate) async fn vectors(
     conn: &mut PgConnection,
     keys: Option<&[ItemKey]>,
     persistent: bool,
 ) -> Result<Vec<ItemVectors>> {
-    const ALL: &str =
-        "SELECT v.prefix, v.key, v.field_name, v.embedding FROM waypoint_store_vectors v";
+    const ALL: &str = "SELECT v.prefix, v.key, v.field_name, v.embedding
+        FROM waypoint_store_vectors v
+        JOIN store s ON s.prefix = v.prefix AND s.key = v.key
+        WHERE s.waypoint_embedded_at = s.updated_at";
     const SOME: &str = "SELECT v.prefix, v.key, v.field_name, v.embedding
         FROM unnest($1::text[], $2::text[]) AS k(prefix, key)
-        JOIN waypoint_store_vectors v ON v.prefix = k.prefix AND v.key = k.key";
+        JOIN store s ON s.prefix = k.prefix AND s.key = k.key
+        JOIN waypoint_store_vectors v ON v.prefix = k.prefix AND v.key = k.key
+        WHERE s.waypoint_embedded_at = s.updated_at";
     let mut grouped: HashMap<(String, String), Vec<FieldVector>> = HashMap::new();
     let mut add = |row: PgRow| -> Result<()> {
         let prefix: String = row.try_get(0).map_err(pg_error)?;
@@ -480,29 +505,35 @@ pub(crate) async fn vectors(
         .collect())
 }
 
-/// Deletes expired rows (their vectors cascade), logs them, and trims the change log to its
-/// last 10 minutes; returns the keys removed. A process that has not searched for longer than
-/// that reloads every vector instead of replaying the log.
+/// The CTEs trimming the change log to its last 10 minutes before `$1` and raising the
+/// trimmed marker to the newest transaction trimmed.
+const TRIM: &str = "trimmed AS (
+        DELETE FROM waypoint_store_changes WHERE changed_at < $1 - interval '10 minutes'
+        RETURNING xid),
+    marked AS (
+        UPDATE waypoint_store_changes_trimmed
+        SET through_xid = GREATEST(through_xid, (SELECT max(xid) FROM trimmed))
+        WHERE id = 1 AND EXISTS (SELECT 1 FROM trimmed))";
+
+/// Deletes expired rows (their vectors cascade; the trigger logs them) and trims the change
+/// log to its last 10 minutes; returns the keys removed. A process that has not searched for
+/// longer than that reloads every vector instead of replaying the log.
 pub(crate) async fn sweep(
     conn: &mut PgConnection,
     now: Timestamp,
     persistent: bool,
 ) -> Result<Vec<ItemKey>> {
-    const SQL: &str = "WITH gone AS (
-            DELETE FROM store WHERE expires_at IS NOT NULL AND expires_at <= $1
-            RETURNING prefix, key),
-        logged AS (
-            INSERT INTO waypoint_store_changes (xid, prefix, key, changed_at)
-            SELECT (SELECT pg_current_xact_id()::text::bigint), prefix, key, $1 FROM gone),
-        trimmed AS (
-            DELETE FROM waypoint_store_changes WHERE changed_at < $1 - interval '10 minutes'
-            RETURNING xid),
-        marked AS (
-            UPDATE waypoint_store_changes_trimmed
-            SET through_xid = GREATEST(through_xid, (SELECT max(xid) FROM trimmed))
-            WHERE id = 1 AND EXISTS (SELECT 1 FROM trimmed))
-        SELECT prefix, key FROM gone";
-    let gone: Vec<(String, String)> = sqlx::query_as(SQL)
+    static SQL: OnceLock<String> = OnceLock::new();
+    let sql = SQL.get_or_init(|| {
+        format!(
+            "WITH gone AS (
+                DELETE FROM store WHERE expires_at IS NOT NULL AND expires_at <= $1
+                RETURNING prefix, key),
+            {TRIM}
+            SELECT prefix, key FROM gone"
+        )
+    });
+    let gone: Vec<(String, String)> = sqlx::query_as(sql)
         .persistent(persistent)
         .bind(now)
         .fetch_all(conn)
@@ -512,6 +543,18 @@ pub(crate) async fn sweep(
         .into_iter()
         .map(|(prefix, key)| ItemKey::new(Namespace::from_joined(&prefix), key))
         .collect())
+}
+
+/// Trims the change log to its last 10 minutes before `now`.
+pub(crate) async fn trim(conn: &mut PgConnection, now: Timestamp, persistent: bool) -> Result<()> {
+    static SQL: OnceLock<String> = OnceLock::new();
+    let sql = SQL.get_or_init(|| format!("WITH {TRIM} SELECT 1"));
+    query(sql, persistent)
+        .bind(now)
+        .execute(conn)
+        .await
+        .map_err(pg_error)
+        .map(drop)
 }
 
 /// Where a reader of the change log stands: the snapshot of its last read. Every change by a
@@ -538,23 +581,39 @@ impl LogPosition {
     }
 }
 
-/// What the change log holds after `from`: the position after this read, the keys changed
-/// (including this process's own writes), and the newest transaction id the sweeper trimmed
-/// from the log. Transaction ids, not `seq`, order the log: a sequence number is taken before
-/// commit, so a reader could see seq 5 while seq 4 is still in flight, and skip it for good;
-/// a snapshot says exactly which transactions had finished. `from = None` reads only the
-/// position.
+/// One read of the change log.
+pub(crate) struct LogRead {
+    /// The position after this read.
+    pub(crate) position: LogPosition,
+    /// The keys changed (including this process's own writes; may repeat).
+    pub(crate) keys: Vec<ItemKey>,
+    /// The newest transaction id the sweeper trimmed from the log.
+    pub(crate) trimmed: i64,
+    /// Whether some live item's vectors were not made from its current value (another writer
+    /// changed it): it waits to be embedded.
+    pub(crate) unembedded: bool,
+}
+
+/// What the change log holds after `from`. Transaction ids, not `seq`, order the log: a
+/// sequence number is taken before commit, so a reader could see seq 5 while seq 4 is still
+/// in flight, and skip it for good; a snapshot says exactly which transactions had finished.
+/// `from = None` reads only the position.
 pub(crate) async fn changes(
     conn: &mut PgConnection,
     from: Option<&LogPosition>,
+    now: Timestamp,
     persistent: bool,
-) -> Result<(LogPosition, Vec<ItemKey>, i64)> {
-    const SQL: &str = "SELECT h.xmin, h.xmax, h.running, h.trimmed, c.prefix, c.key
+) -> Result<LogRead> {
+    // The partial index `waypoint_store_unembedded_idx` answers `unembedded`.
+    const SQL: &str = "SELECT h.xmin, h.xmax, h.running, h.trimmed, h.unembedded, c.prefix, c.key
         FROM (SELECT pg_snapshot_xmin(s)::text::bigint AS xmin,
                 pg_snapshot_xmax(s)::text::bigint AS xmax,
                 ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(s) AS x) AS running,
                 coalesce((SELECT through_xid FROM waypoint_store_changes_trimmed WHERE id = 1), -1)
-                    AS trimmed
+                    AS trimmed,
+                EXISTS (SELECT 1 FROM store u
+                    WHERE u.waypoint_embedded_at IS DISTINCT FROM u.updated_at
+                    AND (u.expires_at IS NULL OR u.expires_at > $3)) AS unembedded
             FROM pg_current_snapshot() AS s) AS h
         LEFT JOIN waypoint_store_changes c ON c.xid >= $1 OR c.xid = ANY($2)";
     let (next, running): (i64, &[i64]) = match from {
@@ -564,32 +623,188 @@ pub(crate) async fn changes(
     let rows = query(SQL, persistent)
         .bind(next)
         .bind(running)
+        .bind(now)
         .fetch_all(conn)
         .await
         .map_err(pg_error)?;
-    let mut position = None;
-    let mut trimmed = -1;
+    let mut head = None;
     let mut keys = Vec::new();
     for row in rows {
-        if position.is_none() {
-            position = Some(LogPosition {
+        if head.is_none() {
+            let position = LogPosition {
                 xmin: row.try_get(0).map_err(pg_error)?,
                 next: row.try_get(1).map_err(pg_error)?,
                 running: row.try_get(2).map_err(pg_error)?,
-            });
-            trimmed = row.try_get(3).map_err(pg_error)?;
+            };
+            let trimmed: i64 = row.try_get(3).map_err(pg_error)?;
+            let unembedded: bool = row.try_get(4).map_err(pg_error)?;
+            head = Some((position, trimmed, unembedded));
         }
-        let prefix: Option<String> = row.try_get(4).map_err(pg_error)?;
-        let key: Option<String> = row.try_get(5).map_err(pg_error)?;
+        let prefix: Option<String> = row.try_get(5).map_err(pg_error)?;
+        let key: Option<String> = row.try_get(6).map_err(pg_error)?;
         if let (Some(prefix), Some(key)) = (prefix, key) {
             keys.push(ItemKey::new(Namespace::from_joined(&prefix), key));
         }
     }
-    let position = position.ok_or_else(|| {
+    let (position, trimmed, unembedded) = head.ok_or_else(|| {
         crate::Error::backend(
             super::convert::BACKEND,
             "the snapshot query returned no row",
         )
     })?;
-    Ok((position, keys, trimmed))
+    Ok(LogRead {
+        position,
+        keys,
+        trimmed,
+        unembedded,
+    })
+}
+
+/// An item whose vectors were not made from its value, as read to embed it.
+pub(crate) struct Unembedded {
+    /// The item.
+    pub(crate) key: ItemKey,
+    /// Its value as JSON text.
+    pub(crate) value: String,
+    /// Its `updated_at`: the version of the value read.
+    pub(crate) updated_at: Timestamp,
+}
+
+/// Up to `limit` live items whose vectors were not made from their current value, newest
+/// first, leaving out `skip` (keys at the `updated_at` they had when embedding them failed),
+/// each locked (a session advisory lock keyed by `seed` and the item) so that one process at
+/// a time embeds it: an item another session holds is left out. Read them with
+/// [`read_unembedded`]; release the locks with [`unlock`].
+pub(crate) async fn lock_unembedded(
+    conn: &mut PgConnection,
+    now: Timestamp,
+    skip: &[(ItemKey, Timestamp)],
+    limit: i64,
+    seed: i64,
+    persistent: bool,
+) -> Result<Vec<ItemKey>> {
+    // The candidates are fixed (LIMIT) before any lock is tried: a volatile condition is never
+    // pushed into a subquery. `waypoint_store_unembedded_idx` serves them.
+    const SQL: &str = "SELECT c.prefix, c.key
+        FROM (SELECT s.prefix, s.key FROM store s
+            WHERE s.waypoint_embedded_at IS DISTINCT FROM s.updated_at
+            AND (s.expires_at IS NULL OR s.expires_at > $1)
+            AND NOT EXISTS (SELECT 1 FROM unnest($2::text[], $3::text[], $4::timestamptz[])
+                AS f(prefix, key, at)
+                WHERE f.prefix = s.prefix AND f.key = s.key AND f.at = s.updated_at)
+            ORDER BY s.updated_at DESC LIMIT $5) AS c
+        WHERE pg_try_advisory_lock(hashtextextended(c.prefix, hashtextextended(c.key, $6)))";
+    let (prefixes, names) = key_arrays(skip.iter().map(|(k, _)| k));
+    let times: Vec<Timestamp> = skip.iter().map(|(_, at)| *at).collect();
+    let locked: Vec<(String, String)> = sqlx::query_as(SQL)
+        .persistent(persistent)
+        .bind(now)
+        .bind(prefixes)
+        .bind(names)
+        .bind(times)
+        .bind(limit)
+        .bind(seed)
+        .fetch_all(conn)
+        .await
+        .map_err(pg_error)?;
+    Ok(locked
+        .into_iter()
+        .map(|(prefix, key)| ItemKey::new(Namespace::from_joined(&prefix), key))
+        .collect())
+}
+
+/// Those of `keys` (locked by [`lock_unembedded`]) whose vectors are still not made from
+/// their value, read afresh: another process may have embedded one between the lock
+/// statement's snapshot and its lock.
+pub(crate) async fn read_unembedded(
+    conn: &mut PgConnection,
+    keys: &[ItemKey],
+    persistent: bool,
+) -> Result<Vec<Unembedded>> {
+    const SQL: &str = "SELECT s.prefix, s.key, s.value::text, s.updated_at
+        FROM unnest($1::text[], $2::text[]) AS k(prefix, key)
+        JOIN store s ON s.prefix = k.prefix AND s.key = k.key
+        WHERE s.waypoint_embedded_at IS DISTINCT FROM s.updated_at";
+    let (prefixes, names) = key_arrays(keys.iter());
+    let rows = query(SQL, persistent)
+        .bind(prefixes)
+        .bind(names)
+        .fetch_all(conn)
+        .await
+        .map_err(pg_error)?;
+    rows.iter()
+        .map(|row| {
+            let prefix: String = row.try_get(0).map_err(pg_error)?;
+            let key: String = row.try_get(1).map_err(pg_error)?;
+            Ok(Unembedded {
+                key: ItemKey::new(Namespace::from_joined(&prefix), key),
+                value: row.try_get(2).map_err(pg_error)?,
+                updated_at: row.try_get(3).map_err(pg_error)?,
+            })
+        })
+        .collect()
+}
+
+/// Stores the vectors made from the values [`lock_unembedded`] read (`items`: key, the
+/// `updated_at` read, the complete new set of vectors) and marks them as made from that
+/// value, for the items still at that version: one another writer changed meanwhile keeps
+/// its state (its change is logged, and it is embedded again). The trigger logs each item
+/// marked. Returns the keys stored.
+pub(crate) async fn store_embedded(
+    conn: &mut PgConnection,
+    items: &[(ItemKey, Timestamp, Vec<FieldVector>)],
+    persistent: bool,
+) -> Result<Vec<ItemKey>> {
+    static SQL: OnceLock<String> = OnceLock::new();
+    let sql = SQL.get_or_init(|| {
+        let mut parts = vec![String::from(
+            "done AS (UPDATE store s SET waypoint_embedded_at = s.updated_at
+            FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS e(prefix, key, at)
+            WHERE s.prefix = e.prefix AND s.key = e.key AND s.updated_at = e.at
+                AND s.waypoint_embedded_at IS DISTINCT FROM s.updated_at
+            RETURNING s.prefix, s.key)",
+        )];
+        let stale = replace_vectors_sql("done", Some((4, 5, 6, 7)), true, &mut parts);
+        parts.push(stale);
+        format!("WITH {} SELECT prefix, key FROM done", parts.join(",\n"))
+    });
+    let (prefixes, names) = key_arrays(items.iter().map(|(k, _, _)| k));
+    let times: Vec<Timestamp> = items.iter().map(|(_, at, _)| *at).collect();
+    let (mut vec_p, mut vec_k, mut vec_f, mut vec_e) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (key, _, vectors) in items {
+        let prefix = key.namespace.joined();
+        for field in last_of_each_field(vectors) {
+            vec_p.push(prefix.clone());
+            vec_k.push(key.key.as_str());
+            vec_f.push(field.field.as_str());
+            vec_e.push(vector_bytes(&field.vector));
+        }
+    }
+    let done: Vec<(String, String)> = sqlx::query_as(sql)
+        .persistent(persistent)
+        .bind(prefixes)
+        .bind(names)
+        .bind(times)
+        .bind(vec_p)
+        .bind(vec_k)
+        .bind(vec_f)
+        .bind(vec_e)
+        .fetch_all(conn)
+        .await
+        .map_err(pg_error)?;
+    Ok(done
+        .into_iter()
+        .map(|(prefix, key)| ItemKey::new(Namespace::from_joined(&prefix), key))
+        .collect())
+}
+
+/// Releases every advisory lock the session holds (the store's sessions take none but
+/// [`lock_unembedded`]'s).
+pub(crate) async fn unlock(conn: &mut PgConnection, persistent: bool) -> Result<()> {
+    query("SELECT pg_advisory_unlock_all()", persistent)
+        .execute(conn)
+        .await
+        .map_err(pg_error)
+        .map(drop)
 }

@@ -77,14 +77,70 @@ const WAYPOINT_MIGRATIONS: &[&[&str]] = &[
         "CREATE INDEX CONCURRENTLY IF NOT EXISTS waypoint_store_prefix_updated_at_idx ON store (prefix, updated_at DESC, key COLLATE \"C\")",
         "CREATE INDEX CONCURRENTLY IF NOT EXISTS waypoint_store_updated_at_idx ON store (updated_at DESC, prefix COLLATE \"C\", key COLLATE \"C\")",
     ],
+    // Every writer's changes reach the log, Python's included: a trigger appends them, in the
+    // writer's transaction (so its `xid`). `waypoint_embedded_at` is the `updated_at` of the
+    // value the stored vectors were made from: any other writer (Python, a store without an
+    // index) moves `updated_at` and leaves it behind, which marks the item for embedding, and
+    // the partial index finds such items newest first. Items that already have vectors were
+    // embedded by Waypoint: they are taken as current. The log trigger fires for what a
+    // reader's index depends on (the row, its value, `updated_at`, the embedded mark), not
+    // for TTL refreshes; a TRUNCATE marks the whole log as trimmed, so readers reload.
+    &[
+        "ALTER TABLE store ADD COLUMN IF NOT EXISTS waypoint_embedded_at timestamptz",
+        "UPDATE store s SET waypoint_embedded_at = s.updated_at
+WHERE s.waypoint_embedded_at IS NULL
+    AND EXISTS (SELECT 1 FROM waypoint_store_vectors v WHERE v.prefix = s.prefix AND v.key = s.key)",
+        "CREATE OR REPLACE FUNCTION @schema@.waypoint_store_log_change() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP <> 'INSERT' THEN
+        INSERT INTO @schema@.waypoint_store_changes (prefix, key, changed_at)
+        VALUES (OLD.prefix, OLD.key, clock_timestamp());
+    END IF;
+    IF TG_OP = 'INSERT' OR (TG_OP = 'UPDATE' AND (NEW.prefix, NEW.key) IS DISTINCT FROM (OLD.prefix, OLD.key)) THEN
+        INSERT INTO @schema@.waypoint_store_changes (prefix, key, changed_at)
+        VALUES (NEW.prefix, NEW.key, clock_timestamp());
+    END IF;
+    RETURN NULL;
+END
+$$",
+        "CREATE OR REPLACE FUNCTION @schema@.waypoint_store_log_truncate() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE @schema@.waypoint_store_changes_trimmed
+    SET through_xid = GREATEST(through_xid, pg_current_xact_id()::text::bigint) WHERE id = 1;
+    RETURN NULL;
+END
+$$",
+        "DROP TRIGGER IF EXISTS waypoint_store_log_write ON store",
+        "CREATE TRIGGER waypoint_store_log_write AFTER INSERT OR DELETE ON store
+FOR EACH ROW EXECUTE FUNCTION @schema@.waypoint_store_log_change()",
+        "DROP TRIGGER IF EXISTS waypoint_store_log_update ON store",
+        "CREATE TRIGGER waypoint_store_log_update AFTER UPDATE ON store FOR EACH ROW
+WHEN (OLD.updated_at IS DISTINCT FROM NEW.updated_at
+    OR OLD.waypoint_embedded_at IS DISTINCT FROM NEW.waypoint_embedded_at
+    OR OLD.prefix IS DISTINCT FROM NEW.prefix OR OLD.key IS DISTINCT FROM NEW.key
+    OR OLD.value IS DISTINCT FROM NEW.value)
+EXECUTE FUNCTION @schema@.waypoint_store_log_change()",
+        "DROP TRIGGER IF EXISTS waypoint_store_log_truncate ON store",
+        "CREATE TRIGGER waypoint_store_log_truncate AFTER TRUNCATE ON store
+FOR EACH STATEMENT EXECUTE FUNCTION @schema@.waypoint_store_log_truncate()",
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS waypoint_store_unembedded_idx ON store (updated_at DESC)
+WHERE waypoint_embedded_at IS DISTINCT FROM updated_at",
+    ],
 ];
+
+/// Where migrations name the schema holding the store (quoted), so that the trigger writes to
+/// this schema's log whatever the writer's `search_path`.
+const SCHEMA_PLACEHOLDER: &str = "@schema@";
 
 /// Advisory lock key under which one process at a time migrates the store ("wpstore!"),
 /// mixed with the schema's name so that separate schemas migrate at once.
 const LOCK_KEY: i64 = 0x7770_7374_6f72_6521;
 
-/// The lock key of `schema` (FNV-1a of its name: stable across processes and builds).
-fn lock_key(schema: Option<&str>) -> i64 {
+/// The lock key of `schema` (FNV-1a of its name: stable across processes and builds); it
+/// also seeds the keys of the locks under which one process embeds an item.
+pub(crate) fn lock_key(schema: Option<&str>) -> i64 {
     let hash = schema
         .unwrap_or("")
         .bytes()
@@ -198,20 +254,43 @@ async fn refuse_foreign_tables(conn: &mut PgConnection) -> Result<()> {
 
 async fn run_migrations(conn: &mut PgConnection, schema: Option<String>) -> Result<()> {
     refuse_foreign_tables(conn).await?;
-    if let Some(schema) = schema {
+    if let Some(schema) = &schema {
         execute(conn, format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\"")).await?;
     }
-    apply(conn, "store_migrations", LANGGRAPH_MIGRATIONS, 0).await?;
-    apply(conn, "waypoint_store_migrations", WAYPOINT_MIGRATIONS, 1).await
+    let quoted = match schema {
+        Some(schema) => format!("\"{schema}\""),
+        // The schema unqualified names create in: the first existing one of the search path.
+        None => scalar::<Option<String>>(
+            conn,
+            String::from("SELECT quote_ident(current_schema())"),
+        )
+        .await?
+        .ok_or_else(|| {
+            Error::InvalidConfig(String::from(
+                "no schema of the connection's search_path exists: name one with .schema(...)",
+            ))
+        })?,
+    };
+    apply(conn, "store_migrations", LANGGRAPH_MIGRATIONS, 0, &quoted).await?;
+    apply(
+        conn,
+        "waypoint_store_migrations",
+        WAYPOINT_MIGRATIONS,
+        1,
+        &quoted,
+    )
+    .await
 }
 
 /// Runs the migrations recorded in `table` after its newest version; `first` is the version
-/// of the first entry. Refuses a schema newer than this build.
+/// of the first entry; `schema` (quoted) replaces [`SCHEMA_PLACEHOLDER`]. Refuses a schema
+/// newer than this build.
 async fn apply(
     conn: &mut PgConnection,
     table: &'static str,
     migrations: &'static [&'static [&'static str]],
     first: i32,
+    schema: &str,
 ) -> Result<()> {
     execute(
         conn,
@@ -230,7 +309,7 @@ async fn apply(
     let start = current.map_or(0, |v| (v - first + 1).max(0) as usize);
     for (i, statements) in migrations.iter().enumerate().skip(start) {
         for sql in *statements {
-            execute(conn, (*sql).to_owned()).await?;
+            execute(conn, sql.replace(SCHEMA_PLACEHOLDER, schema)).await?;
         }
         let version = first + i as i32;
         execute(
@@ -242,13 +321,15 @@ async fn apply(
     Ok(())
 }
 
-/// Whether the tables this build reads exist (setup ran), on the connection's search path.
+/// Whether the tables this build reads exist (setup ran, up to this build's last migration),
+/// on the connection's search path.
 pub(crate) fn is_set_up(conn: &mut PgConnection) -> BoxFuture<'_, Result<bool>> {
     scalar(
         conn,
         String::from(
             "SELECT to_regclass('waypoint_store_changes_trimmed') IS NOT NULL
-            AND to_regclass('waypoint_store_vectors') IS NOT NULL",
+            AND to_regclass('waypoint_store_vectors') IS NOT NULL
+            AND to_regclass('waypoint_store_unembedded_idx') IS NOT NULL",
         ),
     )
 }
