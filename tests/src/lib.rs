@@ -8,6 +8,7 @@
 pub mod cases;
 pub mod graphs;
 pub mod hitl;
+pub mod interop;
 pub mod messages;
 pub mod paused;
 pub mod savers;
