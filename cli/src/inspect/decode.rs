@@ -1,21 +1,19 @@
 //! Stored values to JSON, for any writer: Waypoint's serializers and LangGraph's.
 //!
 //! LangGraph writes `null`, `bytes`, `bytearray`, `json` and `msgpack` (and `pickle` when
-//! its pickle fallback is on). Its MessagePack holds Python objects as extension types
-//! whose payload is `(module, class, arguments[, method])`. The inspector reads the two
-//! LangGraph's own bookkeeping needs, `Interrupt` and `Send`, as plain JSON and reports
-//! every other Python object as undecodable: turning an arbitrary class into JSON would
-//! show something that is not what Python would load.
+//! its pickle fallback is on). `msgpack` is read by the checkpoint crate's codec, which
+//! shows a Python object as its `lc: 2` constructor map (class, arguments); LangChain
+//! messages among them are shown as messages, in LangChain's dict form. What cannot be read
+//! (a pickle, an encrypted value, postcard or bincode without its Rust type, malformed
+//! bytes) is reported with the reason.
 
-use serde_json::{Map, Number, Value, json};
+use serde_json::{Map, Value, json};
 use waypoint_checkpoint::serde::{TAG_BYTES, TAG_JSON, TAG_MSGPACK, TAG_NULL};
-use waypoint_checkpoint::{Serde, SerializedValue};
+use waypoint_checkpoint::{Error, Serde, SerializedValue};
 use waypoint_runtime::Message;
 
 /// LangGraph's tag for a `bytearray`, stored as its bytes.
 const TAG_BYTEARRAY: &str = "bytearray";
-/// Deepest nesting decoded; deeper input is reported, not followed (no stack overflow).
-const MAX_DEPTH: usize = 128;
 
 /// A stored value as the inspector shows it.
 #[derive(Clone, Debug, PartialEq)]
@@ -41,8 +39,10 @@ impl Decoded {
         let result = match tag {
             TAG_NULL => Ok(Value::Null),
             TAG_BYTES | TAG_BYTEARRAY => Ok(bytes_json(bytes)),
-            TAG_JSON => serde_json::from_slice(bytes).map_err(|e| format!("invalid JSON: {e}")),
-            TAG_MSGPACK => msgpack(bytes).map(|v| runtime_messages(value, v)),
+            TAG_JSON => serde_json::from_slice(bytes)
+                .map(python_messages)
+                .map_err(|e| format!("invalid JSON: {e}")),
+            TAG_MSGPACK => msgpack(value).map(|v| runtime_messages(value, python_messages(v))),
             "pickle" => Err("a Python pickle (only Python can read it)".to_owned()),
             _ if tag.contains('+') => Err("encrypted, and no key opened it".to_owned()),
             "postcard" | "bincode" => Err(format!(
@@ -111,216 +111,74 @@ fn runtime_messages(stored: &SerializedValue, value: Value) -> Value {
         .unwrap_or(value)
 }
 
-/// Raw bytes as JSON: an array of byte values (lossless, and what MessagePack `bin` gives).
+/// Raw bytes as JSON: an array of byte values (lossless).
 fn bytes_json(bytes: &[u8]) -> Value {
     Value::Array(bytes.iter().map(|b| Value::from(*b)).collect())
 }
 
-/// Decodes one MessagePack document to JSON.
-pub(crate) fn msgpack(bytes: &[u8]) -> Result<Value, String> {
-    let mut reader = Reader { bytes, at: 0 };
-    let value = reader.value(0)?;
-    if reader.at != bytes.len() {
-        return Err(format!(
-            "corrupt msgpack: {} trailing bytes",
-            bytes.len() - reader.at
-        ));
-    }
-    Ok(value)
-}
-
-/// A cursor over MessagePack bytes.
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        let end = self
-            .at
-            .checked_add(n)
-            .filter(|&end| end <= self.bytes.len());
-        let Some(end) = end else {
-            return Err("corrupt msgpack: truncated".to_owned());
-        };
-        let out = &self.bytes[self.at..end];
-        self.at = end;
-        Ok(out)
-    }
-
-    fn uint(&mut self, n: usize) -> Result<u64, String> {
-        Ok(self
-            .take(n)?
-            .iter()
-            .fold(0u64, |acc, b| (acc << 8) | u64::from(*b)))
-    }
-
-    fn int(&mut self, n: usize) -> Result<i64, String> {
-        let raw = self.uint(n)?;
-        let shift = 64 - 8 * n as u32;
-        Ok(((raw << shift) as i64) >> shift)
-    }
-
-    fn len(&mut self, n: usize) -> Result<usize, String> {
-        usize::try_from(self.uint(n)?).map_err(|_| "corrupt msgpack: length".to_owned())
-    }
-
-    fn value(&mut self, depth: usize) -> Result<Value, String> {
-        if depth > MAX_DEPTH {
-            return Err(format!("nested deeper than {MAX_DEPTH} levels"));
-        }
-        let marker = self.take(1)?[0];
-        Ok(match marker {
-            0x00..=0x7f => Value::from(marker),
-            0x80..=0x8f => self.map(usize::from(marker & 0x0f), depth)?,
-            0x90..=0x9f => self.array(usize::from(marker & 0x0f), depth)?,
-            0xa0..=0xbf => self.str(usize::from(marker & 0x1f))?,
-            0xc0 => Value::Null,
-            0xc2 => Value::Bool(false),
-            0xc3 => Value::Bool(true),
-            0xc4 => {
-                let n = self.len(1)?;
-                bytes_json(self.take(n)?)
-            }
-            0xc5 => {
-                let n = self.len(2)?;
-                bytes_json(self.take(n)?)
-            }
-            0xc6 => {
-                let n = self.len(4)?;
-                bytes_json(self.take(n)?)
-            }
-            0xc7 => {
-                let n = self.len(1)?;
-                self.ext(n, depth)?
-            }
-            0xc8 => {
-                let n = self.len(2)?;
-                self.ext(n, depth)?
-            }
-            0xc9 => {
-                let n = self.len(4)?;
-                self.ext(n, depth)?
-            }
-            0xca => {
-                let bits = self.uint(4)? as u32;
-                float(f64::from(f32::from_bits(bits)))
-            }
-            0xcb => float(f64::from_bits(self.uint(8)?)),
-            0xcc => Value::from(self.uint(1)?),
-            0xcd => Value::from(self.uint(2)?),
-            0xce => Value::from(self.uint(4)?),
-            0xcf => Value::from(self.uint(8)?),
-            0xd0 => Value::from(self.int(1)?),
-            0xd1 => Value::from(self.int(2)?),
-            0xd2 => Value::from(self.int(4)?),
-            0xd3 => Value::from(self.int(8)?),
-            0xd4 => self.ext(1, depth)?,
-            0xd5 => self.ext(2, depth)?,
-            0xd6 => self.ext(4, depth)?,
-            0xd7 => self.ext(8, depth)?,
-            0xd8 => self.ext(16, depth)?,
-            0xd9 => {
-                let n = self.len(1)?;
-                self.str(n)?
-            }
-            0xda => {
-                let n = self.len(2)?;
-                self.str(n)?
-            }
-            0xdb => {
-                let n = self.len(4)?;
-                self.str(n)?
-            }
-            0xdc => {
-                let n = self.len(2)?;
-                self.array(n, depth)?
-            }
-            0xdd => {
-                let n = self.len(4)?;
-                self.array(n, depth)?
-            }
-            0xde => {
-                let n = self.len(2)?;
-                self.map(n, depth)?
-            }
-            0xdf => {
-                let n = self.len(4)?;
-                self.map(n, depth)?
-            }
-            0xe0..=0xff => Value::from(i64::from(marker as i8)),
-            0xc1 => return Err("corrupt msgpack: reserved marker 0xc1".to_owned()),
+/// Decodes one MessagePack document (Waypoint's or LangGraph's) to JSON with the checkpoint
+/// crate's codec; a failure is its message.
+fn msgpack(stored: &SerializedValue) -> Result<Value, String> {
+    Serde::new(waypoint_checkpoint::Format::LangGraph)
+        .loads::<Value>(stored)
+        .map_err(|e| match e {
+            Error::Serialization {
+                path: Some(path),
+                message,
+                ..
+            } => format!("at `{}`: {message}", short_path(&path)),
+            Error::Serialization { message, .. } => message,
+            other => other.to_string(),
         })
-    }
+}
 
-    fn str(&mut self, n: usize) -> Result<Value, String> {
-        let raw = self.take(n)?;
-        std::str::from_utf8(raw)
-            .map(|s| Value::String(s.to_owned()))
-            .map_err(|_| "corrupt msgpack: string is not UTF-8".to_owned())
+/// A field path short enough for a table cell: a long one keeps its start and end.
+fn short_path(path: &str) -> String {
+    const KEEP: usize = 24;
+    let chars: Vec<char> = path.chars().collect();
+    if chars.len() <= 2 * KEEP + 3 {
+        return path.to_owned();
     }
+    let head: String = chars[..KEEP].iter().collect();
+    let tail: String = chars[chars.len() - KEEP..].iter().collect();
+    format!("{head}...{tail}")
+}
 
-    fn array(&mut self, n: usize, depth: usize) -> Result<Value, String> {
-        // Each element takes at least one byte: a hostile length cannot reserve memory.
-        let mut out = Vec::with_capacity(n.min(self.bytes.len() - self.at));
-        for _ in 0..n {
-            out.push(self.value(depth + 1)?);
-        }
-        Ok(Value::Array(out))
-    }
-
-    fn map(&mut self, n: usize, depth: usize) -> Result<Value, String> {
-        let mut out = Map::new();
-        for _ in 0..n {
-            // LangGraph writes non-string keys too (OPT_NON_STR_KEYS); JSON keys are text.
-            let key = match self.value(depth + 1)? {
-                Value::String(s) => s,
-                other => other.to_string(),
-            };
-            out.insert(key, self.value(depth + 1)?);
-        }
-        Ok(Value::Object(out))
-    }
-
-    /// An extension value: LangGraph's Python objects, read only for its own types.
-    fn ext(&mut self, n: usize, depth: usize) -> Result<Value, String> {
-        let code = self.int(1)?;
-        let payload = self.take(n)?;
-        let mut inner = Reader {
-            bytes: payload,
-            at: 0,
-        };
-        // LangGraph's delta-channel snapshot wraps the channel value itself.
-        if code == 7 {
-            return inner.value(depth + 1);
-        }
-        let described = (0..=5)
-            .contains(&code)
-            .then(|| inner.value(depth + 1).ok())
-            .flatten();
-        let Some(Value::Array(parts)) = described else {
-            return Err(format!("msgpack extension type {code}"));
-        };
-        let module = parts.first().and_then(Value::as_str).unwrap_or("?");
-        let class = parts.get(1).and_then(Value::as_str).unwrap_or("?");
-        match (module, class, parts.get(2)) {
-            ("langgraph.types", "Interrupt", Some(Value::Object(fields))) => {
-                Ok(Value::Object(fields.clone()))
+/// Shows LangChain messages anywhere in `value` as messages: an `lc: 2` object of a class
+/// in `langchain_core.messages` becomes LangChain's dict form. Other objects keep their
+/// `lc: 2` form, which names their class.
+fn python_messages(value: Value) -> Value {
+    match value {
+        Value::Array(items) => Value::Array(items.into_iter().map(python_messages).collect()),
+        Value::Object(map) => {
+            let map: Map<String, Value> = map
+                .into_iter()
+                .map(|(key, item)| (key, python_messages(item)))
+                .collect();
+            if !is_langchain_message(&map) {
+                return Value::Object(map);
             }
-            ("langgraph.types", "Send", Some(Value::Array(args))) if args.len() >= 2 => {
-                Ok(json!({"node": args[0], "arg": args[1]}))
+            let object = Value::Object(map);
+            match serde_json::from_value::<Message>(object.clone()) {
+                Ok(message) => serde_json::to_value(message).unwrap_or(object),
+                Err(_) => object,
             }
-            _ => Err(format!(
-                "Python object {module}.{class} (msgpack extension type {code})"
-            )),
         }
+        other => other,
     }
 }
 
-/// A float as JSON; JSON has no NaN or infinity, so those become their names.
-fn float(f: f64) -> Value {
-    Number::from_f64(f).map_or_else(|| Value::String(f.to_string()), Value::Number)
+/// Whether `map` is the `lc: 2` form of an object whose module is in
+/// `langchain_core.messages`.
+fn is_langchain_message(map: &Map<String, Value>) -> bool {
+    let module = match map.get("id") {
+        Some(Value::Array(id)) if id.len() >= 2 => &id[..id.len() - 1],
+        _ => return false,
+    };
+    map.get("lc").and_then(Value::as_u64) == Some(2)
+        && map.get("type").and_then(Value::as_str) == Some("constructor")
+        && module.first().and_then(Value::as_str) == Some("langchain_core")
+        && module.get(1).and_then(Value::as_str) == Some("messages")
 }
 
 #[cfg(test)]
@@ -341,32 +199,179 @@ mod tests {
         assert_eq!(Decoded::of(&stored), Decoded::Value(big));
     }
 
-    #[test]
-    fn python_objects_and_garbage_are_reported() {
-        // ext 5 (pydantic v2) with payload ["m", "C", {}, "v"].
-        let payload = [0x94, 0xa1, b'm', 0xa1, b'C', 0x80, 0xa1, b'v'];
+    /// `HumanMessage(content="hi", id="1")` as LangGraph writes it (reference 6.3).
+    const HUMAN: &str = "c7880594bd6c616e67636861696e5f636f72652e6d657373616765732e68756d616e\
+        ac48756d616e4d65737361676586a7636f6e74656e74a26869b16164646974696f6e616c5f6b7761726773\
+        80b1726573706f6e73655f6d6574616461746180a474797065a568756d616ea46e616d65c0a26964a131b3\
+        6d6f64656c5f76616c69646174655f6a736f6e";
+
+    /// `[AIMessage(content="", id="a1", tool_calls=[{"name": "search", "args": {"q":
+    /// "cats"}, "id": "call_1"}]), ToolMessage(content="3 cats", tool_call_id="call_1",
+    /// id="t1")]` as langgraph-checkpoint 4.3.2 with langchain-core 1.7.2 writes it.
+    const AI_AND_TOOL: &str = "92c7e10594ba6c616e67636861696e5f636f72652e6d657373616765732e6169\
+        a941494d65737361676589a7636f6e74656e74a0b16164646974696f6e616c5f6b776172677380b1726573\
+        706f6e73655f6d6574616461746180a474797065a26169a46e616d65c0a26964a26131aa746f6f6c5f6361\
+        6c6c739184a46e616d65a6736561726368a46172677381a171a463617473a26964a663616c6c5f31a47479\
+        7065a9746f6f6c5f63616c6cb2696e76616c69645f746f6f6c5f63616c6c7390ae75736167655f6d657461\
+        64617461c0b36d6f64656c5f76616c69646174655f6a736f6ec7b70594bc6c616e67636861696e5f636f72\
+        652e6d657373616765732e746f6f6cab546f6f6c4d65737361676589a7636f6e74656e74a6332063617473\
+        b16164646974696f6e616c5f6b776172677380b1726573706f6e73655f6d6574616461746180a474797065\
+        a4746f6f6ca46e616d65c0a26964a27431ac746f6f6c5f63616c6c5f6964a663616c6c5f31a86172746966\
+        616374c0a6737461747573a773756363657373b36d6f64656c5f76616c69646174655f6a736f6e";
+
+    fn hex(text: &str) -> Vec<u8> {
+        let digits: Vec<u8> = text.bytes().filter(u8::is_ascii_hexdigit).collect();
+        digits
+            .chunks(2)
+            .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).unwrap(), 16).unwrap())
+            .collect()
+    }
+
+    fn msgpack_of(bytes: Vec<u8>) -> Decoded {
+        Decoded::of(&SerializedValue::new("msgpack", bytes))
+    }
+
+    /// An ext-5 object `m.C` with `payload` after the class (kwargs, method).
+    fn pydantic_v2(tail: &[u8]) -> Vec<u8> {
+        let mut payload = vec![0x94, 0xa1, b'm', 0xa1, b'C'];
+        payload.extend_from_slice(tail);
         let mut bytes = vec![0xc7, payload.len() as u8, 5];
         bytes.extend_from_slice(&payload);
-        let decoded = Decoded::of(&SerializedValue::new("msgpack", bytes));
+        bytes
+    }
+
+    #[test]
+    fn python_messages_are_shown_as_messages() {
+        let Decoded::Value(human) = msgpack_of(hex(HUMAN)) else {
+            panic!("a HumanMessage decodes");
+        };
+        assert_eq!(human, json!({"type": "human", "content": "hi", "id": "1"}));
+
+        let Decoded::Value(shown) = msgpack_of(hex(AI_AND_TOOL)) else {
+            panic!("an AIMessage and a ToolMessage decode");
+        };
+        let [ai, tool] = shown.as_array().expect("a list").as_slice() else {
+            panic!("two messages: {shown}");
+        };
+        assert_eq!(ai["type"], "ai", "{ai}");
+        assert_eq!(ai["id"], "a1");
+        assert_eq!(ai["content"], "");
+        assert_eq!(ai["tool_calls"][0]["name"], "search", "{ai}");
+        assert_eq!(ai["tool_calls"][0]["args"], json!({"q": "cats"}));
+        assert_eq!(ai["tool_calls"][0]["id"], "call_1");
+        assert_eq!(tool["type"], "tool", "{tool}");
+        assert_eq!(tool["content"], "3 cats");
+        assert_eq!(tool["tool_call_id"], "call_1");
+        assert_eq!(tool["id"], "t1");
+
+        // Nested anywhere: a message inside a map inside a list.
+        let mut nested = vec![0x91, 0x81, 0xa1, b'm'];
+        nested.extend(hex(HUMAN));
+        let Decoded::Value(nested) = msgpack_of(nested) else {
+            panic!("a nested message decodes");
+        };
+        assert_eq!(nested[0]["m"]["type"], "human", "{nested}");
+        // The same object in LangGraph's JSON form.
+        let lc2 = Message::human("hey").with_id("2").to_langgraph();
+        let stored = SerializedValue::new("json", serde_json::to_vec(&json!({"x": lc2})).unwrap());
+        let Decoded::Value(from_json) = Decoded::of(&stored) else {
+            panic!("JSON decodes");
+        };
         assert_eq!(
-            decoded.display(),
-            "<cannot decode: Python object m.C (msgpack extension type 5) (type msgpack, 11 bytes)>"
+            from_json["x"],
+            json!({"type": "human", "content": "hey", "id": "2"})
         );
-        for (tag, bytes) in [
-            ("msgpack", vec![0xdc, 0xff]),
-            ("pickle", vec![1]),
-            ("x", vec![]),
+    }
+
+    #[test]
+    fn other_python_objects_keep_their_class() {
+        // ext 5 (pydantic v2): `m.C(x=1)`.
+        let tail = [
+            0x81, 0xa1, b'x', 0x01, 0xb3, b'm', b'o', b'd', b'e', b'l', b'_', b'v', b'a', b'l',
+            b'i', b'd', b'a', b't', b'e', b'_', b'j', b's', b'o', b'n',
+        ];
+        assert_eq!(
+            msgpack_of(pydantic_v2(&tail)),
+            Decoded::Value(json!({
+                "lc": 2, "type": "constructor", "id": ["m", "C"], "ext": 5,
+                "method": "model_validate_json", "args": [], "kwargs": {"x": 1},
+            }))
+        );
+        // A `_DeltaSnapshot([1])` is its value.
+        assert_eq!(
+            msgpack_of(vec![0xd5, 7, 0x91, 0x01]),
+            Decoded::Value(json!([1]))
+        );
+        // A class outside `langchain_core.messages` is not read as a message, even if named
+        // like one.
+        let mut lookalike: Value = Message::human("x").to_langgraph();
+        lookalike["id"] = json!(["mine", "HumanMessage"]);
+        let stored = SerializedValue::new("json", serde_json::to_vec(&lookalike).unwrap());
+        assert_eq!(Decoded::of(&stored), Decoded::Value(lookalike));
+    }
+
+    #[test]
+    fn what_cannot_be_read_is_reported_with_the_reason() {
+        // A method LangGraph never allows, named with its class by the codec.
+        let decoded = msgpack_of(pydantic_v2(&[0x80, 0xa1, b'v']));
+        assert!(
+            decoded.display().starts_with("<cannot decode: ")
+                && decoded.display().contains("m.C")
+                && decoded.display().ends_with("(type msgpack, 11 bytes)>"),
+            "{}",
+            decoded.display()
+        );
+        // An extension code LangGraph does not define.
+        let decoded = msgpack_of(vec![0xd4, 9, 0xc0]);
+        assert!(
+            decoded.display().contains("extension type 9"),
+            "{decoded:?}"
+        );
+        for (tag, bytes, needle) in [
+            ("msgpack", vec![0xdc, 0xff], "end of input"),
+            ("msgpack", vec![0x91; 1000], "deeper than 128"),
+            ("pickle", vec![1], "pickle"),
+            ("msgpack+aes", vec![1, 2], "encrypted"),
+            ("postcard", vec![1], "not self-describing"),
+            ("bincode", vec![1], "not self-describing"),
+            ("json", b"{".to_vec(), "invalid JSON"),
+            ("x", vec![], "unknown"),
         ] {
-            let decoded = Decoded::of(&SerializedValue::new(tag, bytes));
-            assert!(decoded.value().is_none(), "{tag}");
-            assert_eq!(decoded.to_json()["type"], tag);
+            let decoded = Decoded::of(&SerializedValue::new(tag, bytes.clone()));
+            assert!(decoded.value().is_none(), "{tag} {bytes:?}");
+            let shown = decoded.to_json();
+            assert_eq!(shown["type"], tag);
+            assert_eq!(shown["bytes"], bytes.len());
+            let reason = shown["undecodable"].as_str().unwrap_or_default();
+            assert!(
+                !reason.is_empty() && reason.contains(needle),
+                "{tag}: {reason}"
+            );
         }
+        // Stored bytes, null and a bytearray need no codec.
+        for (tag, bytes, value) in [
+            ("bytes", vec![1, 2], json!([1, 2])),
+            ("bytearray", vec![3], json!([3])),
+            ("null", vec![], Value::Null),
+        ] {
+            assert_eq!(
+                Decoded::of(&SerializedValue::new(tag, bytes)),
+                Decoded::Value(value)
+            );
+        }
+    }
+
+    #[test]
+    fn runtime_messages_are_shown_as_dicts() {
         let messages = vec![Message::human("hi")];
         let stored = Serde::default().dumps(&messages).unwrap();
         let shown = Decoded::of(&stored).to_json();
         assert_eq!(shown, serde_json::to_value(&messages).unwrap());
         assert!(shown[0].is_object(), "{shown}");
-        let deep = vec![0x91; 1000];
-        assert!(msgpack(&deep).is_err());
+        // In LangGraph's encoding too.
+        let stored = Serde::new(waypoint_checkpoint::Format::LangGraph)
+            .dumps(&messages)
+            .unwrap();
+        assert_eq!(Decoded::of(&stored).to_json(), shown);
     }
 }

@@ -10,9 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use anyhow::{Context as _, Result};
 use serde_json::{Value, json};
 use waypoint_checkpoint::{
-    CheckpointSaver, CheckpointTuple, DELTA_COUNTERS_KEY, Serde, SerializedValue, channels,
+    CheckpointSaver, CheckpointTuple, DELTA_COUNTERS_KEY, SerializedValue, channels,
 };
-use waypoint_runtime::{Message, add_messages};
+use waypoint_runtime::{Interrupt, Message, add_messages};
 
 use super::decode::Decoded;
 
@@ -74,29 +74,41 @@ pub(crate) async fn channel_values(
 /// remove-all); anything else by `append`, which concatenates. (A message channel declared
 /// with plain `append` folds the same unless two of its messages share an id.)
 fn fold(seed: Option<&SerializedValue>, writes: &[&SerializedValue]) -> Decoded {
-    let parts: Vec<&SerializedValue> = seed.into_iter().chain(writes.iter().copied()).collect();
-    if let Some(messages) = fold_messages(&parts) {
+    let stored: Vec<&SerializedValue> = seed.into_iter().chain(writes.iter().copied()).collect();
+    let mut parts = Vec::with_capacity(stored.len());
+    for value in &stored {
+        match Decoded::of(value) {
+            Decoded::Value(value) => parts.push(value),
+            undecodable => return undecodable,
+        }
+    }
+    if let Some(messages) = fold_messages(&stored, &parts) {
         return messages;
     }
     let mut items = Vec::new();
-    for stored in parts {
-        let decoded = Decoded::of(stored);
-        match decoded.value() {
-            Some(Value::Array(list)) => items.extend(list.iter().cloned()),
-            Some(Value::Null) => {}
-            Some(other) => items.push(other.clone()),
-            None => return decoded,
+    for part in parts {
+        match part {
+            Value::Array(list) => items.extend(list),
+            Value::Null => {}
+            other => items.push(other),
         }
     }
     Decoded::Value(Value::Array(items))
 }
 
-/// The parts folded by `add_messages`, or `None` unless every part is a list of messages.
-fn fold_messages(parts: &[&SerializedValue]) -> Option<Decoded> {
-    let serde = Serde::default();
+/// The `parts` (decoded from `stored`) folded by `add_messages`, or `None` unless every part
+/// is a list of messages, each shown as a dict with a `type` that `Message` reads.
+fn fold_messages(stored: &[&SerializedValue], parts: &[Value]) -> Option<Decoded> {
     let mut messages: Vec<Message> = Vec::new();
-    for stored in parts {
-        let update = serde.loads::<Vec<Message>>(stored).ok()?;
+    for (stored, part) in stored.iter().zip(parts) {
+        let update = part
+            .as_array()?
+            .iter()
+            .map(|item| {
+                item.get("type")?.as_str()?;
+                serde_json::from_value::<Message>(item.clone()).ok()
+            })
+            .collect::<Option<Vec<Message>>>()?;
         if let Err(e) = add_messages(&mut messages, update) {
             return Some(Decoded::Undecodable {
                 reason: format!("the messages do not fold: {e}"),
@@ -116,13 +128,7 @@ pub(crate) fn next_nodes(tuple: &CheckpointTuple) -> Vec<String> {
     if let Some(stored) = checkpoint.channel_values.get(channels::TASKS)
         && let Decoded::Value(Value::Array(sends)) = Decoded::of(stored)
     {
-        for send in &sends {
-            // LangGraph's `Send` objects decode to {node, arg}; the runtime's to [node, arg].
-            let node = send.get("node").or_else(|| send.get(0));
-            if let Some(node) = node.and_then(Value::as_str) {
-                out.push(node.to_owned());
-            }
-        }
+        out.extend(sends.iter().filter_map(send_node).map(str::to_owned));
     }
     let mut pulled = BTreeSet::new();
     for channel in checkpoint.channel_values.keys() {
@@ -144,6 +150,25 @@ pub(crate) fn next_nodes(tuple: &CheckpointTuple) -> Vec<String> {
     }
     out.extend(pulled);
     out
+}
+
+/// The node a stored `Send` goes to: LangGraph's `langgraph.types.Send` (its `lc: 2` form,
+/// arguments `[node, arg]`), the runtime's `[node, arg]` pair, or a `{node, arg}` map.
+fn send_node(send: &Value) -> Option<&str> {
+    let node = match send {
+        Value::Object(map) if map.get("lc").and_then(Value::as_u64) == Some(2) => {
+            let id = map.get("id").and_then(Value::as_array)?;
+            let class: Vec<&str> = id.iter().filter_map(Value::as_str).collect();
+            if class != ["langgraph", "types", "Send"] {
+                return None;
+            }
+            map.get("args")?.get(0)?
+        }
+        Value::Object(map) => map.get("node")?,
+        Value::Array(pair) => pair.first()?,
+        _ => return None,
+    };
+    node.as_str()
 }
 
 /// The interrupts written against `tuple`, as `{task_id, id, value}`. With `pending_only`,
@@ -173,14 +198,27 @@ pub(crate) fn interrupts(tuple: &CheckpointTuple, pending_only: bool) -> Vec<Val
         let items = match decoded.value() {
             Some(Value::Array(items)) => items.clone(),
             Some(other) => vec![other.clone()],
-            None => vec![json!({"id": null, "value": decoded.to_json()})],
+            None => {
+                let value = decoded.to_json();
+                out.push(json!({"task_id": write.task_id, "id": null, "value": value}));
+                continue;
+            }
         };
         for item in items {
-            out.push(json!({
-                "task_id": write.task_id,
-                "id": item.get("id").cloned().unwrap_or(Value::Null),
-                "value": item.get("value").cloned().unwrap_or(item),
-            }));
+            // LangGraph's `Interrupt` (any version's fields) or the runtime's own forms;
+            // anything else is shown whole, without an id.
+            let shaped = match &item {
+                Value::Object(map) => map.contains_key("lc") || map.contains_key("value"),
+                Value::Array(_) => true,
+                _ => false,
+            };
+            let read = shaped.then(|| Interrupt::from_value(item.clone()).ok());
+            let (id, value) = match read.flatten() {
+                Some(i) if !i.id.is_empty() => (Value::String(i.id), i.value),
+                Some(i) => (Value::Null, i.value),
+                None => (Value::Null, item),
+            };
+            out.push(json!({"task_id": write.task_id, "id": id, "value": value}));
         }
     }
     out
@@ -210,7 +248,9 @@ pub(crate) fn changed_channels(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use waypoint_checkpoint::{Checkpoint, CheckpointConfig, CheckpointMetadata, Serde};
+    use waypoint_checkpoint::{
+        Checkpoint, CheckpointConfig, CheckpointMetadata, PendingWrite, Serde,
+    };
 
     fn tuple(checkpoint: Checkpoint) -> CheckpointTuple {
         CheckpointTuple {
@@ -247,6 +287,64 @@ mod tests {
         assert_eq!(next_nodes(&tuple(checkpoint)), ["c", "b"]);
     }
 
+    /// Python's `[Send("c", {"x": 1})]` and `[Interrupt(value={"question": "name?"},
+    /// id="abc")]` as langgraph 1.2.22 writes them (the interrupt has `response_schema`).
+    const PY_SENDS: &str = "91c71d0193af6c616e6767726170682e7479706573a453656e6492a16381a17801";
+    const PY_INTERRUPTS: &str = "91c74a0293af6c616e6767726170682e7479706573a9496e7465727275707483\
+        a576616c756581a87175657374696f6ea56e616d653fa26964a3616263af726573706f6e73655f736368656d\
+        61c0";
+
+    fn msgpack_hex(text: &str) -> SerializedValue {
+        let digits: Vec<u8> = text.bytes().filter(u8::is_ascii_hexdigit).collect();
+        let bytes = digits
+            .chunks(2)
+            .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).unwrap(), 16).unwrap())
+            .collect::<Vec<u8>>();
+        SerializedValue::new("msgpack", bytes)
+    }
+
+    #[test]
+    fn python_sends_and_interrupts_are_read() {
+        let mut checkpoint = Checkpoint::new(1);
+        checkpoint
+            .channel_values
+            .insert(channels::TASKS.into(), msgpack_hex(PY_SENDS));
+        let mut tuple = tuple(checkpoint);
+        assert_eq!(next_nodes(&tuple), ["c"]);
+        let write = |task: &str, channel: &str, value: SerializedValue| PendingWrite {
+            task_id: task.into(),
+            channel: channel.into(),
+            value,
+        };
+        let serde = Serde::default();
+        let waypoint = serde
+            .dumps(&vec![waypoint_runtime::Interrupt::new(json!(7), "w1")])
+            .unwrap();
+        tuple.pending_writes = vec![
+            write("t1", channels::INTERRUPT, msgpack_hex(PY_INTERRUPTS)),
+            write("t2", channels::INTERRUPT, waypoint),
+            write(
+                "t3",
+                channels::INTERRUPT,
+                SerializedValue::new("pickle", vec![1]),
+            ),
+        ];
+        let shown = interrupts(&tuple, true);
+        assert_eq!(
+            shown[0],
+            json!({"task_id": "t1", "id": "abc", "value": {"question": "name?"}})
+        );
+        assert_eq!(shown[1], json!({"task_id": "t2", "id": "w1", "value": 7}));
+        assert_eq!(shown[2]["id"], Value::Null);
+        assert_eq!(shown[2]["value"]["type"], "pickle");
+        // A task that has written its output since is no longer pending.
+        tuple
+            .pending_writes
+            .push(write("t1", "x", serde.dumps(&1).unwrap()));
+        assert_eq!(interrupts(&tuple, true).len(), 2);
+        assert_eq!(interrupts(&tuple, false).len(), 3);
+    }
+
     #[test]
     fn folding_appends_and_folds_messages_by_the_runtime_reducer() {
         let serde = Serde::default();
@@ -256,6 +354,12 @@ mod tests {
         assert_eq!(
             fold(Some(&seed), &[&w1]),
             Decoded::Value(json!([{"id": "1", "t": "a"}, {"id": "1", "t": "b"}, "x"]))
+        );
+        // Text is text, though `Message` would read a string as a human message.
+        let words = serde.dumps(&json!(["start"])).unwrap();
+        assert_eq!(
+            fold(Some(&words), &[&words]),
+            Decoded::Value(json!(["start", "start"]))
         );
         // Messages: replace by id, then remove by id.
         let hi = Message::human("hi").with_id("1");
@@ -272,6 +376,15 @@ mod tests {
         assert_eq!(folded.as_array().map(Vec::len), Some(1), "{folded}");
         assert_eq!(folded[0]["content"], "hello");
         assert_eq!(folded[0]["id"], "1");
+        // Python's messages (LangGraph's encoding) fold with Waypoint's.
+        let python = Serde::new(waypoint_checkpoint::Format::LangGraph)
+            .dumps(&vec![Message::human("bye").with_id("1")])
+            .unwrap();
+        let Decoded::Value(folded) = fold(Some(&seed), &[&python]) else {
+            panic!("messages fold");
+        };
+        assert_eq!(folded.as_array().map(Vec::len), Some(2), "{folded}");
+        assert_eq!(folded[0]["content"], "bye");
         assert!(is_internal("branch:to:a") && is_internal("__pregel_tasks"));
         assert!(!is_internal("__root__") && !is_internal("messages"));
     }
