@@ -916,6 +916,74 @@ pub async fn new_input_starts_next_run(saver: Saver) -> TestResult {
     Ok(())
 }
 
+/// Channels the graph does not know (another program's: a Python LangGraph state with more
+/// keys) keep their values, byte for byte, in every checkpoint the graph writes after them.
+pub async fn unknown_channels_are_carried_forward(saver: Saver) -> TestResult {
+    let calls = Calls::default();
+    let graph = documented_json(Arc::clone(&saver), &calls)?;
+    let t = thread();
+    let config = RunConfig::thread(t.clone());
+    graph.invoke(Some(obj(json!({"foo": ""}))), &config).await?;
+    let thread_config = CheckpointConfig::new(t);
+    let latest = saver
+        .get_tuple(&thread_config)
+        .await?
+        .ok_or("no checkpoint")?;
+    // Another writer adds two channels the graph has no schema for.
+    let serde = waypoint_checkpoint::Serde::default();
+    let foreign = [
+        ("summary", serde.dumps(&json!("kept as written"))?),
+        (
+            "profile",
+            serde.dumps(&json!({"name": "Ada", "tags": ["x"]}))?,
+        ),
+    ];
+    let mut checkpoint = latest.checkpoint.clone();
+    checkpoint.id = waypoint_checkpoint::checkpoint_id(1);
+    checkpoint.channel_values.clear();
+    let mut new_versions = waypoint_checkpoint::ChannelVersions::new();
+    for (channel, value) in &foreign {
+        let version = saver.next_version(None)?;
+        checkpoint
+            .channel_versions
+            .insert((*channel).to_owned(), version.clone());
+        checkpoint
+            .channel_values
+            .insert((*channel).to_owned(), value.clone());
+        new_versions.insert((*channel).to_owned(), version);
+    }
+    let mut metadata = latest.metadata.clone();
+    metadata.source = Some(CheckpointSource::Update);
+    saver
+        .put(&latest.config, checkpoint, metadata, new_versions)
+        .await?;
+
+    let out = graph
+        .invoke(Some(obj(json!({"bar": ["again"]}))), &config)
+        .await?;
+    assert_eq!(
+        out.to_value(),
+        json!({"foo": "b", "bar": ["a", "b", "again", "a", "b"]})
+    );
+    let after = saver
+        .get_tuple(&thread_config)
+        .await?
+        .ok_or("no checkpoint")?;
+    assert_eq!(
+        after.metadata.step,
+        Some(6),
+        "the graph ran after the foreign write"
+    );
+    for (channel, value) in &foreign {
+        assert_eq!(
+            after.checkpoint.channel_values.get(*channel),
+            Some(value),
+            "channel `{channel}` was not carried forward"
+        );
+    }
+    Ok(())
+}
+
 /// A checkpoint whose channel bytes are garbage gives a serialization error, not a panic.
 pub async fn corrupt_channel_value_is_an_error(saver: Saver) -> TestResult {
     let calls = Calls::default();

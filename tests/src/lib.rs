@@ -65,6 +65,7 @@ macro_rules! runtime_suite {
             concurrent_last_value_writes_fail,
             nodes_share_store_across_threads,
             new_input_starts_next_run,
+            unknown_channels_are_carried_forward,
             corrupt_channel_value_is_an_error,
             thread_id_required,
             one_writer_per_thread,
