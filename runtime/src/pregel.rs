@@ -280,25 +280,35 @@ impl<S: State> CompiledGraph<S> {
         }
     }
 
-    /// The interrupts pending on a frame's checkpoint, by task id, as LangGraph reads them:
-    /// those of tasks that have not finished (a task with an output write has). An interrupt
-    /// write that cannot be read is an error naming its task.
-    pub(crate) fn read_interrupts(
-        &self,
-        frame: &Frame<S>,
-    ) -> Result<BTreeMap<String, Vec<Interrupt>>> {
+    /// The `__interrupt__` writes of a frame's checkpoint that are pending, as LangGraph
+    /// reads them: those of tasks that have not finished (a task with an output write has).
+    fn interrupt_writes<'f>(&self, frame: &'f Frame<S>) -> Vec<&'f PendingWrite> {
         let finished: BTreeSet<&str> = frame
             .pending
             .iter()
             .filter(|w| w.task_id != channels::NULL_TASK_ID && !is_control(&w.channel))
             .map(|w| w.task_id.as_str())
             .collect();
+        frame
+            .pending
+            .iter()
+            .filter(|w| {
+                w.channel == channels::INTERRUPT
+                    && w.task_id != channels::NULL_TASK_ID
+                    && !finished.contains(w.task_id.as_str())
+            })
+            .collect()
+    }
+
+    /// The interrupts pending on a frame's checkpoint, by task id (see
+    /// [`Self::interrupt_writes`]). An interrupt write that cannot be read is an error naming
+    /// its task.
+    pub(crate) fn read_interrupts(
+        &self,
+        frame: &Frame<S>,
+    ) -> Result<BTreeMap<String, Vec<Interrupt>>> {
         let mut out: BTreeMap<String, Vec<Interrupt>> = BTreeMap::new();
-        for write in frame.pending.iter().filter(|w| {
-            w.channel == channels::INTERRUPT
-                && w.task_id != channels::NULL_TASK_ID
-                && !finished.contains(w.task_id.as_str())
-        }) {
+        for write in self.interrupt_writes(frame) {
             let interrupts = self.read_interrupt_write(frame, write).map_err(|e| {
                 Error::InvalidUpdate(format!(
                     "the interrupt of task `{}` cannot be read: {e}",
@@ -315,26 +325,19 @@ impl<S: State> CompiledGraph<S> {
     /// [`Self::read_interrupts`] for display, which cannot fail: an interrupt write that
     /// cannot be read shows as an interrupt with no id whose value says why.
     pub(crate) fn pending_interrupts(&self, frame: &Frame<S>) -> BTreeMap<String, Vec<Interrupt>> {
-        match self.read_interrupts(frame) {
-            Ok(interrupts) => interrupts,
-            Err(_) => {
-                let mut out: BTreeMap<String, Vec<Interrupt>> = BTreeMap::new();
-                for write in frame.pending.iter().filter(|w| {
-                    w.channel == channels::INTERRUPT && w.task_id != channels::NULL_TASK_ID
-                }) {
-                    let interrupts = self.read_interrupt_write(frame, write).unwrap_or_else(|e| {
-                        vec![Interrupt::new(
-                            Value::String(format!("<cannot decode interrupt: {e}>")),
-                            "",
-                        )]
-                    });
-                    out.entry(write.task_id.clone())
-                        .or_default()
-                        .extend(interrupts);
-                }
-                out
-            }
+        let mut out: BTreeMap<String, Vec<Interrupt>> = BTreeMap::new();
+        for write in self.interrupt_writes(frame) {
+            let interrupts = self.read_interrupt_write(frame, write).unwrap_or_else(|e| {
+                vec![Interrupt::new(
+                    Value::String(format!("<cannot decode interrupt: {e}>")),
+                    "",
+                )]
+            });
+            out.entry(write.task_id.clone())
+                .or_default()
+                .extend(interrupts);
         }
+        out
     }
 
     /// The interrupts of one `__interrupt__` write: a list (LangGraph writes a tuple), or a

@@ -347,3 +347,86 @@ async fn resume_by_id_reaches_an_interrupt_inside_a_subgraph() -> TestResult {
     assert_eq!(got, ["inner", "side"]);
     Ok(())
 }
+
+/// Two tasks pause; answering one by id finishes it. As LangGraph reads a step's writes,
+/// only the unfinished task's interrupt is still pending, though the finished one's write
+/// stays stored.
+#[tokio::test]
+async fn interrupts_of_finished_tasks_are_not_pending() -> TestResult {
+    let saver = Arc::new(InMemorySaver::new());
+    let mut graph = StateGraph::json(JsonSchema::new().append("answers"));
+    for name in ["left", "right"] {
+        graph.add_node(name, |_s: JsonState, ctx: Context| async move {
+            Ok(obj(json!({"answers": [ctx.interrupt(ctx.node())?]})))
+        });
+        graph.add_edge(START, name).add_edge(name, END);
+    }
+    let graph = graph.compile(options(&saver, Format::Json))?;
+    let config = thread();
+    let out = graph.invoke(Some(obj(json!({}))), &config).await?;
+    let left = out
+        .interrupts
+        .iter()
+        .find(|i| i.value == json!("left"))
+        .ok_or("no left interrupt")?
+        .clone();
+    let out = graph
+        .invoke(
+            Command::resume_by_id([(left.id.clone(), json!("L"))]),
+            &config,
+        )
+        .await?;
+    assert_eq!(out.interrupts.len(), 1);
+    assert_eq!(out.interrupts[0].value, json!("right"));
+    let snap = graph.get_state(&config).await?;
+    assert_eq!(snap.interrupts, out.interrupts);
+    let stored = pending(&saver, &config, "").await;
+    let interrupt_writes = stored
+        .iter()
+        .filter(|w| w.channel == channels::INTERRUPT)
+        .count();
+    assert_eq!(interrupt_writes, 2, "the finished task's write is kept");
+    // A single value now answers the one pending interrupt.
+    let out = graph.invoke(Command::resume("R"), &config).await?;
+    assert!(!out.interrupted);
+    assert_eq!(out.get("answers"), Some(&json!(["L", "R"])));
+    Ok(())
+}
+
+/// An `__interrupt__` write that cannot be read shows as such in `get_state`, and a resume
+/// fails naming the task instead of skipping it.
+#[tokio::test]
+async fn an_unreadable_interrupt_is_an_error_not_a_skip() -> TestResult {
+    let saver = Arc::new(InMemorySaver::new());
+    let graph = asking(&saver, Format::Json);
+    let config = thread();
+    graph.invoke(Some(obj(json!({}))), &config).await?;
+    let snap = graph.get_state(&config).await?;
+    let task = &snap.tasks[0];
+    let bad = Serde::new(Format::Json).dumps(&json!([{"lc": 2, "type": "constructor",
+        "id": ["langgraph", "types", "Send"], "ext": 1, "args": ["x", 1], "kwargs": {}}]))?;
+    let at = CheckpointConfig {
+        thread_id: config.thread_id.clone().unwrap_or_default(),
+        checkpoint_ns: Some(String::new()),
+        checkpoint_id: snap.config.checkpoint_id.clone(),
+    };
+    saver
+        .put_writes(
+            &at,
+            vec![(channels::INTERRUPT.to_owned(), bad)],
+            &task.id,
+            "",
+        )
+        .await?;
+    let snap = graph.get_state(&config).await?;
+    assert_eq!(snap.interrupts.len(), 1);
+    let shown = snap.interrupts[0].value.as_str().unwrap_or_default();
+    assert!(shown.contains("langgraph.types.Interrupt"), "{shown}");
+    let err = graph
+        .invoke(Command::resume("x"), &config)
+        .await
+        .err()
+        .ok_or("a resume over an unreadable interrupt must fail")?;
+    assert!(err.to_string().contains(&task.id), "{err}");
+    Ok(())
+}
