@@ -165,3 +165,91 @@ pub(crate) async fn embed_items(
     }
     ready
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use async_trait::async_trait;
+    use chrono::DateTime;
+
+    use super::*;
+    use crate::{Embedder, HashingEmbedder};
+
+    /// The hashing embedder, refusing any call with a text containing "REFUSED" (or every
+    /// call, when `away`).
+    #[derive(Debug)]
+    struct Picky {
+        away: bool,
+    }
+
+    #[async_trait]
+    impl Embedder for Picky {
+        fn dims(&self) -> usize {
+            8
+        }
+
+        async fn embed_documents(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+            if self.away || texts.iter().any(|t| t.contains("REFUSED")) {
+                return Err(Error::Embedding(String::from("refused")));
+            }
+            HashingEmbedder::new(8).embed_documents(texts).await
+        }
+    }
+
+    fn item(key: &str, value: &str) -> Unembedded {
+        let at = DateTime::from_timestamp_micros(1_700_000_000_000_000).expect("in range");
+        Unembedded {
+            key: ItemKey::new(["ns"], key),
+            value: value.to_owned(),
+            updated_at: Timestamp::new(at),
+        }
+    }
+
+    #[test]
+    fn fields_are_named_as_a_put_names_them() -> Result<()> {
+        let fields = [String::from("text"), String::from("tags[*]")];
+        let texts = texts_of(&item("k", r#"{"text": "x", "tags": ["a", "b"]}"#), &fields)?;
+        let names: Vec<&str> = texts.iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(names, ["text", "tags[*].0", "tags[*].1"]);
+        assert!(matches!(
+            texts_of(&item("k", "not json"), &fields),
+            Err(Error::Corrupt(_))
+        ));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_refused_item_holds_up_no_other() {
+        let index = IndexConfig::new(Arc::new(Picky { away: false })).fields(["text"]);
+        let failures = Failures::default();
+        let items = vec![
+            item("one", r#"{"text": "first"}"#),
+            item("bad", r#"{"text": "REFUSED"}"#),
+            item("none", r#"{"other": 1}"#),
+            item("two", r#"{"text": "second"}"#),
+        ];
+        let ready = embed_items(&index, items, &failures).await;
+        let keys: Vec<&str> = ready.iter().map(|(k, _, _)| k.key.as_str()).collect();
+        assert_eq!(keys, ["one", "none", "two"]);
+        assert!(ready[1].2.is_empty(), "no text, no vectors");
+        let skipped: Vec<String> = failures.current().into_iter().map(|(k, _)| k.key).collect();
+        assert_eq!(skipped, ["bad"]);
+    }
+
+    #[tokio::test]
+    async fn an_embedder_away_leaves_the_rest_to_be_tried_again_soon() {
+        let index = IndexConfig::new(Arc::new(Picky { away: true })).fields(["text"]);
+        let failures = Failures::default();
+        let items = vec![
+            item("one", r#"{"text": "first"}"#),
+            item("two", r#"{"text": "second"}"#),
+        ];
+        assert!(embed_items(&index, items, &failures).await.is_empty());
+        assert_eq!(failures.current().len(), 2);
+        // `two` waits only AWAY_BACKOFF.
+        tokio::time::sleep(AWAY_BACKOFF + Duration::from_millis(50)).await;
+        let left: Vec<String> = failures.current().into_iter().map(|(k, _)| k.key).collect();
+        assert_eq!(left, ["one"]);
+    }
+}
