@@ -58,7 +58,8 @@ struct Namespace {
     checkpoints: BTreeMap<String, Stored>,
     /// Channel to version to value; `None` is a versioned-but-empty channel.
     blobs: HashMap<String, HashMap<ChannelVersion, Option<SerializedValue>>>,
-    /// Checkpoint id to its writes by `(task_id, idx)`; may precede the checkpoint.
+    /// Checkpoint id to its writes by `(task_id, idx)` (read in [`step_order`]); may precede
+    /// the checkpoint.
     writes: HashMap<String, BTreeMap<(String, i64), StoredWrite>>,
 }
 
@@ -75,7 +76,7 @@ struct Stored {
 struct StoredWrite {
     channel: String,
     value: SerializedValue,
-    #[allow(dead_code)] // Kept as LangGraph does; copied with the thread.
+    /// The path `put_writes` was given: reads order by it first.
     task_path: String,
 }
 
@@ -195,8 +196,8 @@ impl InMemorySaver {
         }
         let pending_writes = match ns.writes.get(id) {
             None => Vec::new(),
-            Some(writes) => writes
-                .iter()
+            Some(writes) => step_order(writes)
+                .into_iter()
                 .map(|((task_id, idx), w)| {
                     let slot = write_slot(thread_id, ns_name, id, task_id, &w.channel, *idx);
                     Ok(PendingWrite {
@@ -252,6 +253,17 @@ impl InMemorySaver {
         }
         Ok(())
     }
+}
+
+/// A checkpoint's writes in the order a step applied them, LangGraph's `writes_sort_key`:
+/// `(task_path, task_id, idx)`.
+fn step_order(
+    writes: &BTreeMap<(String, i64), StoredWrite>,
+) -> Vec<(&(String, i64), &StoredWrite)> {
+    let mut ordered: Vec<_> = writes.iter().collect();
+    // The map gives `(task_id, idx)` order; a stable sort by path puts the path first.
+    ordered.sort_by(|a, b| a.1.task_path.cmp(&b.1.task_path));
+    ordered
 }
 
 fn write_slot<'a>(
@@ -521,11 +533,11 @@ impl CheckpointSaver for InMemorySaver {
             let Some(ancestor) = ns.checkpoints.get(id) else {
                 break;
             };
-            let writes = ns.writes.get(id);
+            let writes = ns.writes.get(id).map(step_order).unwrap_or_default();
             let mut still_open = Vec::with_capacity(open.len());
             for channel in open {
                 let mut mine = Vec::new();
-                for ((task_id, idx), w) in writes.into_iter().flatten() {
+                for &((task_id, idx), w) in &writes {
                     if &w.channel == channel {
                         let slot = write_slot(thread_id, ns_name, id, task_id, channel, *idx);
                         mine.push(PendingWrite {

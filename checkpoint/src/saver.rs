@@ -132,8 +132,9 @@ impl Lease {
 /// What a delta channel needs to rebuild its value at a checkpoint.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DeltaChannelHistory {
-    /// The channel's writes on the ancestors path, oldest first, `(task_id, idx)` order within
-    /// one checkpoint; the target checkpoint's own writes are excluded.
+    /// The channel's writes on the ancestors path, oldest first, `(task_path, task_id, idx)`
+    /// order within one checkpoint (the order a step applied them); the target checkpoint's
+    /// own writes are excluded.
     pub writes: Vec<PendingWrite>,
     /// The value stored at the nearest ancestor that has one; `None` if no ancestor has.
     pub seed: Option<SerializedValue>,
@@ -174,7 +175,9 @@ pub enum Save {
 /// * Latest = greatest checkpoint id in `(thread_id, checkpoint_ns)`; namespaces never mix.
 /// * Channel values are stored per `(thread, ns, channel, version)`, only for channels in
 ///   `new_versions`; others are joined by version from older checkpoints.
-/// * Pending writes belong to one checkpoint and are returned ordered by `(task_id, idx)`.
+/// * Pending writes belong to one checkpoint and are returned ordered by
+///   `(task_path, task_id, idx)`, LangGraph's `writes_sort_key`: the order a step applied its
+///   tasks' writes (paths compare as bytes, `idx` as a number).
 #[async_trait]
 pub trait CheckpointSaver: Send + Sync + Debug {
     /// Short backend name used in errors (`memory`, `sqlite`, ...).
@@ -425,6 +428,8 @@ pub fn ids_to_keep<'s>(
 }
 
 /// The delta-history walk over `get_tuple` and parent links; works on any saver.
+///
+/// Each ancestor's writes keep the order `get_tuple` gives them, `(task_path, task_id, idx)`.
 pub async fn walk_delta_history<S: CheckpointSaver + ?Sized>(
     saver: &S,
     config: &CheckpointConfig,

@@ -349,6 +349,6 @@ pub struct CheckpointTuple {
     pub metadata: CheckpointMetadata,
     /// The parent's config, `None` for the first checkpoint of a namespace.
     pub parent_config: Option<CheckpointConfig>,
-    /// Writes stored against this checkpoint, ordered by `(task_id, idx)`.
+    /// Writes stored against this checkpoint, ordered by `(task_path, task_id, idx)`.
     pub pending_writes: Vec<PendingWrite>,
 }

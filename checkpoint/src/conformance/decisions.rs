@@ -202,7 +202,8 @@ pub async fn put_writes_before_checkpoint(saver: &dyn CheckpointSaver) -> Result
     Ok(())
 }
 
-/// Pending writes are ordered by `(task_id, idx)`, reserved channels first within a task.
+/// With equal task paths (empty here), pending writes are ordered by `(task_id, idx)`, reserved
+/// channels first within a task.
 pub async fn pending_writes_ordered_by_task_and_idx(saver: &dyn CheckpointSaver) -> Result<()> {
     let c = put_empty(saver, &cfg(&thread(), ""), meta(CheckpointSource::Loop, 0)).await?;
     saver
@@ -244,6 +245,71 @@ pub async fn pending_writes_ordered_by_task_and_idx(saver: &dyn CheckpointSaver)
         ("task-b", "__interrupt__"),
         ("task-b", "x"),
         ("task-b", "y"),
+    ];
+    assert_eq!(order, expected.map(|(a, b)| (a.to_owned(), b.to_owned())));
+    let listed = saver.list(Some(&c), &ListOptions::default()).await?;
+    assert_eq!(listed[0].pending_writes, tuple.pending_writes);
+    Ok(())
+}
+
+/// Pending writes are ordered by `(task_path, task_id, idx)`, LangGraph's `writes_sort_key`
+/// (the order a step applies its tasks): the path decides before the task id, paths compare
+/// as bytes (`Z` before `a`, `z` before `é`, not as a locale would), equal paths fall back to
+/// the task id and one task's writes to `idx`.
+pub async fn pending_writes_ordered_by_task_path_first(saver: &dyn CheckpointSaver) -> Result<()> {
+    let c = put_empty(saver, &cfg(&thread(), ""), meta(CheckpointSource::Loop, 0)).await?;
+    // Arrival order; the task ids sort nearly the other way round from the paths.
+    let tasks: [(&str, &str, &[&str]); 7] = [
+        ("task-a", "~__pregel_push, 0000000010, False", &["a"]),
+        ("task-b", "~__pregel_push, 0000000002, False", &["b1", "b2"]),
+        ("task-c", "~__pregel_pull, \u{e9}t\u{e9}", &["c"]),
+        ("task-d", "~__pregel_pull, zeta", &["d"]),
+        ("task-e", "~__pregel_pull, alpha", &["e"]),
+        ("task-f", "~__pregel_pull, Zed", &["f"]),
+        ("task-g", "", &["g"]),
+    ];
+    for (task, path, chans) in tasks {
+        let writes = chans
+            .iter()
+            .enumerate()
+            .map(|(i, ch)| ((*ch).to_owned(), val(json!(i))))
+            .collect();
+        saver.put_writes(&c, writes, task, path).await?;
+    }
+    // A reserved channel (negative idx) of task-b, and a second task on task-e's path.
+    saver
+        .put_writes(
+            &c,
+            vec![(channels::INTERRUPT.into(), val(json!("i")))],
+            "task-b",
+            "~__pregel_push, 0000000002, False",
+        )
+        .await?;
+    saver
+        .put_writes(
+            &c,
+            vec![("e0".into(), val(json!(0)))],
+            "task-0",
+            "~__pregel_pull, alpha",
+        )
+        .await?;
+    let tuple = saver.get_tuple(&c).await?.expect("stored");
+    let order: Vec<(String, String)> = tuple
+        .pending_writes
+        .iter()
+        .map(|w| (w.task_id.clone(), w.channel.clone()))
+        .collect();
+    let expected = [
+        ("task-g", "g"),
+        ("task-f", "f"),
+        ("task-0", "e0"),
+        ("task-e", "e"),
+        ("task-d", "d"),
+        ("task-c", "c"),
+        ("task-b", "__interrupt__"),
+        ("task-b", "b1"),
+        ("task-b", "b2"),
+        ("task-a", "a"),
     ];
     assert_eq!(order, expected.map(|(a, b)| (a.to_owned(), b.to_owned())));
     let listed = saver.list(Some(&c), &ListOptions::default()).await?;

@@ -246,7 +246,8 @@ pub async fn delta_history_seed_ancestor_own_writes_replayed(
     Ok(())
 }
 
-/// Writes of one super-step come in task id order, whatever the arrival order.
+/// Writes of one super-step with equal (empty) task paths come in task id order, whatever the
+/// arrival order.
 pub async fn delta_history_orders_same_step_writes_by_task(
     saver: &dyn CheckpointSaver,
 ) -> Result<()> {
@@ -283,6 +284,74 @@ pub async fn delta_history_orders_same_step_writes_by_task(
         .map(|w| w.task_id.as_str())
         .collect();
     assert_eq!(tasks, ["task-a", "task-b"]);
+    Ok(())
+}
+
+/// Writes of one super-step come in `(task_path, task_id, idx)` order, the order the step
+/// applied them (LangGraph's `writes_sort_key`), ancestor by ancestor, for every channel asked:
+/// the path decides before the task id and paths compare as bytes.
+pub async fn delta_history_orders_same_step_writes_by_task_path(
+    saver: &dyn CheckpointSaver,
+) -> Result<()> {
+    let t = thread();
+    let mut parent = saver
+        .put(
+            &cfg(&t, ""),
+            checkpoint(
+                0,
+                &[("ch", json!([0])), ("other", json!([0]))],
+                &[("ch", 1), ("other", 1)],
+            ),
+            meta(CheckpointSource::Loop, 0),
+            versions(&[("ch", 1), ("other", 1)]),
+        )
+        .await?;
+    // Per step, arrival order; ids sort the other way round from the paths.
+    let steps: [&[(&str, &str)]; 2] = [
+        &[
+            ("task-a", "~__pregel_push, 0000000010, False"),
+            ("task-b", "~__pregel_push, 0000000002, False"),
+            ("task-c", "~__pregel_pull, alpha"),
+            ("task-d", "~__pregel_pull, Zed"),
+        ],
+        &[
+            ("task-a", "~__pregel_pull, zeta"),
+            ("task-b", "~__pregel_pull, \u{e9}t\u{e9}"),
+            ("task-c", "~__pregel_pull, node"),
+            ("task-z", ""),
+        ],
+    ];
+    for (step, tasks) in steps.iter().enumerate() {
+        let version = step as u64 + 2;
+        parent = saver
+            .put(
+                &parent,
+                checkpoint(step as i64 + 1, &[], &[("ch", version), ("other", version)]),
+                meta(CheckpointSource::Loop, step as i64 + 1),
+                versions(&[("ch", version), ("other", version)]),
+            )
+            .await?;
+        for (task, path) in tasks.iter() {
+            let writes = vec![
+                ("ch".into(), val(json!(format!("{step}:{task}:0")))),
+                ("other".into(), val(json!(format!("{step}:{task}")))),
+                ("ch".into(), val(json!(format!("{step}:{task}:1")))),
+            ];
+            saver.put_writes(&parent, writes, task, path).await?;
+        }
+    }
+    let head = put_empty(saver, &parent, meta(CheckpointSource::Loop, 3)).await?;
+    let h = history(saver, &head, &["ch", "other"]).await?;
+    let in_order = ["0:task-d", "0:task-c", "0:task-b", "0:task-a"]
+        .into_iter()
+        .chain(["1:task-z", "1:task-c", "1:task-a", "1:task-b"]);
+    let ch: Vec<Value> = in_order
+        .clone()
+        .flat_map(|t| [json!(format!("{t}:0")), json!(format!("{t}:1"))])
+        .collect();
+    let other: Vec<Value> = in_order.map(|t| json!(t)).collect();
+    assert_eq!(h["ch"], (ch, Some(json!([0]))));
+    assert_eq!(h["other"], (other, Some(json!([0]))));
     Ok(())
 }
 

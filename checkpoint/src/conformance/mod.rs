@@ -126,12 +126,14 @@ macro_rules! __checkpoint_cases {
             delta_history_excludes_target_pending_writes delta_history_multi_channel
             delta_history_empty_channels delta_history_walk_to_root_no_seed
             delta_history_plain_value_as_seed delta_history_seed_ancestor_own_writes_replayed
-            delta_history_orders_same_step_writes_by_task delta_history_follows_parents_not_ids
+            delta_history_orders_same_step_writes_by_task
+            delta_history_orders_same_step_writes_by_task_path delta_history_follows_parents_not_ids
             delta_history_latest_when_no_id delta_history_unknown_target
             filter_containment_nested_objects filter_containment_arrays
             filter_null_matches_only_explicit_null filter_keys_are_data
             put_writes_mixed_special_and_regular_first_wins put_writes_all_special_last_wins
             put_writes_before_checkpoint pending_writes_ordered_by_task_and_idx
+            pending_writes_ordered_by_task_path_first
             list_orders_globally_across_threads list_before_across_threads
             reput_keeps_parent metadata_nul_stripped empty_version_hides_older_value
             namespaces_never_mix
