@@ -239,7 +239,7 @@ fn linear_delta_history(
                     "SELECT checkpoint_id, task_id, idx, type, blob FROM checkpoint_writes
                      WHERE thread_id = ?1 AND checkpoint_ns = ?2
                          AND checkpoint_id BETWEEN ?3 AND ?4 AND channel = ?5
-                     ORDER BY checkpoint_id, task_id, idx",
+                     ORDER BY checkpoint_id, task_path, task_id, idx",
                 )
                 .map_err(sqlite_error)?;
             let mut rows = stmt
@@ -318,8 +318,8 @@ pub(crate) struct RawHistory {
 /// blobs) and probe the chain for each.
 ///
 /// The result holds the ancestors' writes to each channel (`task_id` not null), oldest
-/// ancestor first and by `(task_id, idx)` within one, and each channel's seed (`task_id`
-/// null, the last column is then its version).
+/// ancestor first and by `(task_path, task_id, idx)` within one (as `get_tuple` orders
+/// them), and each channel's seed (`task_id` null, the seventh column is then its version).
 ///
 /// `?1` thread, `?2` namespace, `?3` target id (`NULL`: the latest), `?4` the channels as a
 /// JSON array of distinct names.
@@ -340,18 +340,19 @@ const DELTA_HISTORY: &str =
     WHERE NOT chain.seeded
         AND c.thread_id = ?1 AND c.checkpoint_ns = ?2 AND c.checkpoint_id = chain.parent_id
 )
-SELECT chain.depth, w.channel, w.task_id, w.idx, w.type, w.blob, chain.checkpoint_id
+SELECT chain.depth, w.channel, w.task_id, w.idx, w.type, w.blob, chain.checkpoint_id,
+    w.task_path
 FROM chain CROSS JOIN checkpoint_writes w
 WHERE chain.depth > 0 AND w.thread_id = ?1 AND w.checkpoint_ns = ?2
     AND w.checkpoint_id = chain.checkpoint_id AND w.channel = chain.channel
 UNION ALL
-SELECT chain.depth, b.channel, NULL, NULL, b.type, b.blob, b.version
+SELECT chain.depth, b.channel, NULL, NULL, b.type, b.blob, b.version, NULL
 FROM chain CROSS JOIN checkpoints c CROSS JOIN checkpoint_blobs b
 WHERE chain.seeded
     AND c.thread_id = ?1 AND c.checkpoint_ns = ?2 AND c.checkpoint_id = chain.checkpoint_id
     AND b.thread_id = ?1 AND b.checkpoint_ns = ?2 AND b.channel = chain.channel
     AND b.version = CAST(json_extract(c.checkpoint, chain.path) AS TEXT)
-ORDER BY 1 DESC, 3, 4";
+ORDER BY 1 DESC, 8, 3, 4";
 
 /// [`DELTA_HISTORY`], read into histories.
 fn chained_delta_history(
@@ -443,8 +444,9 @@ mod tests {
         SerializedValue::new("json", format!("{text:?}").into_bytes())
     }
 
-    /// Names a JSON path would need escaped, a channel nobody wrote, and a repeated name: the
-    /// one-statement history agrees with the generic walk at every checkpoint.
+    /// Names a JSON path would need escaped, a channel nobody wrote, a repeated name, and task
+    /// paths that order the tasks the other way round from their ids: the one-statement
+    /// history agrees with the generic walk at every checkpoint.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn delta_history_matches_generic_walk_for_odd_channel_names() {
         let dir = tempfile::tempdir().expect("temp dir");
@@ -473,13 +475,14 @@ mod tests {
                 .put(&parent, cp, meta, new_versions)
                 .await
                 .expect("put");
-            for (task, name) in ["t2", "t1"].iter().zip(names.iter().rev()) {
+            let tasks = [("t2", "Zed"), ("t1", "~__pregel_push, 0000000000, False")];
+            for ((task, path), name) in tasks.iter().zip(names.iter().rev()) {
                 let writes = vec![
                     ((*name).to_owned(), val(&format!("{task} {step}"))),
                     ("a.b".to_owned(), val(&format!("{task} {step} again"))),
                 ];
                 saver
-                    .put_writes(&parent, writes, task, "")
+                    .put_writes(&parent, writes, task, path)
                     .await
                     .expect("writes");
             }
@@ -501,8 +504,9 @@ mod tests {
     }
 
     /// A branching thread (forks, snapshots on some branches, hand-made ids that break time
-    /// order): wherever the range-scan walk answers, it answers as the recursive statement
-    /// does, and the saver agrees with the generic walk everywhere.
+    /// order, task paths that order tasks against their ids): wherever the range-scan walk
+    /// answers, it answers as the recursive statement does, and the saver agrees with the
+    /// generic walk everywhere.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn range_walk_agrees_with_the_recursive_statement_on_branching_threads() {
         let dir = tempfile::tempdir().expect("temp dir");
@@ -555,12 +559,12 @@ mod tests {
                 .put(&parent, cp, meta, new_versions)
                 .await
                 .expect("put");
-            for task in ["t1", "t2"] {
+            for (task, path) in [("t1", "~__pregel_push, 0000000000, False"), ("t2", "a")] {
                 if roll(3) > 0 {
                     let channel = channels[roll(2) as usize];
                     let writes = vec![(channel.to_owned(), val(&format!("{task} {step}")))];
                     saver
-                        .put_writes(&config, writes, task, "")
+                        .put_writes(&config, writes, task, path)
                         .await
                         .expect("writes");
                 }

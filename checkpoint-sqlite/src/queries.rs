@@ -24,8 +24,11 @@ const SELECT_CHECKPOINT: &str = "SELECT thread_id, checkpoint_ns, checkpoint_id,
 const SELECT_BLOB: &str = "SELECT type, blob FROM checkpoint_blobs
     WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4";
 
+/// A checkpoint's writes in the order a step applied them, LangGraph's `writes_sort_key`
+/// `(task_path, task_id, idx)` (text compares as bytes under SQLite's default collation).
 const SELECT_WRITES: &str = "SELECT task_id, idx, channel, type, blob FROM checkpoint_writes
-    WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 ORDER BY task_id, idx";
+    WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3
+    ORDER BY task_path, task_id, idx";
 
 /// A value as stored: its (possibly sealed) tag and bytes.
 pub(crate) type Stored = (String, Vec<u8>);
