@@ -196,7 +196,8 @@ impl Head {
     }
 }
 
-/// Reads the five parallel write arrays from column `at` on, ordered by `(task_id, idx)`.
+/// Reads the five parallel write arrays from column `at` on, ordered by
+/// `(task_path, task_id, idx)`.
 fn writes(
     row: &PgRow,
     at: usize,

@@ -20,13 +20,16 @@ use waypoint_checkpoint::{
 
 use crate::convert::{EMPTY, Head, StoredCheckpoint, StoredValue, pg_error};
 
+/// LangGraph's `writes_sort_key` over `checkpoint_writes cw`: `(task_path, task_id, idx)`,
+/// text in byte order (Python's order for UTF-8), not the database collation's.
+const WRITES_ORDER: &str = r#"cw.task_path COLLATE "C", cw.task_id COLLATE "C", cw.idx"#;
+
 /// The tuple columns read by `get_tuple` and `list`, for the checkpoints `selection` (a
 /// `WHERE ... ORDER BY ... LIMIT` tail) picks: the checkpoint row, the stored rows of every
 /// version it names, `empty` ones included, joined by version (as parallel arrays; a version
 /// without a row is absent from them, for `Serde::open_channel` to judge; left out with
-/// `with_values` false, for [`fetch_values`]), and
-/// its pending writes by `(task_id, idx)`. Rows are
-/// picked and ordered before the lateral joins, so values are read only for the rows
+/// `with_values` false, for [`fetch_values`]), and its pending writes in [`WRITES_ORDER`].
+/// Rows are picked and ordered before the lateral joins, so values are read only for the rows
 /// returned, in order, and streamed without sorting wide rows. Each value is one primary-key
 /// probe (`LIMIT 1` keeps the planner from turning the probes into a hash of the thread's
 /// values per row, which it does when statistics are stale, at quadratic cost).
@@ -56,11 +59,11 @@ fn select(selection: &str, with_values: bool) -> String {
 FROM (SELECT * FROM checkpoints c {selection}) c
 {value_join}
 LEFT JOIN LATERAL (
-    SELECT array_agg(cw.task_id ORDER BY cw.task_id, cw.idx) AS task_ids,
-        array_agg(cw.idx ORDER BY cw.task_id, cw.idx) AS idxs,
-        array_agg(cw.channel ORDER BY cw.task_id, cw.idx) AS channels,
-        array_agg(cw.type ORDER BY cw.task_id, cw.idx) AS types,
-        array_agg(cw.blob ORDER BY cw.task_id, cw.idx) AS blobs
+    SELECT array_agg(cw.task_id ORDER BY {WRITES_ORDER}) AS task_ids,
+        array_agg(cw.idx ORDER BY {WRITES_ORDER}) AS idxs,
+        array_agg(cw.channel ORDER BY {WRITES_ORDER}) AS channels,
+        array_agg(cw.type ORDER BY {WRITES_ORDER}) AS types,
+        array_agg(cw.blob ORDER BY {WRITES_ORDER}) AS blobs
     FROM checkpoint_writes cw
     WHERE cw.thread_id = c.thread_id AND cw.checkpoint_ns = c.checkpoint_ns
         AND cw.checkpoint_id = c.checkpoint_id
@@ -883,11 +886,11 @@ pub(crate) async fn fetch_values(
 /// cached, rather than the statement being planned again on every call (about 0.5 ms).
 ///
 /// The result holds the ancestors' writes to each channel (`task_id` not null), oldest
-/// ancestor first and by `(task_id, idx)` within one, as `get_tuple` orders them, and one row
-/// per seed (`task_id` null): its stored value if any (a stored value wins over an inline
-/// one, as over LangGraph's `true` marker for a snapshot blob), else its inline JSON, and
-/// its version.
-const DELTA_HISTORY: &str = "WITH RECURSIVE chain AS (
+/// ancestor first and by `(task_path, task_id, idx)` within one (byte order), as `get_tuple`
+/// orders them, and one row per seed (`task_id` null): its stored value if any (a stored
+/// value wins over an inline one, as over LangGraph's `true` marker for a snapshot blob),
+/// else its inline JSON, and its version. The last column is only there to sort by.
+const DELTA_HISTORY: &str = r#"WITH RECURSIVE chain AS (
     SELECT o.channel, t.checkpoint_id, t.parent_checkpoint_id, 0 AS depth, false AS seeded
     FROM checkpoints t CROSS JOIN unnest($4::text[]) WITH ORDINALITY o(channel, i)
     WHERE ($4::text[])[o.i] = o.channel AND t.thread_id = $1 AND t.checkpoint_ns = $2 AND t.checkpoint_id = coalesce($3::text,
@@ -905,12 +908,13 @@ const DELTA_HISTORY: &str = "WITH RECURSIVE chain AS (
         LIMIT 1) c
     WHERE NOT chain.seeded
 )
-SELECT chain.depth, w.channel, w.task_id, w.idx, w.type, w.blob, chain.checkpoint_id, NULL::text
+SELECT chain.depth, w.channel, w.task_id COLLATE "C", w.idx, w.type, w.blob, chain.checkpoint_id,
+    NULL::text, w.task_path COLLATE "C"
 FROM chain JOIN checkpoint_writes w ON w.thread_id = $1 AND w.checkpoint_ns = $2
     AND w.checkpoint_id = chain.checkpoint_id AND w.channel = chain.channel
 WHERE chain.depth > 0
 UNION ALL
-SELECT chain.depth, chain.channel, NULL, NULL, b.type, b.blob, c.version, c.inline
+SELECT chain.depth, chain.channel, NULL, NULL, b.type, b.blob, c.version, c.inline, NULL
 FROM chain CROSS JOIN LATERAL (
     SELECT checkpoint -> 'channel_versions' ->> chain.channel AS version,
         (checkpoint -> 'channel_values' -> chain.channel)::text AS inline
@@ -923,7 +927,7 @@ LEFT JOIN LATERAL (
         AND version = c.version AND type <> 'empty' AND blob IS NOT NULL
     LIMIT 1) b ON true
 WHERE chain.seeded
-ORDER BY 1 DESC, 3, 4";
+ORDER BY 1 DESC, 9, 3, 4"#;
 
 /// For each channel, the writes (oldest first) and seed that rebuild it at checkpoint `id`
 /// of `(thread_id, ns)` (the latest without one), opened by `serde`; see [`DELTA_HISTORY`].
@@ -1063,7 +1067,8 @@ mod tests {
             .await
             .expect("checkpoint");
             let config = CheckpointConfig::new("t").with_ns("").with_id(id.clone());
-            for task in ["t2", "t1"] {
+            // Paths order the tasks against their ids.
+            for (task, path) in [("t2", "Zed"), ("t1", "alpha")] {
                 let writes = ["flag", "nothing", "d", "text", "a.b", "q\"x"]
                     .iter()
                     .map(|c| {
@@ -1074,7 +1079,7 @@ mod tests {
                     })
                     .collect();
                 saver
-                    .put_writes(&config, writes, task, "")
+                    .put_writes(&config, writes, task, path)
                     .await
                     .expect("writes");
             }
