@@ -604,16 +604,21 @@ pub(crate) async fn changes(
     now: Timestamp,
     persistent: bool,
 ) -> Result<LogRead> {
-    // The partial index `waypoint_store_unembedded_idx` answers `unembedded`.
+    // The partial index `waypoint_store_unembedded_idx` answers `unembedded`: a scalar
+    // subquery in index order, since the server cannot estimate how few rows match the
+    // predicate and would answer an EXISTS (which drops ORDER BY and LIMIT) with a scan of
+    // the whole table.
     const SQL: &str = "SELECT h.xmin, h.xmax, h.running, h.trimmed, h.unembedded, c.prefix, c.key
         FROM (SELECT pg_snapshot_xmin(s)::text::bigint AS xmin,
                 pg_snapshot_xmax(s)::text::bigint AS xmax,
                 ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(s) AS x) AS running,
                 coalesce((SELECT through_xid FROM waypoint_store_changes_trimmed WHERE id = 1), -1)
                     AS trimmed,
-                EXISTS (SELECT 1 FROM store u
+                (SELECT 1 FROM store u
                     WHERE u.waypoint_embedded_at IS DISTINCT FROM u.updated_at
-                    AND (u.expires_at IS NULL OR u.expires_at > $3)) AS unembedded
+                    AND u.updated_at IS NOT NULL
+                    AND (u.expires_at IS NULL OR u.expires_at > $3)
+                    ORDER BY u.updated_at DESC LIMIT 1) IS NOT NULL AS unembedded
             FROM pg_current_snapshot() AS s) AS h
         LEFT JOIN waypoint_store_changes c ON c.xid >= $1 OR c.xid = ANY($2)";
     let (next, running): (i64, &[i64]) = match from {
@@ -688,6 +693,7 @@ pub(crate) async fn lock_unembedded(
     const SQL: &str = "SELECT c.prefix, c.key
         FROM (SELECT s.prefix, s.key FROM store s
             WHERE s.waypoint_embedded_at IS DISTINCT FROM s.updated_at
+            AND s.updated_at IS NOT NULL
             AND (s.expires_at IS NULL OR s.expires_at > $1)
             AND NOT EXISTS (SELECT 1 FROM unnest($2::text[], $3::text[], $4::timestamptz[])
                 AS f(prefix, key, at)
@@ -724,7 +730,7 @@ pub(crate) async fn read_unembedded(
     const SQL: &str = "SELECT s.prefix, s.key, s.value::text, s.updated_at
         FROM unnest($1::text[], $2::text[]) AS k(prefix, key)
         JOIN store s ON s.prefix = k.prefix AND s.key = k.key
-        WHERE s.waypoint_embedded_at IS DISTINCT FROM s.updated_at";
+        WHERE s.waypoint_embedded_at IS DISTINCT FROM s.updated_at AND s.updated_at IS NOT NULL";
     let (prefixes, names) = key_arrays(keys.iter());
     let rows = query(SQL, persistent)
         .bind(prefixes)
