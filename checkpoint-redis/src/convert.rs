@@ -185,7 +185,8 @@ pub(crate) fn open_value(
 }
 
 /// The stored writes (writes-hash field/value pairs) of one checkpoint, opened, in
-/// `(task_id, idx)` order.
+/// `(task_path, task_id, idx)` order: the order a step applied them (LangGraph's
+/// `writes_sort_key`; text compared as bytes).
 pub(crate) fn pending_writes(
     serde: &Serde,
     thread_id: &str,
@@ -193,10 +194,10 @@ pub(crate) fn pending_writes(
     checkpoint_id: &str,
     writes: Vec<(Vec<u8>, Vec<u8>)>,
 ) -> Result<Vec<PendingWrite>> {
-    let mut pending: Vec<(String, i64, PendingWrite)> = Vec::with_capacity(writes.len());
+    let mut pending: Vec<(String, String, i64, PendingWrite)> = Vec::with_capacity(writes.len());
     for (field, raw) in writes {
         let (task_id, idx) = parse_write_field(&field)?;
-        let (channel, _path, value) = decode_write(&raw)?;
+        let (channel, path, value) = decode_write(&raw)?;
         let slot = Slot::Write {
             thread_id,
             checkpoint_ns: ns,
@@ -207,6 +208,7 @@ pub(crate) fn pending_writes(
         };
         let value = serde.open(&value, &slot)?;
         pending.push((
+            path,
             task_id.clone(),
             idx,
             PendingWrite {
@@ -216,6 +218,6 @@ pub(crate) fn pending_writes(
             },
         ));
     }
-    pending.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
-    Ok(pending.into_iter().map(|(_, _, w)| w).collect())
+    pending.sort_by(|a, b| (&a.0, &a.1, a.2).cmp(&(&b.0, &b.1, b.2)));
+    Ok(pending.into_iter().map(|(_, _, _, w)| w).collect())
 }
