@@ -28,8 +28,8 @@
 //!   cannot hold take the same form with `ext: null`: bytes are
 //!   `{"lc": 2, "type": "constructor", "id": ["builtins", "bytes"], "ext": null, "method":
 //!   "fromhex", "args": ["<hex>"], "kwargs": {}}`, and a map with a key that is not a string
-//!   is `{..., "id": ["builtins", "dict"], "ext": null, "method": null, "args": [[[key,
-//!   value], ...]], "kwargs": {}}`;
+//!   (or shaped like this form, see below) is `{..., "id": ["builtins", "dict"], "ext": null,
+//!   "method": null, "args": [[[key, value], ...]], "kwargs": {}}`;
 //! - typed requests see through objects: a struct or map reads the `kwargs` of codes 2, 4
 //!   and 5 (a struct with a field `lc` reads the `lc: 2` map instead); a sequence or tuple
 //!   reads the `args` of code 1 or the values of a code-2 object (a namedtuple); everything
@@ -63,8 +63,11 @@
 //! writing, an `lc: 2` constructor map with an `ext` key that does not describe a valid object
 //! is an error, as is a value nested deeper than the reader accepts.
 //!
-//! A plain Python dict that happens to have exactly the keys of an `lc: 2` constructor map
-//! with `ext` is read as a map but written back as the object it describes.
+//! A plain Python dict that has the shape of an `lc: 2` constructor map with `ext` (keys `lc`
+//! equal to 2, `type` equal to `"constructor"`, and `ext`) is shown, to a request for any
+//! value or for a map, in the `builtins.dict` form, so that it is written back as the dict it
+//! was rather than as an object (a struct still reads its fields). A value of that shape that
+//! was not read this way is written as the object it describes.
 
 use std::cell::Cell;
 
@@ -377,7 +380,8 @@ mod codec {
         /// Writes the value so that LangGraph's encoder gives it back unchanged: objects and
         /// snapshots as `lc: 2` maps; bytes and maps with keys that are not strings natively
         /// while [`super::writing_langgraph`], as their `ext: null` forms otherwise (the
-        /// same JSON the reader shows for them).
+        /// same JSON the reader shows for them); a map shaped like an `lc: 2` map with `ext`
+        /// in its `builtins.dict` form always.
         fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
             ser::serialize_node(self, s)
         }

@@ -80,6 +80,7 @@ def values() -> dict[str, object]:
         "nested": {"a": [1, {"b": [None, 2.5, "x"]}], "c": {}, "d": []},
         "tuple_keys": {(1, 2): "a", (3, "x"): [1]},
         "int_keys": {1: "one", 2: {"nested": True}},
+        "object_lookalike": {"lc": 2, "type": "constructor", "id": ["uuid", "UUID"], "ext": 0},
         "bytes_inside": {"blob": b"\x00\xffbin", "list": [b"", b"ab"]},
         "datetime_tz": datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=PLUS_2),
         "datetime_utc": datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC),

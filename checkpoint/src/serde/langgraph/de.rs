@@ -11,6 +11,7 @@ use serde::de::{
 };
 
 use super::codec::{EXT_KW_ARGS, EXT_POS_ARGS};
+use super::ser::is_lc2_with_ext;
 use super::{Node, PyObject};
 
 /// An error of the tree's deserializer or serializer.
@@ -158,7 +159,10 @@ fn any<'de, V: Visitor<'de>>(node: &'de Node, visitor: V) -> Result<V::Value> {
         Node::Str(s) => visitor.visit_borrowed_str(s),
         Node::Bin(b) => lc2(Lc2::Bytes(b), visitor),
         Node::Array(items) => visit_seq(visitor, NodeSeq(items.iter())),
-        Node::Map(entries) if entries.iter().all(|(k, _)| matches!(k, Node::Str(_))) => {
+        Node::Map(entries)
+            if entries.iter().all(|(k, _)| matches!(k, Node::Str(_)))
+                && !is_lc2_with_ext(entries) =>
+        {
             visit_map(visitor, NodeMap::new(entries))
         }
         Node::Map(entries) => lc2(Lc2::Dict(entries), visitor),
@@ -341,6 +345,8 @@ impl<'de> Deserializer<'de> for De<'de> {
             return self.deserialize_any(visitor);
         };
         match node {
+            // Written back, its entries would make an object: shown as the dict it is.
+            Node::Map(entries) if is_lc2_with_ext(entries) => lc2(Lc2::Dict(entries), visitor),
             Node::Map(entries) => visit_map(visitor, NodeMap::new(entries)),
             Node::Object(o) if o.has_kwargs() => visit_map(visitor, KwargsMap::new(&o.kwargs)),
             Node::Object(o) => match o.single() {

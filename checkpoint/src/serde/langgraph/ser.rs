@@ -321,21 +321,28 @@ impl ser::SerializeStructVariant for VariantMapNode {
     }
 }
 
-/// The value of `key` in a map with string keys, if present.
+/// The value of `key` in a map, if present: the last one, as in a Python dict or a
+/// `serde_json::Value` read from it.
 fn get<'a>(entries: &'a [(Node, Node)], key: &str) -> Option<&'a Node> {
-    entries.iter().find_map(|(k, v)| match k {
+    entries.iter().rev().find_map(|(k, v)| match k {
         Node::Str(k) if k == key => Some(v),
         _ => None,
     })
 }
 
+/// Whether a map is an `lc: 2` constructor map carrying `ext`, which the encoder turns into
+/// what it describes: a map read with this shape is therefore shown (and serialized) in the
+/// `builtins.dict` form, so that it is written back as the map it was.
+pub(super) fn is_lc2_with_ext(entries: &[(Node, Node)]) -> bool {
+    entries.len() >= 3
+        && get(entries, "ext").is_some()
+        && matches!(get(entries, "lc"), Some(Node::UInt(2)))
+        && matches!(get(entries, "type"), Some(Node::Str(t)) if t == "constructor")
+}
+
 /// A map, or what it describes when it is an `lc: 2` constructor map carrying `ext`.
 fn lift(entries: Vec<(Node, Node)>) -> Result<Node> {
-    let is_lc2 = entries.len() >= 3
-        && get(&entries, "ext").is_some()
-        && matches!(get(&entries, "lc"), Some(Node::UInt(2)))
-        && matches!(get(&entries, "type"), Some(Node::Str(t)) if t == "constructor");
-    if !is_lc2 {
+    if !is_lc2_with_ext(&entries) {
         return Ok(Node::Map(entries));
     }
     Constructor::parse(entries)?.build()
@@ -501,7 +508,8 @@ impl Constructor {
     }
 }
 
-/// [`Node`]'s `Serialize`: see its documentation.
+/// [`Node`]'s `Serialize`: see its documentation. A map shaped like an `lc: 2` constructor
+/// map with `ext` is written in its `builtins.dict` form, so the encoder keeps it a map.
 pub(super) fn serialize_node<S: Serializer>(
     node: &Node,
     s: S,
@@ -524,7 +532,9 @@ pub(super) fn serialize_node<S: Serializer>(
             seq.end()
         }
         Node::Map(entries)
-            if writing_langgraph() || entries.iter().all(|(k, _)| matches!(k, Node::Str(_))) =>
+            if !is_lc2_with_ext(entries)
+                && (writing_langgraph()
+                    || entries.iter().all(|(k, _)| matches!(k, Node::Str(_)))) =>
         {
             let mut map = s.serialize_map(Some(entries.len()))?;
             for (key, value) in entries {

@@ -1008,3 +1008,34 @@ fn json_and_the_tree_agree() {
     assert_eq!(to_value(&bytes), value);
     assert!(!Node::from_msgpack(&bytes).unwrap().has_python_objects());
 }
+
+#[test]
+fn a_python_dict_shaped_like_an_object_stays_a_dict() {
+    // Python's `{"lc": 2, "type": "constructor", "id": ["m", "V2"], "ext": 5}`: a plain map.
+    let dict = json!({"lc": 2, "type": "constructor", "id": ["m", "V2"], "ext": 5});
+    let bytes = Format::MsgPack.encode(&dict).unwrap();
+    let node = Node::from_msgpack(&bytes).unwrap();
+    assert!(matches!(node, Node::Map(_)));
+    // Shown in the dict form, so that writing it back gives the map, not an object.
+    let value = to_value(&bytes);
+    assert_eq!(value["id"], json!(["builtins", "dict"]));
+    assert_eq!(value["ext"], Value::Null);
+    let written = Format::LangGraph.encode(&value).unwrap();
+    assert_eq!(Node::from_msgpack(&written).unwrap(), node);
+    assert_eq!(to_value(&written), value);
+    // The tree written as a value keeps it a map too, byte for byte.
+    assert_eq!(Format::LangGraph.encode(&node).unwrap(), bytes);
+    // A map target sees the dict form too (its entries, written back, would be an object);
+    // a struct sees the fields.
+    let map: BTreeMap<String, Value> = node.decode().unwrap();
+    assert_eq!(map["id"], json!(["builtins", "dict"]));
+    assert_eq!(Format::LangGraph.encode(&map).unwrap(), bytes);
+    #[derive(Deserialize)]
+    struct Fields {
+        ext: u8,
+    }
+    assert_eq!(node.decode::<Fields>().unwrap().ext, 5);
+    // The same JSON written by Waypoint (not read from Python) is the object it describes.
+    let object = Node::from_msgpack(&Format::LangGraph.encode(&dict).unwrap()).unwrap();
+    assert!(matches!(object, Node::Object(_)));
+}
