@@ -1,6 +1,6 @@
 //! Waypoint's checkpoint core: the data model, the [`CheckpointSaver`] trait every backend
-//! implements, the serializers (JSON, MessagePack, postcard, bincode, AES-256-GCM sealing),
-//! the in-memory saver and the shared conformance suite.
+//! implements, the serializers (JSON, MessagePack, Python LangGraph's MessagePack, postcard,
+//! bincode, AES-256-GCM sealing), the in-memory saver and the shared conformance suite.
 //!
 //! A checkpoint is the state of a graph's channels at the end of one super-step, stored per
 //! thread and namespace; pending writes are what tasks produced against a checkpoint before
@@ -38,7 +38,7 @@
 //!
 //! | Feature | Enables |
 //! |---|---|
-//! | `msgpack` (default) | [`Format::MsgPack`] via rmp-serde |
+//! | `msgpack` (default) | [`Format::MsgPack`] via rmp-serde, and [`Format::LangGraph`]: what Python LangGraph's `JsonPlusSerializer` reads and writes (msgpack extension types 0-7, see [`serde::Node`]); every reader of the `msgpack` tag reads both |
 //! | `postcard` (default) | [`Format::Postcard`] |
 //! | `bincode` | [`Format::Bincode`] (bincode 2, pinned; the crate is unmaintained) |
 //! | `conformance` | [`conformance`], the suite every backend runs |
