@@ -55,13 +55,18 @@
 //!
 //! With `Error::Serialization`, never a panic: truncated input and bytes after the value,
 //! reserved markers, strings that are not UTF-8, lengths beyond the input, nesting deeper
-//! than 128 containers (an extension counts as one), unknown extension codes (named), and
-//! malformed payloads, named by class (`module.Name`) or code: not an array, the wrong
-//! number of items, a module or name that is not a string, `args` or `kwargs` of the wrong
-//! shape, and a method other than `datetime.datetime.fromisoformat` (code 3) or
-//! `model_validate_json` (code 5). No Python type is ever constructed: objects stay data. On
-//! writing, an `lc: 2` constructor map with an `ext` key that does not describe a valid object
-//! is an error, as is a value nested deeper than the reader accepts.
+//! than 128 levels (arrays, maps, extensions, and an extension's payload array), unknown
+//! extension codes (named), and malformed payloads, named by class (`module.Name`) or code:
+//! not an array, the wrong number of items, a module or name that is not a string, `args`
+//! or `kwargs` of the wrong shape, and a method other than `datetime.datetime.fromisoformat`
+//! (code 3) or `model_validate_json` (code 5). No Python type is ever constructed: objects
+//! stay data. On writing, an `lc: 2` constructor map with an `ext` key that does not
+//! describe a valid object is an error, as is a value nested deeper than the reader accepts.
+//!
+//! What a `serde_json::Value` cannot keep: NaN and infinite floats read as `null` (JSON has
+//! no such numbers), and a `_DeltaSnapshot` reads as the value it wraps; the [`Node`] keeps
+//! both, so a saver that carries values it does not interpret should carry the tree (or the
+//! bytes).
 //!
 //! A plain Python dict that has the shape of an `lc: 2` constructor map with `ext` (keys `lc`
 //! equal to 2, `type` equal to `"constructor"`, and `ext`) is shown, to a request for any
