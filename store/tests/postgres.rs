@@ -1205,6 +1205,56 @@ async fn items_other_writers_change_are_embedded_once_for_every_process() -> Res
     Ok(())
 }
 
+/// Whether `key` under `ns` still waits to be embedded.
+async fn unembedded(store: &PostgresStore, ns: &Namespace, key: &str) -> bool {
+    sqlx::query_scalar(
+        "SELECT waypoint_embedded_at IS DISTINCT FROM updated_at FROM store
+         WHERE prefix = $1 AND key = $2",
+    )
+    .bind(ns.labels().join("."))
+    .bind(key)
+    .fetch_one(store.pool())
+    .await
+    .expect("the item")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_processes_with_the_applications_index_embed_for_the_others() -> Result<()> {
+    let Some(url) = env("WAYPOINT_TEST_POSTGRES_URL") else {
+        return Ok(());
+    };
+    let schema = fresh_schema();
+    let writer = PostgresStore::connect(settings(&url, &schema, StoreConfig::new())).await?;
+    writer.setup().await?;
+    let hashing = |dims| Arc::new(waypoint_store::HashingEmbedder::new(dims));
+    let app = PostgresStore::connect(settings(&url, &schema, on_text(hashing(32)))).await?;
+    let ns = Namespace::from(["tools"]);
+    app.put(&ns, "own", json!({"text": "the application's item"}))
+        .await?;
+
+    // A tool whose index has other dimensions cannot use the stored vectors (opening it says
+    // so), and writes no vectors of its own for the others to trip on.
+    writer
+        .put(&ns, "theirs", json!({"text": "written by another client"}))
+        .await?;
+    let err = PostgresStore::connect(settings(&url, &schema, on_text(hashing(16))))
+        .await
+        .expect_err("vectors of another size");
+    assert!(matches!(err, Error::Corrupt(_)), "{err:?}");
+    assert!(unembedded(&writer, &ns, "theirs").await);
+
+    // One told not to embed for the others leaves the item to the application.
+    let reader =
+        PostgresStore::connect(settings(&url, &schema, on_text(hashing(32))).embed_others(false))
+            .await?;
+    assert!(!found_exactly(&reader, &ns, "written by another client", "theirs").await?);
+    assert!(unembedded(&writer, &ns, "theirs").await);
+    assert!(found_exactly(&app, &ns, "written by another client", "theirs").await?);
+    assert!(!unembedded(&writer, &ns, "theirs").await);
+    assert!(found_exactly(&reader, &ns, "written by another client", "theirs").await?);
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_item_the_embedder_refuses_holds_up_no_other() -> Result<()> {
     let Some(url) = env("WAYPOINT_TEST_POSTGRES_URL") else {

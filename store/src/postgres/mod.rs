@@ -371,7 +371,7 @@ impl PgBackend {
                 conn,
                 now,
                 skip,
-                embed::BATCH,
+                (embed::BATCH, i32::try_from(index.dims).unwrap_or(i32::MAX)),
                 self.lock_seed,
                 self.persistent,
             ))
@@ -632,6 +632,7 @@ impl Backend for PgBackend {
         let mut keys = read.keys;
         // Items other writers changed get their vectors before the caller loads them.
         if read.unembedded
+            && self.config.embed_others
             && let Some(index) = &self.config.store.index
         {
             keys.extend(self.embed_unembedded(index, now).await?);

@@ -678,13 +678,15 @@ pub(crate) struct Unembedded {
 /// Up to `limit` live items whose vectors were not made from their current value, newest
 /// first, leaving out `skip` (keys at the `updated_at` they had when embedding them failed),
 /// each locked (a session advisory lock keyed by `seed` and the item) so that one process at
-/// a time embeds it: an item another session holds is left out. Read them with
-/// [`read_unembedded`]; release the locks with [`unlock`].
+/// a time embeds it: an item another session holds is left out. None when the stored vectors
+/// are not of `dims` dimensions (this process's index is not the one the others use: its
+/// vectors would be refused by theirs). Read them with [`read_unembedded`]; release the locks
+/// with [`unlock`].
 pub(crate) async fn lock_unembedded(
     conn: &mut PgConnection,
     now: Timestamp,
     skip: &[(ItemKey, Timestamp)],
-    limit: i64,
+    (limit, dims): (i64, i32),
     seed: i64,
     persistent: bool,
 ) -> Result<Vec<ItemKey>> {
@@ -699,7 +701,9 @@ pub(crate) async fn lock_unembedded(
                 AS f(prefix, key, at)
                 WHERE f.prefix = s.prefix AND f.key = s.key AND f.at = s.updated_at)
             ORDER BY s.updated_at DESC LIMIT $5) AS c
-        WHERE pg_try_advisory_lock(hashtextextended(c.prefix, hashtextextended(c.key, $6)))";
+        WHERE coalesce((SELECT octet_length(v.embedding) FROM waypoint_store_vectors v LIMIT 1), $7 * 4)
+                = $7 * 4
+            AND pg_try_advisory_lock(hashtextextended(c.prefix, hashtextextended(c.key, $6)))";
     let (prefixes, names) = key_arrays(skip.iter().map(|(k, _)| k));
     let times: Vec<Timestamp> = skip.iter().map(|(_, at)| *at).collect();
     let locked: Vec<(String, String)> = sqlx::query_as(SQL)
@@ -710,6 +714,7 @@ pub(crate) async fn lock_unembedded(
         .bind(times)
         .bind(limit)
         .bind(seed)
+        .bind(dims)
         .fetch_all(conn)
         .await
         .map_err(pg_error)?;
