@@ -49,7 +49,7 @@ pub(crate) const BRANCH_PREFIX: &str = "branch:to:";
 /// Metadata key of a replay fork: the checkpoint it copies.
 pub(crate) const FORKED_FROM: &str = "forked_from";
 /// The write of a task that finished without writing anything.
-pub(crate) const NO_WRITES: &str = "__no_writes__";
+const NO_WRITES: &str = "__no_writes__";
 /// A control write of LangGraph (the node of a failed task with an error handler): it does
 /// not make the task finished.
 const ERROR_SOURCE_NODE: &str = "__error_source_node__";
@@ -1042,7 +1042,7 @@ pub(crate) type UnsavedWrites = (String, String, Vec<(String, SerializedValue)>)
 
 /// Whether a write only says what happened to a task (failed, paused, answered) rather than
 /// what it produced: a task with no other write has not finished.
-pub(crate) fn is_control(channel: &str) -> bool {
+fn is_control(channel: &str) -> bool {
     channels::special_index(channel).is_some() || channel == ERROR_SOURCE_NODE
 }
 
@@ -1391,15 +1391,6 @@ impl<'de, S: serde::Deserialize<'de>> serde::de::DeserializeSeed<'de> for SendAr
     }
 }
 
-/// The id under which a task of a step with several tasks stores its writes to appending
-/// channels in Waypoint's delta mode: its own id with its position in the step's fold order
-/// (from 1) as the first four hex digits. Savers return a checkpoint's writes by task id, so
-/// a history replayed from them folds these in the order the step did.
-pub(crate) fn ordered_task_id(task_id: &str, position: usize) -> String {
-    let position = u16::try_from(position + 1).unwrap_or(u16::MAX);
-    format!("{position:04x}{}", task_id.get(4..).unwrap_or(""))
-}
-
 /// Where a channel value at its current version is stored (what sealing binds it to).
 fn channel_slot<'a>(
     thread: &'a str,
@@ -1430,7 +1421,7 @@ pub(crate) fn dump<T: serde::Serialize + ?Sized>(
         .map_err(|e| crate::state::channel_error(channel, e))
 }
 
-pub(crate) fn null_value() -> SerializedValue {
+fn null_value() -> SerializedValue {
     SerializedValue::new(TAG_NULL, Vec::new())
 }
 

@@ -329,23 +329,6 @@ fn task_paths_and_namespaces_have_langgraph_shapes() {
 }
 
 #[test]
-fn ordered_ids_sort_after_the_null_task_in_fold_order() {
-    let ids = [
-        "ffff0000-aaaa-bbbb-cccc-dddddddddddd",
-        "00000000-1111-2222-3333-444444444444",
-    ];
-    let ordered: Vec<String> = ids
-        .iter()
-        .enumerate()
-        .map(|(i, id)| ordered_task_id(id, i))
-        .collect();
-    assert_eq!(ordered[0], "00010000-aaaa-bbbb-cccc-dddddddddddd");
-    assert_eq!(ordered[1], "00020000-1111-2222-3333-444444444444");
-    assert!(channels::NULL_TASK_ID < ordered[0].as_str());
-    assert!(ordered[0] < ordered[1]);
-}
-
-#[test]
 fn interrupt_ids_are_pinned() {
     // xxh3_128_hexdigest of the empty string, as Python's xxhash gives it.
     assert_eq!(xxh3_hex(""), "99aa06d3014798d86001c324468d497f");

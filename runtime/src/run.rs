@@ -15,9 +15,8 @@ use crate::config::{Durability, RunConfig};
 use crate::context::{CallSite, Context, CustomSink, MessageSink};
 use crate::interrupt::{Input, Interrupt, Resume, Scratch, SharedScratch};
 use crate::pregel::{
-    CompiledGraph, FORKED_FROM, Frame, INPUT, INTERRUPT_SEEN, NO_WRITES, SavedTask, StepEnd, Task,
-    TaskEnd, TaskOutput, UnsavedWrites, decode, dump, is_control, null_value, open,
-    ordered_task_id,
+    CompiledGraph, FORKED_FROM, Frame, INPUT, INTERRUPT_SEEN, SavedTask, StepEnd, Task, TaskEnd,
+    TaskOutput, UnsavedWrites, decode, dump, open,
 };
 use crate::state::State;
 use crate::stream::{Emitter, StreamMode};
@@ -575,43 +574,18 @@ impl<'g, S: State> Run<'g, S> {
         // the very next write and holds them, so a crash loses no more than it would between
         // the task's end and its `put_writes`. Failures and interrupts are always saved.
         let sole = tasks.len() == 1;
-        // In delta mode, the writes several tasks make to appending channels are stored
-        // under ids that sort in the step's fold order (see `ordered_task_id`).
-        let ordered: Vec<Option<String>> = if !sole && graph.inner.delta.enabled {
-            let mut by_path: Vec<usize> = (0..tasks.len()).collect();
-            by_path.sort_by(|a, b| tasks[*a].path.cmp(&tasks[*b].path));
-            let mut ids = vec![None; tasks.len()];
-            for (position, &i) in by_path.iter().enumerate() {
-                ids[i] = Some(ordered_task_id(&tasks[i].id, position));
-            }
-            ids
-        } else {
-            vec![None; tasks.len()]
-        };
         let delta_bytes: std::sync::Mutex<BTreeMap<String, u64>> = Default::default();
         let delta_bytes = &delta_bytes;
         let saved = &saved;
-        let futures = tasks.iter().zip(&ordered).map(|(task, ordered)| {
+        let futures = tasks.iter().map(|task| {
             let interrupted = &interrupted;
             async move {
                 let mut answered = Vec::new();
                 if let Some(own) = saved.get(task.id.as_str()) {
-                    let mut writes = own.clone();
-                    // Only a task that finished stored writes under its ordered id.
-                    if own.iter().any(|w| !is_control(&w.channel))
-                        && let Some(more) = ordered.as_deref().and_then(|id| saved.get(id))
-                    {
-                        writes.extend(more.iter().copied());
-                    }
-                    // A write's slot is its position among its own task id's writes.
-                    let open_slot = |w: &PendingWrite, _: usize| {
-                        let position = saved
-                            .get(w.task_id.as_str())
-                            .and_then(|group| group.iter().position(|g| std::ptr::eq(*g, w)))
-                            .unwrap_or(0);
-                        self.open_write(w, checkpoint_id, position)
-                    };
-                    match graph.decode_writes(&self.frame.state, &writes, open_slot)? {
+                    // A write's slot is its position among its task's writes.
+                    let open_slot =
+                        |w: &PendingWrite, position| self.open_write(w, checkpoint_id, position);
+                    match graph.decode_writes(&self.frame.state, own, open_slot)? {
                         SavedTask::Done(output) => return Ok((TaskEnd::Done(output), Vec::new())),
                         SavedTask::Unfinished { answered: earlier } => answered = earlier,
                     }
@@ -630,7 +604,6 @@ impl<'g, S: State> Run<'g, S> {
                 if self.saver().is_none() {
                     return Ok((end, Vec::new()));
                 }
-                let mut groups: Vec<(String, Vec<(String, SerializedValue)>)> = Vec::new();
                 let serde = &graph.inner.serde;
                 let writes = match &end {
                     TaskEnd::Done(output) => {
@@ -652,19 +625,6 @@ impl<'g, S: State> Run<'g, S> {
                             }
                             let writes = self.seal_writes(writes, checkpoint_id, &task.id)?;
                             return Ok((end, vec![(task.id.clone(), task.path.clone(), writes)]));
-                        }
-                        if let Some(ordered) = ordered {
-                            let (appended, mut rest): (Vec<_>, Vec<_>) =
-                                writes.into_iter().partition(|(c, _)| graph.is_delta(c));
-                            if !appended.is_empty() {
-                                // Saved first: the task reads as finished only once its own
-                                // id's writes, saved after these, are there too.
-                                groups.push((ordered.clone(), appended));
-                                if rest.is_empty() {
-                                    rest.push((NO_WRITES.to_owned(), null_value()));
-                                }
-                            }
-                            writes = rest;
                         }
                         writes
                     }
@@ -691,23 +651,19 @@ impl<'g, S: State> Run<'g, S> {
                         writes
                     }
                 };
-                groups.push((task.id.clone(), writes));
-                let mut unsaved = Vec::with_capacity(groups.len());
-                for (task_id, writes) in groups {
-                    let writes = self.seal_writes(writes, checkpoint_id, &task_id)?;
-                    unsaved.push((task_id, task.path.clone(), writes));
-                }
+                // Under the task's own id and path: savers return a checkpoint's writes in
+                // `(task_path, task_id, idx)` order, the order `apply` folds a step's tasks in,
+                // so a delta history replays parallel appends as the step made them.
+                let writes = self.seal_writes(writes, checkpoint_id, &task.id)?;
                 match self.saver() {
                     Some((saver, thread)) if self.sync() => {
                         let config = CheckpointConfig::of(thread, &self.ns, checkpoint_id);
-                        for (task_id, task_path, writes) in unsaved {
-                            saver
-                                .put_writes(&config, writes, &task_id, &task_path)
-                                .await?;
-                        }
+                        saver
+                            .put_writes(&config, writes, &task.id, &task.path)
+                            .await?;
                         Ok::<_, Error>((end, Vec::new()))
                     }
-                    _ => Ok((end, unsaved)),
+                    _ => Ok((end, vec![(task.id.clone(), task.path.clone(), writes)])),
                 }
             }
         });

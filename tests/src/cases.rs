@@ -1200,3 +1200,89 @@ pub async fn delta_history_matches_full_values(saver: Saver) -> TestResult {
     );
     Ok(())
 }
+
+/// A step of many parallel appending tasks (two triggered nodes and a fan-out of twelve
+/// `Send`s) folds in LangGraph's order, triggered nodes by name then sends by index, whatever
+/// their hash ids sort as: live, in the history rebuilt from stored writes, and for each
+/// checkpoint read on its own.
+pub async fn delta_history_keeps_a_parallel_step_in_order(saver: Saver) -> TestResult {
+    use waypoint_runtime::DeltaPolicy;
+    let build = |delta: DeltaPolicy| {
+        let mut graph = StateGraph::json(JsonSchema::new().append("log").last_value("item"));
+        graph.add_node("plan", |_s: JsonState, _c: Context| async {
+            Ok(obj(json!({"log": ["plan"]})))
+        });
+        for name in ["y", "x"] {
+            graph.add_node(name, move |_s: JsonState, _c: Context| async move {
+                Ok(obj(json!({"log": [name]})))
+            });
+        }
+        graph.add_node("work", |s: JsonState, _c: Context| async move {
+            let item = s.get("item").cloned().unwrap_or(Value::Null);
+            Ok(obj(json!({"log": [format!("work {item}")]})))
+        });
+        graph
+            .add_edge(START, "plan")
+            .add_edge("plan", "y")
+            .add_edge("plan", "x");
+        graph.add_conditional_edges(
+            "plan",
+            |s: &JsonState| {
+                (0..12)
+                    .map(|item| {
+                        let arg = s
+                            .with_values(obj(json!({"item": item})))
+                            .unwrap_or_else(|_| s.clone());
+                        Send::new("work", arg)
+                    })
+                    .collect::<Vec<_>>()
+            },
+            ["work"],
+        );
+        let options = CompileOptions {
+            delta,
+            ..CompileOptions::default()
+        };
+        graph.compile(options.checkpointer(Arc::clone(&saver)))
+    };
+    let frequent = DeltaPolicy {
+        min_snapshot_bytes: 200,
+        ..DeltaPolicy::default()
+    };
+    let (delta, full) = (build(frequent)?, build(DeltaPolicy::off())?);
+    let (on, off) = (RunConfig::thread(thread()), RunConfig::thread(thread()));
+    let mut expected: Vec<Value> = Vec::new();
+    for turn in 0..3 {
+        let input = obj(json!({"log": [format!("turn {turn}")]}));
+        expected.extend([
+            json!(format!("turn {turn}")),
+            json!("plan"),
+            json!("x"),
+            json!("y"),
+        ]);
+        expected.extend((0..12).map(|i| json!(format!("work {i}"))));
+        let live = delta.invoke(Some(input.clone()), &on).await?;
+        assert_eq!(live.get("log"), Some(&Value::Array(expected.clone())));
+        full.invoke(Some(input), &off).await?;
+    }
+    let values = |h: &[waypoint_runtime::StateSnapshot<JsonState>]| {
+        h.iter().map(|s| s.values.to_value()).collect::<Vec<_>>()
+    };
+    let history_on = delta
+        .get_state_history(&on, &ListOptions::default())
+        .await?;
+    let history_off = full
+        .get_state_history(&off, &ListOptions::default())
+        .await?;
+    assert_eq!(values(&history_on), values(&history_off));
+    for snapshot in &history_on {
+        let alone = delta.get_state(&snapshot.config).await?;
+        assert_eq!(alone.values.to_value(), snapshot.values.to_value());
+    }
+    let latest = delta.get_state(&on).await?;
+    assert_eq!(
+        latest.values.to_value().get("log"),
+        Some(&Value::Array(expected))
+    );
+    Ok(())
+}

@@ -70,6 +70,7 @@ macro_rules! runtime_suite {
             thread_id_required,
             one_writer_per_thread,
             delta_history_matches_full_values,
+            delta_history_keeps_a_parallel_step_in_order,
         );
         $crate::runtime_suite!(@module hitl $factory;
             interrupt_pauses_and_resumes,
