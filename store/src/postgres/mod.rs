@@ -104,8 +104,10 @@ macro_rules! on_conn {
 /// Writes of any other client of the table (Python's `PostgresStore`, a store without an
 /// index) reach the index too: such an item is embedded from this store's index fields by
 /// the next semantic search of any indexed process, once, and its old vectors are never used
-/// (LangGraph keeps its own vectors in pgvector; they are not read). An item the embedder
-/// fails on stays out of semantic results and is tried again a minute later. Values, keys and
+/// (LangGraph keeps its own vectors in pgvector; they are not read, and Python's `index=False`
+/// is not seen). An item the embedder fails on stays out of semantic results and is tried
+/// again a minute later; a process whose embedder is not the application's (an inspection
+/// tool) should set [`PostgresStoreConfig::embed_others`] off. Values, keys and
 /// namespaces cannot hold NUL characters (`jsonb` and `text` cannot), and a key, a namespace
 /// (its labels joined by `.`) or an index path over 512 bytes cannot be indexed: such a put
 /// fails with [`Error::InvalidValue`] or [`Error::InvalidNamespace`].
