@@ -32,7 +32,7 @@ pub(crate) fn run(scale: &Scale, bar: &ProgressBar) -> Result<Table> {
         ),
     );
     for format in Format::ALL {
-        let tag = format.tag();
+        let tag = format.name();
         bar.set_message(format!("serde · {tag}"));
         let serde = Serde::new(*format);
         let encoded = serde
