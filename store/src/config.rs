@@ -125,6 +125,12 @@ pub struct StoreConfig {
     pub ttl: TtlConfig,
     /// Largest JSON encoding of a value accepted by a put, in bytes.
     pub max_value_bytes: usize,
+    /// Whether semantic searches embed, with this store's index, the items other writers
+    /// (Python's `PostgresStore`, a store without an index) added or changed without vectors,
+    /// where the backend can tell (PostgreSQL; default on). Turn it off in a process whose
+    /// embedder is not the application's (an inspection tool): it then uses the vectors
+    /// others made and leaves such items out until one of them embeds them.
+    pub embed_others: bool,
 }
 
 impl Default for StoreConfig {
@@ -133,6 +139,7 @@ impl Default for StoreConfig {
             index: None,
             ttl: TtlConfig::default(),
             max_value_bytes: 16 << 20,
+            embed_others: true,
         }
     }
 }
@@ -141,6 +148,13 @@ impl StoreConfig {
     /// No index, no default TTL.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Turns embedding other writers' items on or off (see
+    /// [`embed_others`](Self::embed_others)).
+    pub fn embed_others(mut self, on: bool) -> Self {
+        self.embed_others = on;
+        self
     }
 
     /// Adds a semantic index.

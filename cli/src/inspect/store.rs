@@ -136,6 +136,9 @@ fn parse_embed(spec: &str) -> Result<IndexConfig> {
 
 /// Runs one search and prints its items.
 async fn search(target: &Target, config: StoreConfig, op: SearchOp) -> Result<()> {
+    // An inspector's embedder is not the application's: it never writes vectors for items
+    // other clients left unembedded.
+    let config = config.embed_others(false);
     let store = backend::store(&target.url, config, Open::Existing).await?;
     let prefix = op.namespace_prefix.joined();
     let items = store

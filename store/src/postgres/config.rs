@@ -35,12 +35,8 @@ pub struct PostgresStoreConfig {
     /// Server-side prepared statements (default on). Turn off behind PgBouncer in transaction
     /// mode, where a statement prepared on one server connection is unknown on the next.
     pub prepared_statements: bool,
-    /// Whether this store's semantic searches embed the items other writers (Python, a store
-    /// without an index) added or changed, with its own index (default on). Turn it off in a
-    /// process whose embedder is not the application's (an inspection tool): it then uses the
-    /// vectors others made and leaves such items out until one of them embeds them.
-    pub embed_others: bool,
-    /// The store's index and TTL policy.
+    /// The store's index, TTL policy and whether it embeds other writers' items
+    /// ([`StoreConfig::embed_others`]).
     pub store: StoreConfig,
 }
 
@@ -56,7 +52,6 @@ impl PostgresStoreConfig {
             idle_timeout: Duration::from_secs(600),
             idle_in_transaction_timeout: None,
             prepared_statements: true,
-            embed_others: true,
             store: StoreConfig::default(),
         }
     }
@@ -107,9 +102,9 @@ impl PostgresStoreConfig {
     }
 
     /// Turns embedding other writers' items on or off (see
-    /// [`embed_others`](Self::embed_others)).
+    /// [`StoreConfig::embed_others`]).
     pub fn embed_others(mut self, on: bool) -> Self {
-        self.embed_others = on;
+        self.store.embed_others = on;
         self
     }
 
@@ -153,7 +148,6 @@ impl fmt::Debug for PostgresStoreConfig {
                 &self.idle_in_transaction_timeout,
             )
             .field("prepared_statements", &self.prepared_statements)
-            .field("embed_others", &self.embed_others)
             .field("store", &self.store)
             .finish()
     }

@@ -634,7 +634,7 @@ impl Backend for PgBackend {
         let mut keys = read.keys;
         // Items other writers changed get their vectors before the caller loads them.
         if read.unembedded
-            && self.config.embed_others
+            && self.config.store.embed_others
             && let Some(index) = &self.config.store.index
         {
             keys.extend(self.embed_unembedded(index, now).await?);
