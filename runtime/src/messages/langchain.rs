@@ -184,7 +184,7 @@ impl Class {
     }
 
     /// The class named `name`.
-    fn from_name(name: &str) -> Option<Class> {
+    pub(crate) fn from_name(name: &str) -> Option<Class> {
         CLASSES
             .iter()
             .find(|e| e.2 == name)
@@ -219,48 +219,105 @@ fn from_map(mut map: Map<String, Value>) -> Result<Message, String> {
         return from_constructor(map);
     }
     match (map.remove("type"), map.get("role")) {
-        (Some(Value::String(lc_type)), _) => {
-            let class = Class::from_type(&lc_type)
-                .ok_or_else(|| format!("unknown message type `{lc_type}`"))?;
+        (Some(Value::String(lc_type)), _) => from_dict(class_of_type(&lc_type)?, map),
+        (Some(other), _) => Err(type_not_text(&other)),
+        (None, Some(_)) => {
+            let class = openai_class(map.remove("role"))?;
             from_dict(class, map)
         }
-        (Some(other), _) => Err(format!("a message `type` must be text, not {other}")),
-        (None, Some(_)) => from_openai(map),
-        (None, None) => Err("a message needs a `type` or a `role`".into()),
+        (None, None) => Err(NO_TYPE.into()),
     }
+}
+
+/// Why a message map with neither `type` nor `role` is refused.
+pub(crate) const NO_TYPE: &str = "a message needs a `type` or a `role`";
+
+/// The class whose `type` field is `lc_type`, or why there is none.
+fn class_of_type(lc_type: &str) -> Result<Class, String> {
+    Class::from_type(lc_type).ok_or_else(|| unknown_type(lc_type))
+}
+
+/// Why a `type` naming no class is refused.
+pub(crate) fn unknown_type(lc_type: &str) -> String {
+    format!("unknown message type `{lc_type}`")
+}
+
+/// Why a `type` that is not text is refused.
+pub(crate) fn type_not_text(value: &Value) -> String {
+    format!("a message `type` must be text, not {value}")
 }
 
 /// A message from LangChain's serialized constructor form (`lc: 1`) or LangGraph's
 /// (`lc: 2`): the id names the class, the kwargs hold its fields.
 fn from_constructor(mut map: Map<String, Value>) -> Result<Message, String> {
-    let path: Vec<&str> = match map.get("id") {
+    let (class, dotted) = constructor_class(map.remove("id"))?;
+    from_kwargs(class, &dotted, map.remove("kwargs"))
+}
+
+/// Why a constructor id that is not a list is refused.
+pub(crate) const NO_CLASS_ID: &str = "a serialized message needs an `id` list naming its class";
+/// Why a constructor id with an item that is not text is refused.
+pub(crate) const ID_NOT_NAMES: &str = "a constructor id must be a list of names";
+
+/// The class a constructor form's `id` names, and the id joined with dots (for errors).
+pub(crate) fn constructor_class(id: Option<Value>) -> Result<(Class, String), String> {
+    let path: Vec<&str> = match &id {
         Some(Value::Array(parts)) => parts
             .iter()
-            .map(|p| p.as_str().ok_or("a constructor id must be a list of names"))
+            .map(|p| p.as_str().ok_or(ID_NOT_NAMES))
             .collect::<Result<_, _>>()?,
-        _ => return Err("a serialized message needs an `id` list naming its class".into()),
+        _ => return Err(NO_CLASS_ID.into()),
     };
     let dotted = path.join(".");
     let class = match path.split_last() {
-        Some((name, [first, ..])) if matches!(*first, "langchain_core" | "langchain") => {
-            Class::from_name(name)
-        }
+        Some((name, [first, ..])) => message_class(first, name),
+        _ => None,
+    };
+    match class {
+        Some(class) => Ok((class, dotted)),
+        None => Err(not_a_message_class(&dotted)),
+    }
+}
+
+/// The message class named `name` in a module path starting with `first`.
+pub(crate) fn message_class(first: &str, name: &str) -> Option<Class> {
+    match first {
+        "langchain_core" | "langchain" => Class::from_name(name),
         _ => None,
     }
-    .ok_or_else(|| format!("`{dotted}` is not a LangChain message class"))?;
-    let mut kwargs = match map.remove("kwargs") {
+}
+
+/// Why a constructor id naming another class is refused.
+pub(crate) fn not_a_message_class(dotted: &str) -> String {
+    format!("`{dotted}` is not a LangChain message class")
+}
+
+/// A message of `class` from a constructor form's kwargs (`dotted` names the class in
+/// errors).
+pub(crate) fn from_kwargs(
+    class: Class,
+    dotted: &str,
+    kwargs: Option<Value>,
+) -> Result<Message, String> {
+    let mut kwargs = match kwargs {
         Some(Value::Object(kwargs)) => kwargs,
         None | Some(Value::Null) => Map::new(),
-        Some(other) => return Err(format!("serialized `{dotted}` has kwargs {other}")),
+        Some(other) => return Err(kwargs_not_object(dotted, &other)),
     };
     // The class decides; a `type` among the kwargs only repeats it.
     kwargs.remove("type");
     from_dict(class, kwargs)
 }
 
-/// A message from OpenAI's form, `{"role": ..., "content": ...}`.
-fn from_openai(mut map: Map<String, Value>) -> Result<Message, String> {
-    let kind = match map.remove("role") {
+/// Why a constructor form's kwargs that are not a map are refused.
+fn kwargs_not_object(dotted: &str, kwargs: &Value) -> String {
+    format!("serialized `{dotted}` has kwargs {kwargs}")
+}
+
+/// The class of OpenAI's form for `role` (`user`, `assistant`, `system`, `developer`,
+/// `tool`, `function`, and LangChain's `human` and `ai`).
+pub(crate) fn openai_class(role: Option<Value>) -> Result<Class, String> {
+    let kind = match role {
         Some(Value::String(role)) => match role.as_str() {
             "user" | "human" => Kind::Human,
             "assistant" | "ai" => Kind::Ai,
@@ -271,25 +328,48 @@ fn from_openai(mut map: Map<String, Value>) -> Result<Message, String> {
         },
         other => return Err(format!("a message `role` must be text, not {other:?}")),
     };
-    from_dict(Class { kind, chunk: false }, map)
+    Ok(Class { kind, chunk: false })
 }
 
-/// Removes `key` from `map`: text, or `None` when absent or null.
-fn take_text(map: &mut Map<String, Value>, key: &str) -> Result<Option<String>, String> {
-    match map.remove(key) {
+/// `value` as text: `None` when absent or null, an error naming `key` otherwise.
+fn text(value: Option<Value>, key: &str) -> Result<Option<String>, String> {
+    match value {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
         Some(other) => Err(format!("message `{key}` must be text, not {other}")),
     }
 }
 
-/// Removes `key` from `map`: an object, empty when absent or null.
-fn take_object(map: &mut Map<String, Value>, key: &str) -> Result<Map<String, Value>, String> {
-    match map.remove(key) {
+/// Removes `key` from `map`: text, or `None` when absent or null.
+fn take_text(map: &mut Map<String, Value>, key: &str) -> Result<Option<String>, String> {
+    text(map.remove(key), key)
+}
+
+/// `value` as an object: empty when absent or null, an error naming `key` otherwise.
+fn object(value: Option<Value>, key: &str) -> Result<Map<String, Value>, String> {
+    match value {
         None | Some(Value::Null) => Ok(Map::new()),
         Some(Value::Object(object)) => Ok(object),
         Some(other) => Err(format!("message `{key}` must be an object, not {other}")),
     }
+}
+
+/// `value` as a list whose items `item` reads: empty when absent or null.
+fn list<T>(
+    value: Option<Value>,
+    key: &str,
+    item: impl Fn(Value) -> Result<T, String>,
+) -> Result<Vec<T>, String> {
+    match value {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items.into_iter().map(item).collect(),
+        Some(other) => Err(not_a_list(key, &other)),
+    }
+}
+
+/// Why a field that must be a list is refused.
+pub(crate) fn not_a_list(key: &str, value: &Value) -> String {
+    format!("`{key}` must be a list, not {value}")
 }
 
 /// Removes `key` from `map`: a list whose items `item` reads, empty when absent or null.
@@ -298,21 +378,84 @@ fn take_list<T>(
     key: &str,
     item: impl Fn(Value) -> Result<T, String>,
 ) -> Result<Vec<T>, String> {
-    match map.remove(key) {
-        None | Some(Value::Null) => Ok(Vec::new()),
-        Some(Value::Array(items)) => items.into_iter().map(item).collect(),
-        Some(other) => Err(format!("`{key}` must be a list, not {other}")),
+    list(map.remove(key), key, item)
+}
+
+/// The fields of a message dict as a reader took them: the five every class has, those of
+/// its class a reader took out once it knew the class (as JSON, or already read), and every
+/// other key in `rest`, which ends as the message's `extra`.
+///
+/// A class field is taken from its slot if set, else from `rest`: a streaming reader puts
+/// it in `rest` while the class is unknown, and in its slot (read later, so it wins) once
+/// `type` has told the class. Only the class's own slots are ever set.
+#[derive(Debug, Default)]
+pub(crate) struct Fields {
+    pub(crate) content: Option<Value>,
+    pub(crate) id: Option<Value>,
+    pub(crate) name: Option<Value>,
+    pub(crate) additional_kwargs: Option<Value>,
+    pub(crate) response_metadata: Option<Value>,
+    /// An AI message's tool calls, read.
+    pub(crate) tool_calls: Option<Result<Vec<ToolCall>, String>>,
+    /// An AI message's usage, read (`None` inside for null).
+    pub(crate) usage_metadata: Option<Result<Option<UsageMetadata>, String>>,
+    pub(crate) invalid_tool_calls: Option<Value>,
+    pub(crate) tool_call_id: Option<Value>,
+    pub(crate) status: Option<Value>,
+    pub(crate) artifact: Option<Value>,
+    pub(crate) rest: Map<String, Value>,
+}
+
+impl Fields {
+    /// The fields of a dict, the five common ones taken out.
+    fn from_map(mut map: Map<String, Value>) -> Fields {
+        Fields {
+            content: map.remove("content"),
+            id: map.remove("id"),
+            name: map.remove("name"),
+            additional_kwargs: map.remove("additional_kwargs"),
+            response_metadata: map.remove("response_metadata"),
+            rest: map,
+            ..Fields::default()
+        }
     }
+}
+
+/// A class field: its slot if set (read last, so it wins), else `rest`'s entry.
+fn take_field(slot: Option<Value>, rest: &mut Map<String, Value>, key: &str) -> Option<Value> {
+    let early = rest.remove(key);
+    slot.or(early)
 }
 
 /// A message of `class` from the fields of its dict; keys the class does not define go to
 /// `extra`.
-pub(crate) fn from_dict(class: Class, mut map: Map<String, Value>) -> Result<Message, String> {
-    let content = Content::from_json(map.remove("content").unwrap_or(Value::Null))?;
-    let id = take_text(&mut map, "id")?;
-    let name = take_text(&mut map, "name")?;
-    let additional_kwargs = take_object(&mut map, "additional_kwargs")?;
-    let response_metadata = take_object(&mut map, "response_metadata")?;
+pub(crate) fn from_dict(class: Class, map: Map<String, Value>) -> Result<Message, String> {
+    from_fields(class, &mut Fields::from_map(map))
+}
+
+/// A message of `class` from the fields a reader took (see [`Fields`]).
+pub(crate) fn from_fields(class: Class, fields: &mut Fields) -> Result<Message, String> {
+    // Taken field by field: moving the whole `Fields` would copy it.
+    let Fields {
+        content,
+        id,
+        name,
+        additional_kwargs,
+        response_metadata,
+        tool_calls,
+        usage_metadata,
+        invalid_tool_calls,
+        tool_call_id,
+        status,
+        artifact,
+        rest,
+    } = fields;
+    let mut map = std::mem::take(rest);
+    let content = Content::from_json(content.take().unwrap_or(Value::Null))?;
+    let id = text(id.take(), "id")?;
+    let name = text(name.take(), "name")?;
+    let additional_kwargs = object(additional_kwargs.take(), "additional_kwargs")?;
+    let response_metadata = object(response_metadata.take(), "response_metadata")?;
     let chunk = class.chunk;
     Ok(match class.kind {
         Kind::Human => Message::Human(HumanMessage {
@@ -334,15 +477,20 @@ pub(crate) fn from_dict(class: Class, mut map: Map<String, Value>) -> Result<Mes
             chunk,
         }),
         Kind::Ai => {
-            let tool_calls = take_list(&mut map, "tool_calls", tool_call_from_json)?;
-            let invalid_tool_calls =
-                take_list(&mut map, "invalid_tool_calls", invalid_tool_call_from_json)?;
-            let usage_metadata = match map.remove("usage_metadata") {
-                None | Some(Value::Null) => None,
-                Some(usage) => Some(
-                    serde_json::from_value::<UsageMetadata>(usage)
-                        .map_err(|e| format!("usage_metadata: {e}"))?,
-                ),
+            let early = map.remove("tool_calls");
+            let tool_calls = match tool_calls.take() {
+                Some(read) => read?,
+                None => list(early, "tool_calls", tool_call_from_json)?,
+            };
+            let invalid_tool_calls = list(
+                take_field(invalid_tool_calls.take(), &mut map, "invalid_tool_calls"),
+                "invalid_tool_calls",
+                invalid_tool_call_from_json,
+            )?;
+            let early = map.remove("usage_metadata");
+            let usage_metadata = match usage_metadata.take() {
+                Some(read) => read?,
+                None => usage_from_json(early)?,
             };
             let read_chunk = |c: Value| {
                 serde_json::from_value::<ToolCallChunk>(c)
@@ -388,7 +536,7 @@ pub(crate) fn from_dict(class: Class, mut map: Map<String, Value>) -> Result<Mes
             })
         }
         Kind::Tool => {
-            let tool_call_id = match map.remove("tool_call_id") {
+            let tool_call_id = match take_field(tool_call_id.take(), &mut map, "tool_call_id") {
                 Some(Value::String(id)) => id,
                 // Python turns a number into its text.
                 Some(Value::Number(n)) => n.to_string(),
@@ -397,21 +545,23 @@ pub(crate) fn from_dict(class: Class, mut map: Map<String, Value>) -> Result<Mes
                 }
                 Some(other) => return Err(format!("`tool_call_id` must be text, not {other}")),
             };
-            let status = match take_text(&mut map, "status")?.as_deref() {
-                None | Some("success") => ToolStatus::Success,
-                Some("error") => ToolStatus::Error,
-                Some(other) => {
-                    return Err(format!(
-                        "a tool message's `status` is `success` or `error`, not `{other}`"
-                    ));
-                }
-            };
+            let status =
+                match text(take_field(status.take(), &mut map, "status"), "status")?.as_deref() {
+                    None | Some("success") => ToolStatus::Success,
+                    Some("error") => ToolStatus::Error,
+                    Some(other) => {
+                        return Err(format!(
+                            "a tool message's `status` is `success` or `error`, not `{other}`"
+                        ));
+                    }
+                };
             Message::Tool(ToolMessage {
                 content,
                 id,
                 name,
                 tool_call_id,
-                artifact: map.remove("artifact").filter(|a| !a.is_null()),
+                artifact: take_field(artifact.take(), &mut map, "artifact")
+                    .filter(|a| !a.is_null()),
                 status,
                 additional_kwargs,
                 response_metadata,
@@ -453,14 +603,50 @@ pub(crate) fn from_dict(class: Class, mut map: Map<String, Value>) -> Result<Mes
     })
 }
 
+/// An AI message's `usage_metadata` from its JSON: `None` when absent or null.
+pub(crate) fn usage_from_json(value: Option<Value>) -> Result<Option<UsageMetadata>, String> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(usage) => serde_json::from_value::<UsageMetadata>(usage)
+            .map(Some)
+            .map_err(|e| usage_error(&e)),
+    }
+}
+
+/// An error reading `usage_metadata`, named so.
+pub(crate) fn usage_error(error: &dyn std::fmt::Display) -> String {
+    format!("usage_metadata: {error}")
+}
+
 /// A tool call in LangChain's form (`{"name", "args", "id", "type"}`, other keys kept) or
 /// OpenAI's (`{"id", "function": {"name", "arguments": "<json text>"}}`).
 fn tool_call_from_json(value: Value) -> Result<ToolCall, String> {
     let Value::Object(mut call) = value else {
-        return Err("a tool call must be an object".into());
+        return Err(TOOL_CALL_NOT_OBJECT.into());
     };
-    let id = take_text(&mut call, "id").map_err(|e| format!("tool call: {e}"))?;
-    if let Some(Value::Object(mut function)) = call.remove("function") {
+    let id = call.remove("id");
+    let function = call.remove("function");
+    let name = call.remove("name");
+    let args = call.remove("args");
+    // The type only says it is a tool call.
+    call.remove("type");
+    tool_call_from_parts(id, function, name, args, call)
+}
+
+/// Why a tool call that is not an object is refused.
+pub(crate) const TOOL_CALL_NOT_OBJECT: &str = "a tool call must be an object";
+
+/// A tool call from its dict's `id`, `function`, `name` and `args` and its other keys but
+/// `type` (see [`tool_call_from_json`]).
+pub(crate) fn tool_call_from_parts(
+    id: Option<Value>,
+    function: Option<Value>,
+    name: Option<Value>,
+    args: Option<Value>,
+    extra: Map<String, Value>,
+) -> Result<ToolCall, String> {
+    let id = text(id, "id").map_err(|e| format!("tool call: {e}"))?;
+    if let Some(Value::Object(mut function)) = function {
         let name = function
             .remove("name")
             .and_then(|v| v.as_str().map(str::to_owned))
@@ -479,18 +665,15 @@ fn tool_call_from_json(value: Value) -> Result<ToolCall, String> {
             extra: Map::new(),
         });
     }
-    let name = match call.remove("name") {
+    let name = match name {
         Some(Value::String(name)) => name,
         _ => return Err("a tool call needs a name".into()),
     };
-    let args = call.remove("args").unwrap_or_else(|| json!({}));
-    // The type only says it is a tool call.
-    call.remove("type");
     Ok(ToolCall {
         id,
         name,
-        args,
-        extra: call,
+        args: args.unwrap_or_else(|| json!({})),
+        extra,
     })
 }
 

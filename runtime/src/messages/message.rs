@@ -29,7 +29,7 @@
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use crate::messages::{binary, langchain};
+use crate::messages::{binary, langchain, read};
 
 /// What a message says: text, or a list of content blocks (LangChain's `[{"type": "text",
 /// "text": ...}, {"type": "image_url", ...}]`).
@@ -685,8 +685,7 @@ impl Serialize for Message {
 impl<'de> Deserialize<'de> for Message {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         if d.is_human_readable() {
-            use serde::de::Error as _;
-            return Message::from_json(Value::deserialize(d)?).map_err(D::Error::custom);
+            return read::deserialize(d);
         }
         binary::deserialize(d)
     }

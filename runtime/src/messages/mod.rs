@@ -6,6 +6,7 @@ mod chunk;
 mod convert;
 mod langchain;
 mod message;
+mod read;
 mod reducer;
 mod trim;
 
@@ -38,5 +39,7 @@ pub struct MessagesState {
 
 #[cfg(test)]
 mod langchain_tests;
+#[cfg(test)]
+mod read_tests;
 #[cfg(test)]
 mod tests;
