@@ -671,7 +671,9 @@ impl<'de> Shape<'de> for UsageShape {
     fn map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Out, A::Error> {
         let mut counts: [Option<u64>; 3] = [None; 3];
         let mut details = Map::new();
-        let mut error = None;
+        // One per count; the first in field order is reported, as `from_json` (whose map is
+        // sorted by key, which is also field order) would, whatever order the keys came in.
+        let mut errors: [Option<String>; 3] = [None, None, None];
         while let Some(key) = map.next_key_seed(KeySeed)? {
             let index = match key {
                 Key::InputTokens => 0,
@@ -689,12 +691,12 @@ impl<'de> Shape<'de> for UsageShape {
                 // What `u64` says of it.
                 None => {
                     if let Err(e) = serde_json::from_value::<u64>(value) {
-                        error.get_or_insert_with(|| langchain::usage_error(&e));
+                        errors[index].get_or_insert_with(|| langchain::usage_error(&e));
                     }
                 }
             }
         }
-        if let Some(error) = error {
+        if let Some(error) = errors.into_iter().flatten().next() {
             return Ok(Err(error));
         }
         Ok(match counts {
