@@ -17,11 +17,14 @@
 //! # What is read
 //!
 //! Any msgpack value Python's `JsonPlusSerializer` writes under the tag `msgpack`
-//! (`ormsgpack` with `OPT_NON_STR_KEYS`) decodes into a [`Node`]: nil, booleans, integers
-//! (to 64 bits), floats (32 and 64 bits), strings, bytes, arrays, maps with keys of any type
-//! (Python's tuple keys are arrays), Python objects ([`PyObject`], extension codes 0-6) and
-//! LangGraph's `_DeltaSnapshot` (code 7, [`Node::DeltaSnapshot`]). A `T` is then decoded from
-//! the tree by a human-readable serde `Deserializer`:
+//! (`ormsgpack` with `OPT_NON_STR_KEYS`) is read: nil, booleans, integers (to 64 bits),
+//! floats (32 and 64 bits), strings, bytes, arrays, maps with keys of any type (Python's
+//! tuple keys are arrays), Python objects (extension codes 0-6) and LangGraph's
+//! `_DeltaSnapshot` (code 7). [`Node::from_msgpack`] reads it into a tree ([`PyObject`],
+//! [`Node::DeltaSnapshot`]). [`super::Format::LangGraph`] decodes a `T` straight from the
+//! bytes, with a human-readable serde `Deserializer` that hands out strings and bytes as
+//! slices of the input (so an owned `T` copies each string once, and no tree is built);
+//! [`Node::decode`] does the same from the bytes the tree writes. What each request sees:
 //!
 //! - a request for any value (`serde_json::Value`, untagged enums) sees a Python object as the
 //!   `lc: 2` map above, and a `_DeltaSnapshot` as the value it wraps. Two msgpack values JSON
@@ -121,10 +124,8 @@ mod codec {
     use serde::de::DeserializeOwned;
     use serde::{Serialize, Serializer};
 
-    use super::de::De;
-    use super::{read, ser, while_writing_langgraph, write};
+    use super::{de, read, ser, while_writing_langgraph, write};
     use crate::serde::TAG_MSGPACK;
-    use crate::serde::path::deserialize_tracking;
     use crate::{Error, Result};
 
     /// Extension code of a Python object built from one argument (`cls(arg)`).
@@ -204,9 +205,10 @@ mod codec {
                 .map_err(|e| Error::serialization(TAG_MSGPACK, e))
         }
 
-        /// Decodes a `T` from this tree; an error names the field that failed.
+        /// Decodes a `T` from this tree as from the bytes it writes ([`Node::to_msgpack`]);
+        /// an error names the field that failed.
         pub fn decode<T: DeserializeOwned>(&self) -> Result<T> {
-            decode_node(self)
+            decode(&self.to_msgpack()?).map_err(|refusal| refusal.error)
         }
 
         /// Whether a Python object or `_DeltaSnapshot` appears anywhere in this value.
@@ -296,32 +298,18 @@ mod codec {
                 return Err("takes no keyword arguments".into());
             }
             let class = (self.module.as_str(), self.name.as_str());
-            match (self.ext, self.method.as_deref()) {
-                (EXT_METHOD_SINGLE_ARG, Some(method))
-                    if (class.0, class.1, method) == DATETIME_METHOD =>
-                {
-                    if !matches!(self.args[0], Node::Str(_)) {
-                        return Err("the ISO datetime is not a string".into());
-                    }
-                }
-                (EXT_PYDANTIC_V2, Some(PYDANTIC_V2_METHOD)) | (_, None)
-                    if self.ext != EXT_METHOD_SINGLE_ARG => {}
-                (_, Some(method)) => return Err(format!("method `{method}` is not allowed")),
-                (_, None) => return Err("needs a method".into()),
+            let arg_is_str = || matches!(self.args.first(), Some(Node::Str(_)));
+            if let Some(problem) =
+                method_problem(self.ext, class, self.method.as_deref(), arg_is_str)
+            {
+                return Err(problem);
             }
             if self.ext == EXT_NUMPY_ARRAY {
                 if class != ("numpy", "ndarray") {
                     return Err("code 6 is only for numpy.ndarray".into());
                 }
-                let shape_ok = |shape: &[Node]| shape.iter().all(|d| matches!(d, Node::UInt(_)));
-                match self.args.as_slice() {
-                    [
-                        Node::Str(_),
-                        Node::Array(shape),
-                        Node::Str(order),
-                        Node::Bin(_),
-                    ] if shape_ok(shape) && matches!(order.as_str(), "C" | "F") => {}
-                    _ => return Err("expected [dtype, shape, order (C or F), buffer bytes]".into()),
+                if let Some(problem) = numpy_problem(&self.args) {
+                    return Err(problem);
                 }
             }
             Ok(())
@@ -329,7 +317,7 @@ mod codec {
 
         /// `` `module.Name` (msgpack extension type N) ``, for messages.
         pub(crate) fn describe(&self) -> String {
-            format!("`{}` (msgpack extension type {})", self.class(), self.ext)
+            describe(&self.module, &self.name, self.ext)
         }
 
         /// The extension code (0-6).
@@ -367,17 +355,53 @@ mod codec {
             &self.kwargs
         }
 
-        /// The one argument of a code-0 or code-3 object.
-        pub(crate) fn single(&self) -> Option<&Node> {
-            match (self.ext, self.args.as_slice()) {
-                (EXT_SINGLE_ARG | EXT_METHOD_SINGLE_ARG, [arg]) => Some(arg),
-                _ => None,
-            }
-        }
-
         /// Whether the object is built from keyword arguments (codes 2, 4, 5).
         pub(crate) fn has_kwargs(&self) -> bool {
             matches!(self.ext, EXT_KW_ARGS | EXT_PYDANTIC_V1 | EXT_PYDANTIC_V2)
+        }
+    }
+
+    /// `` `module.Name` (msgpack extension type N) ``, for messages.
+    pub(crate) fn describe(module: &str, name: &str, ext: u8) -> String {
+        format!("`{module}.{name}` (msgpack extension type {ext})")
+    }
+
+    /// What is wrong with the method of an object of code `ext` and class `class`, if
+    /// anything: code 3 names `datetime.datetime.fromisoformat` and its one argument is a
+    /// string (`arg_is_str`), code 5 names `model_validate_json`, the others none.
+    pub(crate) fn method_problem(
+        ext: u8,
+        class: (&str, &str),
+        method: Option<&str>,
+        arg_is_str: impl FnOnce() -> bool,
+    ) -> Option<String> {
+        match (ext, method) {
+            (EXT_METHOD_SINGLE_ARG, Some(method))
+                if (class.0, class.1, method) == DATETIME_METHOD =>
+            {
+                (!arg_is_str()).then(|| "the ISO datetime is not a string".into())
+            }
+            (EXT_PYDANTIC_V2, Some(PYDANTIC_V2_METHOD)) | (_, None)
+                if ext != EXT_METHOD_SINGLE_ARG =>
+            {
+                None
+            }
+            (_, Some(method)) => Some(format!("method `{method}` is not allowed")),
+            (_, None) => Some("needs a method".into()),
+        }
+    }
+
+    /// What is wrong with the arguments of a `numpy.ndarray`, if anything.
+    pub(crate) fn numpy_problem(args: &[Node]) -> Option<String> {
+        let shape_ok = |shape: &[Node]| shape.iter().all(|d| matches!(d, Node::UInt(_)));
+        match args {
+            [
+                Node::Str(_),
+                Node::Array(shape),
+                Node::Str(order),
+                Node::Bin(_),
+            ] if shape_ok(shape) && matches!(order.as_str(), "C" | "F") => None,
+            _ => Some("expected [dtype, shape, order (C or F), buffer bytes]".into()),
         }
     }
 
@@ -392,7 +416,7 @@ mod codec {
         }
     }
 
-    /// Why a decode through the tree failed, and whether the bytes held Python objects
+    /// Why a decode of LangGraph msgpack failed, and whether the bytes held Python objects
     /// (which makes this the error worth reporting).
     pub(crate) struct Refusal {
         /// The error, with its path.
@@ -401,20 +425,20 @@ mod codec {
         pub(crate) python: bool,
     }
 
-    /// Decodes a `T` from LangGraph msgpack `bytes` through the tree.
+    /// Decodes a `T` from LangGraph msgpack `bytes` with the deserializer over the bytes,
+    /// which checks the reader's rules as it reads. Only a failure is looked at again, to
+    /// explain it: the reader's error if the bytes break its rules (whatever `T` reads), the
+    /// deserializer's, with the path of the field that failed, otherwise.
     pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> std::result::Result<T, Refusal> {
-        let (node, python) =
-            read::read(bytes).map_err(|(error, python)| Refusal { error, python })?;
-        decode_node(&node).map_err(|error| Refusal { error, python })
-    }
-
-    fn decode_node<T: DeserializeOwned>(node: &Node) -> Result<T> {
-        // Fast first; only a failure is decoded again, tracking the path, to explain it.
-        T::deserialize(De::Node(node)).or_else(|_| {
-            deserialize_tracking::<_, T>(De::Node(node)).map_err(|(path, e)| Error::Serialization {
-                tag: TAG_MSGPACK.to_owned(),
-                path,
-                message: e.to_string(),
+        de::from_slice(bytes).or_else(|_| {
+            let python = read::check(bytes).map_err(|(error, python)| Refusal { error, python })?;
+            de::from_slice_tracking(bytes).map_err(|(path, message)| Refusal {
+                error: Error::Serialization {
+                    tag: TAG_MSGPACK.to_owned(),
+                    path,
+                    message,
+                },
+                python,
             })
         })
     }

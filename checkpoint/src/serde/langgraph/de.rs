@@ -1,20 +1,30 @@
-//! A human-readable serde `Deserializer` over a [`Node`] (see the module docs for what each
-//! request sees).
+//! A human-readable serde `Deserializer` over LangGraph msgpack bytes (see the module docs for
+//! what each request sees), reading strings and bytes in place.
+//!
+//! It checks the reader's rules as it goes, with the pieces of `read.rs`: every value is
+//! either read (its head, its strings as UTF-8, its nesting, an extension's own rules) or,
+//! when its visitor ignores it, moved past with [`Cursor::pass`], which checks it whole. A
+//! value a visitor leaves or fails on (and carries on) is moved past following its structure
+//! only, and then the input is checked whole at the end. So a decode that succeeds read input
+//! `read::check` accepts; a failure says nothing more: the caller asks `read::check` for the
+//! reader's error. A map's keys are looked at before it is shown to a request for any value
+//! or a map, to tell a plain dict from one shown in its `builtins.dict` form
+//! ([`Cursor::map_shape`]).
 
 use std::fmt;
-use std::slice;
 
 use serde::de::value::SeqDeserializer;
 use serde::de::{
     self, DeserializeSeed, Deserializer, EnumAccess, Expected, MapAccess, SeqAccess, Unexpected,
     VariantAccess, Visitor,
 };
+use serde::forward_to_deserialize_any;
 
-use super::codec::{EXT_KW_ARGS, EXT_POS_ARGS};
-use super::ser::is_lc2_with_ext;
-use super::{Node, PyObject};
+use super::codec::{EXT_KW_ARGS, EXT_POS_ARGS, describe};
+use super::read::{self, Cursor, Ext, Fail, MapShape, RawArgs, RawObject, Reading, Token, utf8};
+use crate::serde::path::deserialize_tracking;
 
-/// An error of the tree's deserializer or serializer.
+/// An error of the deserializer or of the tree's serializer.
 #[derive(Debug)]
 pub(crate) struct CodecError(String);
 
@@ -38,73 +48,224 @@ impl serde::ser::Error for CodecError {
     }
 }
 
+impl From<Fail> for CodecError {
+    fn from(fail: Fail) -> Self {
+        CodecError(fail.message().to_owned())
+    }
+}
+
 type Result<T> = std::result::Result<T, CodecError>;
 
-/// What a deserializer reads: a node, or a part of the `lc: 2` map shown for one.
-#[derive(Clone, Copy)]
-pub(crate) enum De<'a> {
-    /// A value of the tree.
-    Node(&'a Node),
-    /// A string.
-    Str(&'a str),
-    /// An unsigned integer.
-    U64(u64),
-    /// `null`.
-    Nil,
-    /// An `lc: 2` id: the module's parts, then the class name.
-    Id(&'a str, &'a str),
-    /// Values of the tree as a sequence.
-    Nodes(&'a [Node]),
-    /// Keyword arguments as a map.
-    Kwargs(&'a [(String, Node)]),
-    /// Bytes as hex text.
-    Hex(&'a [u8]),
-    /// `[hex]`: the arguments of `bytes.fromhex`.
-    OneHex(&'a [u8]),
-    /// `[[key, value], ...]`: a map's entries as pairs.
-    Entries(&'a [(Node, Node)]),
-    /// `[[[key, value], ...]]`: the arguments of `dict`.
-    OneEntries(&'a [(Node, Node)]),
-    /// `[key, value]`.
-    Entry(&'a Node, &'a Node),
+/// Decodes a `T` from the one value `bytes` hold.
+pub(super) fn from_slice<T: de::DeserializeOwned>(bytes: &[u8]) -> Result<T> {
+    let reading = Reading::new(bytes);
+    let mut cursor = reading.cursor();
+    let value = T::deserialize(Next::new(&mut cursor))?;
+    cursor.end()?;
+    checked_if_unread(&reading)?;
+    Ok(value)
+}
+
+/// [`from_slice`], tracking the path: an error comes with the path of the field that failed.
+pub(super) fn from_slice_tracking<T: de::DeserializeOwned>(
+    bytes: &[u8],
+) -> std::result::Result<T, (Option<String>, String)> {
+    let reading = Reading::new(bytes);
+    let mut cursor = reading.cursor();
+    let value =
+        deserialize_tracking(Next::new(&mut cursor)).map_err(|(path, e)| (path, e.to_string()))?;
+    cursor
+        .end()
+        .map_err(|fail| (None, fail.message().to_owned()))?;
+    checked_if_unread(&reading).map_err(|e| (None, e.to_string()))?;
+    Ok(value)
+}
+
+/// If a value was moved past unread (its visitor left it, or failed on it and carried on),
+/// the reader's rules on the whole input: what was not read must pass them too.
+fn checked_if_unread(reading: &Reading<'_>) -> Result<()> {
+    match reading.left_unread() {
+        true => read::check(reading.input())
+            .map(drop)
+            .map_err(|(error, _)| de::Error::custom(error)),
+        false => Ok(()),
+    }
+}
+
+/// The next value of a cursor. Once used, failed or dropped, the cursor is past the value.
+pub(super) struct Next<'a, 'r> {
+    cursor: &'r mut Cursor<'a>,
+    /// Whether a `deserialize_*` method took the value (and so moves past it).
+    taken: bool,
+}
+
+impl Drop for Next<'_, '_> {
+    fn drop(&mut self) {
+        if !self.taken {
+            // Left by its visitor: moved past all the same.
+            self.cursor.skip_unread();
+        }
+    }
+}
+
+impl<'a, 'r> Next<'a, 'r> {
+    fn new(cursor: &'r mut Cursor<'a>) -> Self {
+        Next {
+            cursor,
+            taken: false,
+        }
+    }
+
+    /// Runs `read` on the cursor at the value; on failure, moves past the value, for a
+    /// visitor that carries on.
+    fn take<R>(mut self, read: impl FnOnce(&mut Cursor<'a>) -> Result<R>) -> Result<R> {
+        self.taken = true;
+        let start = self.cursor.mark();
+        let result = read(&mut *self.cursor);
+        if result.is_err() {
+            self.cursor.reset(start);
+            self.cursor.skip_unread();
+        }
+        result
+    }
+}
+
+/// Runs `read` one level deeper (in a container).
+fn inside<'a, R>(
+    cursor: &mut Cursor<'a>,
+    read: impl FnOnce(&mut Cursor<'a>) -> Result<R>,
+) -> Result<R> {
+    cursor.enter()?;
+    let result = read(cursor);
+    cursor.leave();
+    result
+}
+
+/// The natural reading of the value whose head `token` was just read from `cursor`.
+fn any<'a, V: Visitor<'a>>(
+    token: Token<'a>,
+    cursor: &mut Cursor<'a>,
+    visitor: V,
+) -> Result<V::Value> {
+    match token {
+        Token::Nil => visitor.visit_unit(),
+        Token::Bool(b) => visitor.visit_bool(b),
+        Token::Int(n) => visitor.visit_i64(n),
+        Token::UInt(n) => visitor.visit_u64(n),
+        Token::F32(f) => visitor.visit_f32(f),
+        Token::F64(f) => visitor.visit_f64(f),
+        Token::Str(bytes) => visitor.visit_borrowed_str(utf8(bytes)?),
+        Token::Bin(b) => lc2(Lc2::Bytes(b), visitor),
+        Token::Array(n) => inside(cursor, |c| visit_seq(visitor, Items::new(c, n))),
+        Token::Map(n) if cursor.map_shape(n)? == MapShape::PLAIN => {
+            inside(cursor, |c| visit_map(visitor, Entries::new(c, n)))
+        }
+        Token::Map(n) => dict(cursor, n, visitor),
+        Token::Ext(len) => match cursor.open_ext(len, None)? {
+            Ext::Snapshot(mut inner) => {
+                let token = inner.head()?;
+                any(token, &mut inner, visitor)
+            }
+            Ext::Object(o) => lc2(Lc2::Object(o), visitor),
+        },
+    }
+}
+
+/// A map of `n` entries at `cursor` in its `builtins.dict` form; the cursor moves past it.
+fn dict<'a, V: Visitor<'a>>(cursor: &mut Cursor<'a>, n: usize, visitor: V) -> Result<V::Value> {
+    let entries = inside(cursor, |c| {
+        let entries = *c;
+        for _ in 0..n.saturating_mul(2) {
+            c.pass()?;
+        }
+        Ok(entries)
+    })?;
+    lc2(Lc2::Dict(entries, n), visitor)
+}
+
+/// A `datetime.date` (`[year, month, day]`) as ISO text.
+fn iso_date(o: &RawObject<'_>) -> Option<String> {
+    if (o.ext, o.module, o.name) != (EXT_POS_ARGS, "datetime", "date") {
+        return None;
+    }
+    let RawArgs::Values(mut args, 3) = o.args else {
+        return None;
+    };
+    let mut part = || match args.token() {
+        Ok(Token::UInt(n)) => Some(n),
+        _ => None,
+    };
+    let (y, m, d) = (part()?, part()?, part()?);
+    Some(format!("{y:04}-{m:02}-{d:02}"))
+}
+
+/// The error for a request an object cannot satisfy; it names the class.
+fn unexpected_object(o: &RawObject<'_>, exp: &dyn Expected) -> CodecError {
+    let what = format!("Python object {}", describe(o.module, o.name, o.ext));
+    de::Error::invalid_type(Unexpected::Other(&what), exp)
+}
+
+fn unexpected<'a>(token: &Token<'a>) -> Unexpected<'a> {
+    match *token {
+        Token::Nil => Unexpected::Unit,
+        Token::Bool(b) => Unexpected::Bool(b),
+        Token::Int(n) => Unexpected::Signed(n),
+        Token::UInt(n) => Unexpected::Unsigned(n),
+        Token::F32(f) => Unexpected::Float(f64::from(f)),
+        Token::F64(f) => Unexpected::Float(f),
+        Token::Str(s) => std::str::from_utf8(s).map_or(Unexpected::Bytes(s), Unexpected::Str),
+        Token::Bin(b) => Unexpected::Bytes(b),
+        Token::Array(_) => Unexpected::Seq,
+        Token::Map(_) => Unexpected::Map,
+        Token::Ext(_) => Unexpected::Other("a Python object"),
+    }
 }
 
 /// What an `lc: 2` map describes.
 #[derive(Clone, Copy)]
-pub(crate) enum Lc2<'a> {
-    Object(&'a PyObject),
+enum Lc2<'a> {
+    Object(RawObject<'a>),
     Bytes(&'a [u8]),
-    Dict(&'a [(Node, Node)]),
+    /// A map's `n` entries at the cursor.
+    Dict(Cursor<'a>, usize),
 }
 
 impl<'a> Lc2<'a> {
-    fn entries(self) -> [(&'static str, De<'a>); 7] {
+    fn entries(self) -> [(&'static str, Part<'a>); 7] {
+        let none = || Part::Values(Cursor::new(&[]), 0);
+        let no_kwargs = || Part::Kwargs(Cursor::new(&[]), 0);
         let (id, ext, method, args, kwargs) = match self {
             Lc2::Object(o) => (
-                De::Id(&o.module, &o.name),
-                De::U64(u64::from(o.ext)),
-                o.method.as_deref().map_or(De::Nil, De::Str),
-                De::Nodes(&o.args),
-                De::Kwargs(&o.kwargs),
+                Part::Id(o.module, o.name),
+                Part::U64(u64::from(o.ext)),
+                o.method.map_or(Part::Nil, Part::Str),
+                match o.args {
+                    RawArgs::Values(at, n) => Part::Values(at, n),
+                    RawArgs::Keywords(..) => none(),
+                },
+                match o.args {
+                    RawArgs::Keywords(at, n) => Part::Kwargs(at, n),
+                    RawArgs::Values(..) => no_kwargs(),
+                },
             ),
             Lc2::Bytes(b) => (
-                De::Id("builtins", "bytes"),
-                De::Nil,
-                De::Str("fromhex"),
-                De::OneHex(b),
-                De::Kwargs(&[]),
+                Part::Id("builtins", "bytes"),
+                Part::Nil,
+                Part::Str("fromhex"),
+                Part::OneHex(b),
+                no_kwargs(),
             ),
-            Lc2::Dict(entries) => (
-                De::Id("builtins", "dict"),
-                De::Nil,
-                De::Nil,
-                De::OneEntries(entries),
-                De::Kwargs(&[]),
+            Lc2::Dict(at, n) => (
+                Part::Id("builtins", "dict"),
+                Part::Nil,
+                Part::Nil,
+                Part::OneEntries(at, n),
+                no_kwargs(),
             ),
         };
         [
-            ("lc", De::U64(2)),
-            ("type", De::Str("constructor")),
+            ("lc", Part::U64(2)),
+            ("type", Part::Str("constructor")),
             ("id", id),
             ("ext", ext),
             ("method", method),
@@ -114,64 +275,7 @@ impl<'a> Lc2<'a> {
     }
 }
 
-/// The error for a request an object cannot satisfy; it names the class.
-fn unexpected_object(o: &PyObject, exp: &dyn Expected) -> CodecError {
-    let what = format!("Python object {}", o.describe());
-    de::Error::invalid_type(Unexpected::Other(&what), exp)
-}
-
-fn unexpected(node: &Node) -> Unexpected<'_> {
-    match node {
-        Node::Nil => Unexpected::Unit,
-        Node::Bool(b) => Unexpected::Bool(*b),
-        Node::Int(n) => Unexpected::Signed(*n),
-        Node::UInt(n) => Unexpected::Unsigned(*n),
-        Node::F32(f) => Unexpected::Float(f64::from(*f)),
-        Node::F64(f) => Unexpected::Float(*f),
-        Node::Str(s) => Unexpected::Str(s),
-        Node::Bin(b) => Unexpected::Bytes(b),
-        Node::Array(_) => Unexpected::Seq,
-        Node::Map(_) => Unexpected::Map,
-        Node::Object(_) | Node::DeltaSnapshot(_) => Unexpected::Other("a Python object"),
-    }
-}
-
-/// A `datetime.date` (`[year, month, day]`) as ISO text.
-fn iso_date(o: &PyObject) -> Option<String> {
-    if (o.ext, o.module.as_str(), o.name.as_str()) != (EXT_POS_ARGS, "datetime", "date") {
-        return None;
-    }
-    match o.args.as_slice() {
-        [Node::UInt(y), Node::UInt(m), Node::UInt(d)] => Some(format!("{y:04}-{m:02}-{d:02}")),
-        _ => None,
-    }
-}
-
-/// The natural reading of `node` (see the module docs).
-fn any<'de, V: Visitor<'de>>(node: &'de Node, visitor: V) -> Result<V::Value> {
-    match node {
-        Node::Nil => visitor.visit_unit(),
-        Node::Bool(b) => visitor.visit_bool(*b),
-        Node::Int(n) => visitor.visit_i64(*n),
-        Node::UInt(n) => visitor.visit_u64(*n),
-        Node::F32(f) => visitor.visit_f32(*f),
-        Node::F64(f) => visitor.visit_f64(*f),
-        Node::Str(s) => visitor.visit_borrowed_str(s),
-        Node::Bin(b) => lc2(Lc2::Bytes(b), visitor),
-        Node::Array(items) => visit_seq(visitor, NodeSeq(items.iter())),
-        Node::Map(entries)
-            if entries.iter().all(|(k, _)| matches!(k, Node::Str(_)))
-                && !is_lc2_with_ext(entries) =>
-        {
-            visit_map(visitor, NodeMap::new(entries))
-        }
-        Node::Map(entries) => lc2(Lc2::Dict(entries), visitor),
-        Node::Object(o) => lc2(Lc2::Object(o), visitor),
-        Node::DeltaSnapshot(inner) => any(inner, visitor),
-    }
-}
-
-fn lc2<'de, V: Visitor<'de>>(lc2: Lc2<'de>, visitor: V) -> Result<V::Value> {
+fn lc2<'a, V: Visitor<'a>>(lc2: Lc2<'a>, visitor: V) -> Result<V::Value> {
     visit_map(
         visitor,
         FixedMap {
@@ -215,54 +319,35 @@ trait Rest {
 }
 
 /// Forwards a request to the argument of a one-argument object and the value of a
-/// `_DeltaSnapshot`; bytes are shown as bytes; other nodes read naturally.
+/// `_DeltaSnapshot`; bytes are shown as bytes; other values read naturally.
 macro_rules! see_through {
     ($($method:ident $(($($arg:ident: $ty:ty),*))?;)*) => {$(
-        fn $method<V: Visitor<'de>>(self, $($($arg: $ty,)*)? visitor: V) -> Result<V::Value> {
-            match self {
-                De::Node(Node::DeltaSnapshot(inner)) => {
-                    De::Node(inner).$method($($($arg,)*)? visitor)
-                }
-                De::Node(Node::Object(o)) => match o.single() {
-                    Some(arg) => De::Node(arg).$method($($($arg,)*)? visitor),
-                    None => Err(unexpected_object(o, &visitor)),
+        fn $method<V: Visitor<'a>>(self, $($($arg: $ty,)*)? visitor: V) -> Result<V::Value> {
+            self.take(|cursor| match cursor.head()? {
+                Token::Ext(len) => match cursor.open_ext(len, None)? {
+                    Ext::Snapshot(mut inner) => {
+                        Next::new(&mut inner).$method($($($arg,)*)? visitor)
+                    }
+                    Ext::Object(o) => match o.single() {
+                        Some(mut arg) => Next::new(&mut arg).$method($($($arg,)*)? visitor),
+                        None => Err(unexpected_object(&o, &visitor)),
+                    },
                 },
-                De::Node(Node::Bin(b)) => visitor.visit_borrowed_bytes(b),
-                _ => self.deserialize_any(visitor),
-            }
+                Token::Bin(b) => visitor.visit_borrowed_bytes(b),
+                token => any(token, cursor, visitor),
+            })
         }
     )*};
 }
 
-impl<'de> Deserializer<'de> for De<'de> {
+impl<'a> Deserializer<'a> for Next<'a, '_> {
     type Error = CodecError;
 
-    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        match self {
-            De::Node(node) => any(node, visitor),
-            De::Str(s) => visitor.visit_borrowed_str(s),
-            De::U64(n) => visitor.visit_u64(n),
-            De::Nil => visitor.visit_unit(),
-            De::Id(module, name) => visit_seq(
-                visitor,
-                IdSeq {
-                    parts: module.split('.'),
-                    name: Some(name),
-                    rest: module.split('.').count() + 1,
-                },
-            ),
-            De::Nodes(nodes) => visit_seq(visitor, NodeSeq(nodes.iter())),
-            De::Kwargs(kwargs) => visit_map(visitor, KwargsMap::new(kwargs)),
-            De::Hex(b) => visitor.visit_string(hex::encode(b)),
-            De::OneHex(b) => visit_seq(visitor, Fixed::new([Some(De::Hex(b)), None])),
-            De::Entries(entries) => visit_seq(visitor, EntrySeq(entries.iter())),
-            De::OneEntries(entries) => {
-                visit_seq(visitor, Fixed::new([Some(De::Entries(entries)), None]))
-            }
-            De::Entry(k, v) => {
-                visit_seq(visitor, Fixed::new([Some(De::Node(k)), Some(De::Node(v))]))
-            }
-        }
+    fn deserialize_any<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value> {
+        self.take(|cursor| {
+            let token = cursor.head()?;
+            any(token, cursor, visitor)
+        })
     }
 
     see_through! {
@@ -273,35 +358,48 @@ impl<'de> Deserializer<'de> for De<'de> {
         deserialize_unit_struct(name: &'static str); deserialize_identifier;
     }
 
-    fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        match self {
-            De::Node(Node::Object(o)) if o.single().is_none() => match iso_date(o) {
-                Some(date) => visitor.visit_string(date),
-                None => Err(unexpected_object(o, &visitor)),
+    fn deserialize_str<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value> {
+        self.take(|cursor| match cursor.head()? {
+            Token::Str(bytes) => visitor.visit_borrowed_str(utf8(bytes)?),
+            Token::Ext(len) => match cursor.open_ext(len, None)? {
+                Ext::Snapshot(mut inner) => Next::new(&mut inner).deserialize_str(visitor),
+                Ext::Object(o) => match o.single() {
+                    Some(mut arg) => Next::new(&mut arg).deserialize_str(visitor),
+                    None => match iso_date(&o) {
+                        Some(date) => visitor.visit_string(date),
+                        None => Err(unexpected_object(&o, &visitor)),
+                    },
+                },
             },
-            De::Node(Node::Object(o)) => match o.single() {
-                Some(arg) => De::Node(arg).deserialize_str(visitor),
-                None => Err(unexpected_object(o, &visitor)),
-            },
-            De::Node(Node::DeltaSnapshot(inner)) => De::Node(inner).deserialize_str(visitor),
-            De::Node(Node::Bin(b)) => visitor.visit_borrowed_bytes(b),
-            _ => self.deserialize_any(visitor),
-        }
+            Token::Bin(b) => visitor.visit_borrowed_bytes(b),
+            token => any(token, cursor, visitor),
+        })
     }
 
-    fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+    fn deserialize_string<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value> {
         self.deserialize_str(visitor)
     }
 
-    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        match self {
-            De::Nil | De::Node(Node::Nil) => visitor.visit_none(),
-            De::Node(Node::DeltaSnapshot(inner)) => De::Node(inner).deserialize_option(visitor),
+    fn deserialize_option<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value> {
+        let mut ahead = *self.cursor;
+        match ahead.head()? {
+            Token::Nil => self.take(|cursor| {
+                *cursor = ahead;
+                visitor.visit_none()
+            }),
+            Token::Ext(len) => match ahead.open_ext(len, None) {
+                Ok(Ext::Snapshot(mut inner)) => self.take(|cursor| {
+                    *cursor = ahead;
+                    Next::new(&mut inner).deserialize_option(visitor)
+                }),
+                // An object (or a bad extension, which reading it refuses).
+                _ => visitor.visit_some(self),
+            },
             _ => visitor.visit_some(self),
         }
     }
 
-    fn deserialize_newtype_struct<V: Visitor<'de>>(
+    fn deserialize_newtype_struct<V: Visitor<'a>>(
         self,
         _name: &'static str,
         visitor: V,
@@ -309,29 +407,32 @@ impl<'de> Deserializer<'de> for De<'de> {
         visitor.visit_newtype_struct(self)
     }
 
-    fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        let De::Node(node) = self else {
-            return self.deserialize_any(visitor);
-        };
-        match node {
-            Node::Array(items) => visit_seq(visitor, NodeSeq(items.iter())),
-            Node::Bin(b) => SeqDeserializer::new(b.iter().copied()).deserialize_any(visitor),
-            Node::Object(o) => match (o.ext, o.single()) {
-                (_, Some(arg)) => De::Node(arg).deserialize_seq(visitor),
-                (EXT_POS_ARGS, _) => visit_seq(visitor, NodeSeq(o.args.iter())),
-                (EXT_KW_ARGS, _) => visit_seq(visitor, ValueSeq(o.kwargs.iter())),
-                _ => Err(unexpected_object(o, &visitor)),
+    fn deserialize_seq<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value> {
+        self.take(|cursor| match cursor.head()? {
+            Token::Array(n) => inside(cursor, |c| visit_seq(visitor, Items::new(c, n))),
+            Token::Bin(b) => SeqDeserializer::new(b.iter().copied()).deserialize_any(visitor),
+            Token::Ext(len) => match cursor.open_ext(len, None)? {
+                Ext::Snapshot(mut inner) => Next::new(&mut inner).deserialize_seq(visitor),
+                Ext::Object(o) => match (o.ext, o.single(), o.args) {
+                    (_, Some(mut arg), _) => Next::new(&mut arg).deserialize_seq(visitor),
+                    (EXT_POS_ARGS, _, RawArgs::Values(mut at, n)) => {
+                        visit_seq(visitor, Items::new(&mut at, n))
+                    }
+                    (EXT_KW_ARGS, _, RawArgs::Keywords(mut at, n)) => {
+                        visit_seq(visitor, KwargValues::new(&mut at, n))
+                    }
+                    _ => Err(unexpected_object(&o, &visitor)),
+                },
             },
-            Node::DeltaSnapshot(inner) => De::Node(inner).deserialize_seq(visitor),
-            _ => any(node, visitor),
-        }
+            token => any(token, cursor, visitor),
+        })
     }
 
-    fn deserialize_tuple<V: Visitor<'de>>(self, _len: usize, visitor: V) -> Result<V::Value> {
+    fn deserialize_tuple<V: Visitor<'a>>(self, _len: usize, visitor: V) -> Result<V::Value> {
         self.deserialize_seq(visitor)
     }
 
-    fn deserialize_tuple_struct<V: Visitor<'de>>(
+    fn deserialize_tuple_struct<V: Visitor<'a>>(
         self,
         _name: &'static str,
         _len: usize,
@@ -340,90 +441,85 @@ impl<'de> Deserializer<'de> for De<'de> {
         self.deserialize_seq(visitor)
     }
 
-    fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        let De::Node(node) = self else {
-            return self.deserialize_any(visitor);
-        };
-        match node {
+    fn deserialize_map<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value> {
+        self.take(|cursor| match cursor.head()? {
             // Written back, its entries would make an object: shown as the dict it is.
-            Node::Map(entries) if is_lc2_with_ext(entries) => lc2(Lc2::Dict(entries), visitor),
-            Node::Map(entries) => visit_map(visitor, NodeMap::new(entries)),
-            Node::Object(o) if o.has_kwargs() => visit_map(visitor, KwargsMap::new(&o.kwargs)),
-            Node::Object(o) => match o.single() {
-                Some(arg) => De::Node(arg).deserialize_map(visitor),
-                None => lc2(Lc2::Object(o), visitor),
+            Token::Map(n) if cursor.map_shape(n)?.lc2_with_ext => dict(cursor, n, visitor),
+            Token::Map(n) => inside(cursor, |c| visit_map(visitor, Entries::new(c, n))),
+            Token::Ext(len) => match cursor.open_ext(len, None)? {
+                Ext::Snapshot(mut inner) => Next::new(&mut inner).deserialize_map(visitor),
+                Ext::Object(o) => match (o.single(), o.args) {
+                    (_, RawArgs::Keywords(mut at, n)) => {
+                        visit_map(visitor, Kwargs::new(&mut at, n))
+                    }
+                    (Some(mut arg), _) => Next::new(&mut arg).deserialize_map(visitor),
+                    (None, _) => lc2(Lc2::Object(o), visitor),
+                },
             },
-            Node::DeltaSnapshot(inner) => De::Node(inner).deserialize_map(visitor),
-            _ => any(node, visitor),
-        }
+            token => any(token, cursor, visitor),
+        })
     }
 
-    fn deserialize_struct<V: Visitor<'de>>(
+    fn deserialize_struct<V: Visitor<'a>>(
         self,
         name: &'static str,
         fields: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value> {
-        let De::Node(node) = self else {
-            return self.deserialize_any(visitor);
-        };
         if fields.contains(&"lc") {
             // A struct mirroring the `lc: 2` form reads that form.
-            return any(node, visitor);
+            return self.deserialize_any(visitor);
         }
-        match node {
-            Node::Map(entries) => visit_map(visitor, NodeMap::new(entries)),
-            Node::Array(items) => visit_seq(visitor, NodeSeq(items.iter())),
-            Node::Object(o) if o.has_kwargs() => visit_map(visitor, KwargsMap::new(&o.kwargs)),
-            Node::Object(o) => match o.single() {
-                Some(arg) => De::Node(arg).deserialize_struct(name, fields, visitor),
-                None => lc2(Lc2::Object(o), visitor),
+        self.take(|cursor| match cursor.head()? {
+            Token::Map(n) => inside(cursor, |c| visit_map(visitor, Entries::new(c, n))),
+            Token::Array(n) => inside(cursor, |c| visit_seq(visitor, Items::new(c, n))),
+            Token::Ext(len) => match cursor.open_ext(len, None)? {
+                Ext::Snapshot(mut inner) => {
+                    Next::new(&mut inner).deserialize_struct(name, fields, visitor)
+                }
+                Ext::Object(o) => match (o.single(), o.args) {
+                    (_, RawArgs::Keywords(mut at, n)) => {
+                        visit_map(visitor, Kwargs::new(&mut at, n))
+                    }
+                    (Some(mut arg), _) => {
+                        Next::new(&mut arg).deserialize_struct(name, fields, visitor)
+                    }
+                    (None, _) => lc2(Lc2::Object(o), visitor),
+                },
             },
-            Node::DeltaSnapshot(inner) => De::Node(inner).deserialize_struct(name, fields, visitor),
-            _ => any(node, visitor),
-        }
+            token => any(token, cursor, visitor),
+        })
     }
 
-    fn deserialize_enum<V: Visitor<'de>>(
+    fn deserialize_enum<V: Visitor<'a>>(
         self,
         name: &'static str,
         variants: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value> {
         let expected = &"an enum: a string or a map of one entry";
-        match self {
-            De::Str(s) => visitor.visit_enum(EnumDe {
-                variant: De::Str(s),
-                value: None,
-            }),
-            De::Node(Node::Str(s)) => visitor.visit_enum(EnumDe {
-                variant: De::Str(s),
-                value: None,
-            }),
-            De::Node(Node::Map(entries)) => match entries.as_slice() {
-                [(key, value)] => visitor.visit_enum(EnumDe {
-                    variant: De::Node(key),
-                    value: Some(De::Node(value)),
-                }),
-                _ => Err(de::Error::invalid_length(entries.len(), expected)),
+        self.take(|cursor| match cursor.head()? {
+            Token::Str(bytes) => visitor.visit_enum(EnumDe::Unit(utf8(bytes)?)),
+            Token::Map(1) => inside(cursor, |c| visitor.visit_enum(EnumDe::Entry(c))),
+            Token::Map(n) => Err(de::Error::invalid_length(n, expected)),
+            Token::Ext(len) => match cursor.open_ext(len, None)? {
+                Ext::Snapshot(mut inner) => {
+                    Next::new(&mut inner).deserialize_enum(name, variants, visitor)
+                }
+                Ext::Object(o) => match o.single() {
+                    Some(mut arg) => Next::new(&mut arg).deserialize_enum(name, variants, visitor),
+                    None => Err(unexpected_object(&o, &visitor)),
+                },
             },
-            De::Node(Node::Object(o)) => match o.single() {
-                Some(arg) => De::Node(arg).deserialize_enum(name, variants, visitor),
-                None => Err(unexpected_object(o, &visitor)),
-            },
-            De::Node(Node::DeltaSnapshot(inner)) => {
-                De::Node(inner).deserialize_enum(name, variants, visitor)
-            }
-            De::Node(node) => Err(de::Error::invalid_type(unexpected(node), expected)),
-            _ => Err(de::Error::invalid_type(
-                Unexpected::Other("a part of a Python object"),
-                expected,
-            )),
-        }
+            token => Err(de::Error::invalid_type(unexpected(&token), expected)),
+        })
     }
 
-    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        visitor.visit_unit()
+    fn deserialize_ignored_any<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value> {
+        self.take(|cursor| {
+            cursor.pass()?;
+            visitor.visit_unit()
+        })
     }
 
     fn is_human_readable(&self) -> bool {
@@ -431,99 +527,340 @@ impl<'de> Deserializer<'de> for De<'de> {
     }
 }
 
-/// Elements of the tree.
-struct NodeSeq<'a>(slice::Iter<'a, Node>);
+/// A part of the `lc: 2` map shown for an object, bytes or a dict.
+#[derive(Clone, Copy)]
+enum Part<'a> {
+    /// A string.
+    Str(&'a str),
+    /// An unsigned integer.
+    U64(u64),
+    /// `null`.
+    Nil,
+    /// An `lc: 2` id: the module's parts, then the class name.
+    Id(&'a str, &'a str),
+    /// This many values from the cursor, as a sequence.
+    Values(Cursor<'a>, usize),
+    /// This many keyword arguments from the cursor, as a map.
+    Kwargs(Cursor<'a>, usize),
+    /// Bytes as hex text.
+    Hex(&'a [u8]),
+    /// `[hex]`: the arguments of `bytes.fromhex`.
+    OneHex(&'a [u8]),
+    /// `[[key, value], ...]`: this many map entries from the cursor, as pairs.
+    Entries(Cursor<'a>, usize),
+    /// `[[[key, value], ...]]`: the arguments of `dict`.
+    OneEntries(Cursor<'a>, usize),
+}
 
-impl<'de> SeqAccess<'de> for NodeSeq<'de> {
+impl<'a> Part<'a> {
+    /// Where the values the part holds in the input are, and how many there are.
+    fn values(self) -> (Cursor<'a>, usize) {
+        match self {
+            Part::Values(at, n) => (at, n),
+            Part::Kwargs(at, n) | Part::Entries(at, n) | Part::OneEntries(at, n) => {
+                (at, n.saturating_mul(2))
+            }
+            _ => (Cursor::new(&[]), 0),
+        }
+    }
+}
+
+/// A part handed to a visitor: the values it holds in the input are read, or marked unread
+/// if the visitor fails on the part or leaves it.
+struct PartDe<'a> {
+    part: Part<'a>,
+    /// Whether a `deserialize_*` method took the part.
+    taken: bool,
+}
+
+impl Drop for PartDe<'_> {
+    fn drop(&mut self) {
+        if !self.taken {
+            self.part.values().0.mark_unread();
+        }
+    }
+}
+
+impl<'a> PartDe<'a> {
+    fn new(part: Part<'a>) -> Self {
+        PartDe { part, taken: false }
+    }
+
+    /// Runs `read` on the part; on failure, marks the values it holds unread.
+    fn take<R>(mut self, read: impl FnOnce(Part<'a>) -> Result<R>) -> Result<R> {
+        self.taken = true;
+        let result = read(self.part);
+        if result.is_err() {
+            self.part.values().0.mark_unread();
+        }
+        result
+    }
+}
+
+impl<'a> Deserializer<'a> for PartDe<'a> {
     type Error = CodecError;
 
-    fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>> {
-        self.0
-            .next()
-            .map(|n| seed.deserialize(De::Node(n)))
-            .transpose()
+    fn deserialize_any<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value> {
+        self.take(|part| match part {
+            Part::Str(s) => visitor.visit_borrowed_str(s),
+            Part::U64(n) => visitor.visit_u64(n),
+            Part::Nil => visitor.visit_unit(),
+            Part::Id(module, name) => visit_seq(
+                visitor,
+                IdSeq {
+                    parts: module.split('.'),
+                    name: Some(name),
+                    rest: module.split('.').count() + 1,
+                },
+            ),
+            Part::Values(mut at, n) => visit_seq(visitor, Items::new(&mut at, n)),
+            Part::Kwargs(mut at, n) => visit_map(visitor, Kwargs::new(&mut at, n)),
+            Part::Hex(b) => visitor.visit_string(hex::encode(b)),
+            Part::OneHex(b) => visit_seq(visitor, Fixed::new([Some(Part::Hex(b)), None])),
+            Part::Entries(mut at, n) => visit_seq(visitor, Pairs::new(&mut at, n)),
+            Part::OneEntries(at, n) => {
+                visit_seq(visitor, Fixed::new([Some(Part::Entries(at, n)), None]))
+            }
+        })
+    }
+
+    fn deserialize_option<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value> {
+        match self.part {
+            Part::Nil => self.take(|_| visitor.visit_none()),
+            _ => visitor.visit_some(self),
+        }
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'a>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_enum<V: Visitor<'a>>(
+        self,
+        _name: &'static str,
+        _variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value> {
+        self.take(|part| match part {
+            Part::Str(s) => visitor.visit_enum(EnumDe::Unit(s)),
+            _ => Err(de::Error::invalid_type(
+                Unexpected::Other("a part of a Python object"),
+                &"an enum: a string or a map of one entry",
+            )),
+        })
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value> {
+        self.take(|part| {
+            let (mut at, n) = part.values();
+            for _ in 0..n {
+                at.pass()?;
+            }
+            visitor.visit_unit()
+        })
+    }
+
+    fn is_human_readable(&self) -> bool {
+        true
+    }
+
+    forward_to_deserialize_any! {
+        <W: Visitor<'a>>
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        unit unit_struct seq tuple tuple_struct map struct identifier
+    }
+}
+
+/// A map entry at a cursor as a `[key, value]` pair.
+struct Pair<'a, 'r> {
+    cursor: &'r mut Cursor<'a>,
+    taken: bool,
+}
+
+impl Drop for Pair<'_, '_> {
+    fn drop(&mut self) {
+        if !self.taken {
+            self.cursor.skip_unread();
+            self.cursor.skip_unread();
+        }
+    }
+}
+
+impl<'a> Deserializer<'a> for Pair<'a, '_> {
+    type Error = CodecError;
+
+    fn deserialize_any<V: Visitor<'a>>(mut self, visitor: V) -> Result<V::Value> {
+        self.taken = true;
+        let start = self.cursor.mark();
+        let result = visit_seq(visitor, Items::new(&mut *self.cursor, 2));
+        if result.is_err() {
+            self.cursor.reset(start);
+            self.cursor.skip_unread();
+            self.cursor.skip_unread();
+        }
+        result
+    }
+
+    fn deserialize_option<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value> {
+        visitor.visit_some(self)
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'a>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_enum<V: Visitor<'a>>(
+        self,
+        _name: &'static str,
+        _variants: &'static [&'static str],
+        _visitor: V,
+    ) -> Result<V::Value> {
+        Err(de::Error::invalid_type(
+            Unexpected::Other("a part of a Python object"),
+            &"an enum: a string or a map of one entry",
+        ))
+    }
+
+    fn is_human_readable(&self) -> bool {
+        true
+    }
+
+    forward_to_deserialize_any! {
+        <W: Visitor<'a>>
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        unit unit_struct seq tuple tuple_struct map struct identifier ignored_any
+    }
+}
+
+/// `n` values at a cursor.
+struct Items<'a, 'r> {
+    cursor: &'r mut Cursor<'a>,
+    left: usize,
+}
+
+impl<'a, 'r> Items<'a, 'r> {
+    fn new(cursor: &'r mut Cursor<'a>, n: usize) -> Self {
+        Items { cursor, left: n }
+    }
+}
+
+impl<'a> SeqAccess<'a> for Items<'a, '_> {
+    type Error = CodecError;
+
+    fn next_element_seed<T: DeserializeSeed<'a>>(&mut self, seed: T) -> Result<Option<T::Value>> {
+        if self.left == 0 {
+            return Ok(None);
+        }
+        self.left -= 1;
+        seed.deserialize(Next::new(self.cursor)).map(Some)
     }
 
     fn size_hint(&self) -> Option<usize> {
-        Some(self.0.len())
+        Some(self.left)
     }
 }
 
-impl Rest for NodeSeq<'_> {
+impl Rest for Items<'_, '_> {
     fn rest(&self) -> usize {
-        self.0.len()
+        self.left
     }
 }
 
-/// Keyword arguments' values.
-struct ValueSeq<'a>(slice::Iter<'a, (String, Node)>);
+/// The values of `n` keyword arguments at a cursor.
+struct KwargValues<'a, 'r>(Items<'a, 'r>);
 
-impl<'de> SeqAccess<'de> for ValueSeq<'de> {
+impl<'a, 'r> KwargValues<'a, 'r> {
+    fn new(cursor: &'r mut Cursor<'a>, n: usize) -> Self {
+        KwargValues(Items::new(cursor, n))
+    }
+}
+
+impl<'a> SeqAccess<'a> for KwargValues<'a, '_> {
     type Error = CodecError;
 
-    fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>> {
-        self.0
-            .next()
-            .map(|(_, v)| seed.deserialize(De::Node(v)))
-            .transpose()
+    fn next_element_seed<T: DeserializeSeed<'a>>(&mut self, seed: T) -> Result<Option<T::Value>> {
+        if self.0.left > 0 {
+            // The key.
+            self.0.cursor.pass()?;
+        }
+        self.0.next_element_seed(seed)
     }
 
     fn size_hint(&self) -> Option<usize> {
-        Some(self.0.len())
+        self.0.size_hint()
     }
 }
 
-impl Rest for ValueSeq<'_> {
+impl Rest for KwargValues<'_, '_> {
     fn rest(&self) -> usize {
-        self.0.len()
+        self.0.left
     }
 }
 
-/// A map's entries as `[key, value]` pairs.
-struct EntrySeq<'a>(slice::Iter<'a, (Node, Node)>);
+/// `n` map entries at a cursor as `[key, value]` pairs.
+struct Pairs<'a, 'r>(Items<'a, 'r>);
 
-impl<'de> SeqAccess<'de> for EntrySeq<'de> {
+impl<'a, 'r> Pairs<'a, 'r> {
+    fn new(cursor: &'r mut Cursor<'a>, n: usize) -> Self {
+        Pairs(Items::new(cursor, n))
+    }
+}
+
+impl<'a> SeqAccess<'a> for Pairs<'a, '_> {
     type Error = CodecError;
 
-    fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>> {
-        self.0
-            .next()
-            .map(|(k, v)| seed.deserialize(De::Entry(k, v)))
-            .transpose()
+    fn next_element_seed<T: DeserializeSeed<'a>>(&mut self, seed: T) -> Result<Option<T::Value>> {
+        if self.0.left == 0 {
+            return Ok(None);
+        }
+        self.0.left -= 1;
+        let pair = Pair {
+            cursor: self.0.cursor,
+            taken: false,
+        };
+        seed.deserialize(pair).map(Some)
     }
 
     fn size_hint(&self) -> Option<usize> {
-        Some(self.0.len())
+        self.0.size_hint()
     }
 }
 
-impl Rest for EntrySeq<'_> {
+impl Rest for Pairs<'_, '_> {
     fn rest(&self) -> usize {
-        self.0.len()
+        self.0.left
     }
 }
 
 /// One or two parts.
 struct Fixed<'a> {
-    items: [Option<De<'a>>; 2],
+    items: [Option<Part<'a>>; 2],
     index: usize,
 }
 
 impl<'a> Fixed<'a> {
-    fn new(items: [Option<De<'a>>; 2]) -> Self {
+    fn new(items: [Option<Part<'a>>; 2]) -> Self {
         Fixed { items, index: 0 }
     }
 }
 
-impl<'de> SeqAccess<'de> for Fixed<'de> {
+impl<'a> SeqAccess<'a> for Fixed<'a> {
     type Error = CodecError;
 
-    fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>> {
+    fn next_element_seed<T: DeserializeSeed<'a>>(&mut self, seed: T) -> Result<Option<T::Value>> {
         let Some(item) = self.items.get(self.index).copied().flatten() else {
             return Ok(None);
         };
         self.index += 1;
-        seed.deserialize(item).map(Some)
+        seed.deserialize(PartDe::new(item)).map(Some)
     }
 
     fn size_hint(&self) -> Option<usize> {
@@ -544,15 +881,15 @@ struct IdSeq<'a> {
     rest: usize,
 }
 
-impl<'de> SeqAccess<'de> for IdSeq<'de> {
+impl<'a> SeqAccess<'a> for IdSeq<'a> {
     type Error = CodecError;
 
-    fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>> {
+    fn next_element_seed<T: DeserializeSeed<'a>>(&mut self, seed: T) -> Result<Option<T::Value>> {
         let Some(part) = self.parts.next().or_else(|| self.name.take()) else {
             return Ok(None);
         };
         self.rest -= 1;
-        seed.deserialize(De::Str(part)).map(Some)
+        seed.deserialize(PartDe::new(Part::Str(part))).map(Some)
     }
 
     fn size_hint(&self) -> Option<usize> {
@@ -566,122 +903,139 @@ impl Rest for IdSeq<'_> {
     }
 }
 
-/// A map of the tree; keys of any type.
-struct NodeMap<'a> {
-    entries: slice::Iter<'a, (Node, Node)>,
-    value: Option<&'a Node>,
+/// `n` map entries at a cursor; keys of any type.
+struct Entries<'a, 'r> {
+    cursor: &'r mut Cursor<'a>,
+    left: usize,
+    /// Whether a key was handed out and its value not yet.
+    value: bool,
 }
 
-impl<'a> NodeMap<'a> {
-    fn new(entries: &'a [(Node, Node)]) -> Self {
-        NodeMap {
-            entries: entries.iter(),
-            value: None,
+impl<'a, 'r> Entries<'a, 'r> {
+    fn new(cursor: &'r mut Cursor<'a>, n: usize) -> Self {
+        Entries {
+            cursor,
+            left: n,
+            value: false,
         }
     }
 }
 
-impl<'de> MapAccess<'de> for NodeMap<'de> {
+impl<'a> MapAccess<'a> for Entries<'a, '_> {
     type Error = CodecError;
 
-    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>> {
-        let Some((key, value)) = self.entries.next() else {
+    fn next_key_seed<K: DeserializeSeed<'a>>(&mut self, seed: K) -> Result<Option<K::Value>> {
+        if std::mem::take(&mut self.value) {
+            // The value of the key before, never asked for.
+            self.cursor.pass()?;
+        }
+        if self.left == 0 {
             return Ok(None);
-        };
-        self.value = Some(value);
-        seed.deserialize(De::Node(key)).map(Some)
+        }
+        self.left -= 1;
+        self.value = true;
+        seed.deserialize(Next::new(self.cursor)).map(Some)
     }
 
-    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value> {
-        match self.value.take() {
-            Some(value) => seed.deserialize(De::Node(value)),
-            None => Err(de::Error::custom(
+    fn next_value_seed<V: DeserializeSeed<'a>>(&mut self, seed: V) -> Result<V::Value> {
+        if !std::mem::take(&mut self.value) {
+            return Err(de::Error::custom(
                 "a map value was asked for before its key",
-            )),
+            ));
         }
+        seed.deserialize(Next::new(self.cursor))
     }
 
     fn size_hint(&self) -> Option<usize> {
-        Some(self.entries.len())
+        Some(self.left)
     }
 }
 
-impl Rest for NodeMap<'_> {
-    fn rest(&self) -> usize {
-        self.entries.len()
-    }
-}
-
-/// Keyword arguments.
-struct KwargsMap<'a> {
-    entries: slice::Iter<'a, (String, Node)>,
-    value: Option<&'a Node>,
-}
-
-impl<'a> KwargsMap<'a> {
-    fn new(entries: &'a [(String, Node)]) -> Self {
-        KwargsMap {
-            entries: entries.iter(),
-            value: None,
+impl Drop for Entries<'_, '_> {
+    fn drop(&mut self) {
+        if self.value {
+            // The value of the last key handed out, never asked for.
+            self.cursor.skip_unread();
         }
     }
 }
 
-impl<'de> MapAccess<'de> for KwargsMap<'de> {
+impl Rest for Entries<'_, '_> {
+    fn rest(&self) -> usize {
+        self.left
+    }
+}
+
+/// `n` keyword arguments at a cursor: string keys.
+struct Kwargs<'a, 'r>(Entries<'a, 'r>);
+
+impl<'a, 'r> Kwargs<'a, 'r> {
+    fn new(cursor: &'r mut Cursor<'a>, n: usize) -> Self {
+        Kwargs(Entries::new(cursor, n))
+    }
+}
+
+impl<'a> MapAccess<'a> for Kwargs<'a, '_> {
     type Error = CodecError;
 
-    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>> {
-        let Some((key, value)) = self.entries.next() else {
+    fn next_key_seed<K: DeserializeSeed<'a>>(&mut self, seed: K) -> Result<Option<K::Value>> {
+        let map = &mut self.0;
+        if std::mem::take(&mut map.value) {
+            map.cursor.pass()?;
+        }
+        if map.left == 0 {
             return Ok(None);
+        }
+        map.left -= 1;
+        let Token::Str(key) = map.cursor.head()? else {
+            return Err(de::Error::custom(
+                "a keyword argument's name is not a string",
+            ));
         };
-        self.value = Some(value);
-        seed.deserialize(De::Str(key)).map(Some)
+        map.value = true;
+        seed.deserialize(PartDe::new(Part::Str(utf8(key)?)))
+            .map(Some)
     }
 
-    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value> {
-        match self.value.take() {
-            Some(value) => seed.deserialize(De::Node(value)),
-            None => Err(de::Error::custom(
-                "a map value was asked for before its key",
-            )),
-        }
+    fn next_value_seed<V: DeserializeSeed<'a>>(&mut self, seed: V) -> Result<V::Value> {
+        self.0.next_value_seed(seed)
     }
 
     fn size_hint(&self) -> Option<usize> {
-        Some(self.entries.len())
+        self.0.size_hint()
     }
 }
 
-impl Rest for KwargsMap<'_> {
+impl Rest for Kwargs<'_, '_> {
     fn rest(&self) -> usize {
-        self.entries.len()
+        self.0.left
     }
 }
 
 /// The seven entries of an `lc: 2` map.
 struct FixedMap<'a> {
-    entries: [(&'static str, De<'a>); 7],
+    entries: [(&'static str, Part<'a>); 7],
     index: usize,
 }
 
-impl<'de> MapAccess<'de> for FixedMap<'de> {
+impl<'a> MapAccess<'a> for FixedMap<'a> {
     type Error = CodecError;
 
-    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>> {
+    fn next_key_seed<K: DeserializeSeed<'a>>(&mut self, seed: K) -> Result<Option<K::Value>> {
         match self.entries.get(self.index) {
-            Some((key, _)) => seed.deserialize(De::Str(key)).map(Some),
+            Some((key, _)) => seed.deserialize(PartDe::new(Part::Str(key))).map(Some),
             None => Ok(None),
         }
     }
 
-    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value> {
+    fn next_value_seed<V: DeserializeSeed<'a>>(&mut self, seed: V) -> Result<V::Value> {
         let Some((_, value)) = self.entries.get(self.index).copied() else {
             return Err(de::Error::custom(
                 "a map value was asked for after the last key",
             ));
         };
         self.index += 1;
-        seed.deserialize(value)
+        seed.deserialize(PartDe::new(value))
     }
 
     fn size_hint(&self) -> Option<usize> {
@@ -695,37 +1049,48 @@ impl Rest for FixedMap<'_> {
     }
 }
 
-/// An externally tagged enum: the variant, and the payload unless it is a unit variant.
-struct EnumDe<'a> {
-    variant: De<'a>,
-    value: Option<De<'a>>,
+/// An externally tagged enum: a string (a unit variant), or the one entry of a map at a
+/// cursor (the variant, then its payload).
+enum EnumDe<'a, 'r> {
+    Unit(&'a str),
+    Entry(&'r mut Cursor<'a>),
 }
 
-impl<'de> EnumAccess<'de> for EnumDe<'de> {
+impl<'a, 'r> EnumAccess<'a> for EnumDe<'a, 'r> {
     type Error = CodecError;
-    type Variant = VariantDe<'de>;
+    type Variant = VariantDe<'a, 'r>;
 
-    fn variant_seed<V: DeserializeSeed<'de>>(self, seed: V) -> Result<(V::Value, VariantDe<'de>)> {
-        let variant = seed.deserialize(self.variant)?;
-        Ok((variant, VariantDe(self.value)))
+    fn variant_seed<V: DeserializeSeed<'a>>(self, seed: V) -> Result<(V::Value, Self::Variant)> {
+        match self {
+            EnumDe::Unit(s) => Ok((
+                seed.deserialize(PartDe::new(Part::Str(s)))?,
+                VariantDe(None),
+            )),
+            EnumDe::Entry(cursor) => {
+                let variant = seed.deserialize(Next::new(&mut *cursor))?;
+                Ok((variant, VariantDe(Some(Next::new(cursor)))))
+            }
+        }
     }
 }
 
-/// An enum variant's payload.
-struct VariantDe<'a>(Option<De<'a>>);
+/// An enum variant's payload, if it has one.
+struct VariantDe<'a, 'r>(Option<Next<'a, 'r>>);
 
-impl<'de> VariantAccess<'de> for VariantDe<'de> {
+impl<'a> VariantAccess<'a> for VariantDe<'a, '_> {
     type Error = CodecError;
 
     fn unit_variant(self) -> Result<()> {
-        match self.0 {
-            None | Some(De::Node(Node::Nil)) => Ok(()),
-            Some(De::Node(node)) => Err(de::Error::invalid_type(unexpected(node), &"unit variant")),
-            Some(_) => Err(de::Error::custom("expected a unit variant")),
-        }
+        let Some(value) = self.0 else {
+            return Ok(());
+        };
+        value.take(|cursor| match cursor.head()? {
+            Token::Nil => Ok(()),
+            token => Err(de::Error::invalid_type(unexpected(&token), &"unit variant")),
+        })
     }
 
-    fn newtype_variant_seed<T: DeserializeSeed<'de>>(self, seed: T) -> Result<T::Value> {
+    fn newtype_variant_seed<T: DeserializeSeed<'a>>(self, seed: T) -> Result<T::Value> {
         match self.0 {
             Some(value) => seed.deserialize(value),
             None => Err(de::Error::invalid_type(
@@ -735,14 +1100,14 @@ impl<'de> VariantAccess<'de> for VariantDe<'de> {
         }
     }
 
-    fn tuple_variant<V: Visitor<'de>>(self, _len: usize, visitor: V) -> Result<V::Value> {
+    fn tuple_variant<V: Visitor<'a>>(self, _len: usize, visitor: V) -> Result<V::Value> {
         match self.0 {
             Some(value) => value.deserialize_seq(visitor),
             None => Err(de::Error::invalid_type(Unexpected::UnitVariant, &visitor)),
         }
     }
 
-    fn struct_variant<V: Visitor<'de>>(
+    fn struct_variant<V: Visitor<'a>>(
         self,
         fields: &'static [&'static str],
         visitor: V,

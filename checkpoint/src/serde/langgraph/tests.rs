@@ -1039,3 +1039,335 @@ fn a_python_dict_shaped_like_an_object_stays_a_dict() {
     let object = Node::from_msgpack(&Format::LangGraph.encode(&dict).unwrap()).unwrap();
     assert!(matches!(object, Node::Object(_)));
 }
+
+/// Inputs for the differential test below: the golden vectors and values that exercise
+/// every branch of the reader (objects of each code, nesting, dicts shown in their
+/// `builtins.dict` form, bytes, non-string keys).
+fn corpus() -> Vec<Vec<u8>> {
+    let mut corpus: Vec<Vec<u8>> = vectors().iter().map(|(v, _, _)| hex(v)).collect();
+    let numpy = PyObject::new(
+        6,
+        "numpy",
+        "ndarray",
+        None,
+        vec![
+            Node::Str("<i1".into()),
+            Node::Array(vec![Node::UInt(2)]),
+            Node::Str("C".into()),
+            Node::Bin(vec![1, 2]),
+        ],
+        vec![],
+    )
+    .unwrap();
+    corpus.push(Node::Object(Box::new(numpy)).to_msgpack().unwrap());
+    corpus.push(packed(&lc2(
+        5,
+        &["langchain_core", "messages", "ai", "AIMessage"],
+        json!("model_validate_json"),
+        json!([]),
+        json!({"content": "hi", "response_metadata": {"usage": {"in": 1, "out": [2, 3.5]}},
+               "tool_calls": [{"name": "t", "args": {"q": "x"}, "id": "c1"}], "id": null}),
+    )));
+    corpus.push(
+        Format::MsgPack
+            .encode(&json!({"lc": 2, "type": "constructor", "id": ["m", "V2"], "ext": 5}))
+            .unwrap(),
+    );
+    corpus.push(hex("92 81 01 a1 61 82 c4 01 ff 93 c0 c3 d0 fe a1 62"));
+    corpus.push(dicts_in_an_object().to_msgpack().unwrap());
+    corpus
+}
+
+/// A pydantic v2 object whose keyword arguments hold a dict shaped like an `lc: 2` map and
+/// a dict with an integer key (keys in order, so that its JSON view writes the same bytes).
+fn dicts_in_an_object() -> Node {
+    let str = |s: &str| Node::Str(s.into());
+    let lc2_shaped = Node::Map(vec![
+        (str("lc"), Node::UInt(2)),
+        (str("type"), str("constructor")),
+        (str("id"), Node::Array(vec![str("m"), str("V")])),
+        (str("ext"), Node::UInt(5)),
+    ]);
+    let int_key = Node::Map(vec![(Node::UInt(1), str("one"))]);
+    let object = PyObject::new(
+        5,
+        "m",
+        "M",
+        None,
+        vec![],
+        vec![
+            ("a".into(), str("x")),
+            ("d".into(), Node::Array(vec![lc2_shaped, int_key])),
+        ],
+    );
+    Node::Array(vec![str("before"), Node::Object(Box::new(object.unwrap()))])
+}
+
+#[test]
+fn dicts_inside_objects_keep_their_form() {
+    let bytes = dicts_in_an_object().to_msgpack().unwrap();
+    let value = to_value(&bytes);
+    let dicts = &value[1]["kwargs"]["d"];
+    for (dict, args) in [
+        (
+            &dicts[0],
+            json!([[
+                ["lc", 2],
+                ["type", "constructor"],
+                ["id", ["m", "V"]],
+                ["ext", 5]
+            ]]),
+        ),
+        (&dicts[1], json!([[[1, "one"]]])),
+    ] {
+        assert_eq!(dict["id"], json!(["builtins", "dict"]), "{value}");
+        assert_eq!(dict["args"], args, "{value}");
+    }
+    // Written back, the same bytes: the dicts stay dicts.
+    assert_eq!(Format::LangGraph.encode(&value).unwrap(), bytes);
+}
+
+/// Every mutation of every corpus input: each prefix, each byte replaced by a few others or
+/// removed, and a byte inserted everywhere.
+fn mutations(input: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = vec![input.to_vec()];
+    for at in 0..input.len() {
+        out.push(input[..at].to_vec());
+        let mut removed = input.to_vec();
+        removed.remove(at);
+        out.push(removed);
+        let mut inserted = input.to_vec();
+        inserted.insert(at, 0xc0);
+        out.push(inserted);
+        for byte in [
+            0x00,
+            0x01,
+            0x7f,
+            0x80,
+            0x81,
+            0x91,
+            0xa1,
+            0xc0,
+            0xc1,
+            0xc4,
+            0xc7,
+            0xd4,
+            0xd9,
+            0xdc,
+            0xde,
+            0xff,
+            input[at] ^ 1,
+        ] {
+            let mut replaced = input.to_vec();
+            replaced[at] = byte;
+            out.push(replaced);
+        }
+    }
+    out
+}
+
+/// Whether a `_DeltaSnapshot` is anywhere in `node` (its JSON view is the value it wraps,
+/// where the tree serializes the snapshot itself).
+fn has_snapshot(node: &Node) -> bool {
+    match node {
+        Node::DeltaSnapshot(_) => true,
+        Node::Array(items) => items.iter().any(has_snapshot),
+        Node::Map(entries) => entries
+            .iter()
+            .any(|(k, v)| has_snapshot(k) || has_snapshot(v)),
+        Node::Object(o) => {
+            o.args().iter().any(has_snapshot) || o.kwargs().iter().any(|(_, v)| has_snapshot(v))
+        }
+        _ => false,
+    }
+}
+
+#[test]
+fn deeply_nested_maps_keep_their_form() {
+    // Maps in maps, 60 deep, around dicts that are not plain (inside an object too): past
+    // some depth the shapes of maps are worked out in one pass rather than one by one.
+    let mut node = dicts_in_an_object();
+    for i in 0..60u64 {
+        node = Node::Map(vec![
+            (Node::Str("k".into()), node),
+            (Node::Str("i".into()), Node::UInt(i)),
+        ]);
+    }
+    let bytes = node.to_msgpack().unwrap();
+    let value = to_value(&bytes);
+    assert_eq!(value, serde_json::to_value(&node).unwrap());
+    let mut inner = &value;
+    for _ in 0..60 {
+        inner = &inner["k"];
+    }
+    assert_eq!(
+        inner[1]["kwargs"]["d"][1]["id"],
+        json!(["builtins", "dict"])
+    );
+    // A map target sees a nested dict shaped like an `lc: 2` map in its dict form too.
+    let map: BTreeMap<String, Value> = Format::LangGraph.decode(&bytes).unwrap();
+    assert_eq!(map["k"], value["k"]);
+}
+
+#[test]
+fn the_deserializer_accepts_exactly_what_the_reader_accepts() {
+    use serde::de::IgnoredAny;
+
+    use super::codec::decode;
+    use super::read::check;
+
+    #[derive(Deserialize)]
+    #[allow(dead_code)] // Read to exercise typed requests, not looked at.
+    struct Typed {
+        content: Option<String>,
+        id: Option<Value>,
+        #[serde(default)]
+        tool_calls: Vec<BTreeMap<String, Value>>,
+    }
+
+    // Nested to the limit and one level past it: arrays, and 42 sets (an extension, its
+    // payload array and its argument array: three levels each) in two or three arrays.
+    let mut deep = Vec::new();
+    for levels in [128, 129] {
+        let mut bytes = vec![0x91; levels];
+        bytes.push(0xc0);
+        deep.push(bytes);
+    }
+    let mut sets = Node::Nil;
+    for _ in 0..42 {
+        let set = PyObject::new(
+            0,
+            "builtins",
+            "set",
+            None,
+            vec![Node::Array(vec![sets])],
+            vec![],
+        );
+        sets = Node::Object(Box::new(set.unwrap()));
+    }
+    let sets = sets.to_msgpack().unwrap();
+    for arrays in [2, 3] {
+        let mut bytes = vec![0x91; arrays];
+        bytes.extend_from_slice(&sets);
+        deep.push(bytes);
+    }
+    let inputs = corpus()
+        .into_iter()
+        .flat_map(|input| mutations(&input))
+        .chain(deep);
+    let mut accepted = 0;
+    for bytes in inputs {
+        let reader = check(&bytes);
+        let value = decode::<Value>(&bytes);
+        let ignored = decode::<IgnoredAny>(&bytes);
+        let hex = hex::encode(&bytes);
+        assert_eq!(ignored.is_ok(), reader.is_ok(), "{hex}");
+        match &reader {
+            Ok(python) => {
+                accepted += 1;
+                let value = value.unwrap_or_else(|r| panic!("{hex}: {}", r.error));
+                let node = Node::from_msgpack(&bytes).unwrap();
+                assert_eq!(node.has_python_objects(), *python, "{hex}");
+                assert_eq!(node.decode::<Value>().unwrap(), value, "{hex}");
+                // The tree's own JSON (its `Serialize`) is the same view, snapshots aside.
+                if !has_snapshot(&node) {
+                    assert_eq!(serde_json::to_value(&node).unwrap(), value, "{hex}");
+                }
+            }
+            Err((error, python)) => {
+                // The error is the reader's, whatever was asked for.
+                let refusal = value.err().unwrap();
+                assert_eq!(refusal.error.to_string(), error.to_string(), "{hex}");
+                assert_eq!(refusal.python, *python, "{hex}");
+            }
+        }
+        // Typed targets may fail on what the reader accepts, never accept what it refuses.
+        let typed = [
+            decode::<Typed>(&bytes).is_ok(),
+            decode::<Vec<Value>>(&bytes).is_ok(),
+            decode::<BTreeMap<String, Value>>(&bytes).is_ok(),
+            decode::<Option<String>>(&bytes).is_ok(),
+            decode::<crate::Checkpoint>(&bytes).is_ok(),
+        ];
+        if typed.contains(&true) {
+            assert!(reader.is_ok(), "{hex}");
+        }
+    }
+    assert!(accepted > 1000, "only {accepted} accepted inputs");
+}
+
+#[test]
+fn a_value_its_visitor_fails_on_or_leaves_is_moved_past() {
+    use std::fmt;
+
+    use serde::de::{Deserializer, SeqAccess, Visitor};
+
+    // Takes nothing from its deserializer.
+    struct Leaves;
+
+    impl<'de> Deserialize<'de> for Leaves {
+        fn deserialize<D: Deserializer<'de>>(_: D) -> Result<Self, D::Error> {
+            Ok(Leaves)
+        }
+    }
+
+    // Reads a sequence asking for a number each time, keeping the strings of the elements
+    // that are not numbers (asked for again as strings after the failure).
+    struct Tolerant(Vec<String>);
+
+    impl<'de> Deserialize<'de> for Tolerant {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = Tolerant;
+                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    f.write_str("a sequence")
+                }
+                fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Tolerant, A::Error> {
+                    let mut kept = Vec::new();
+                    loop {
+                        match seq.next_element::<u64>() {
+                            Ok(Some(_)) => {}
+                            Ok(None) => return Ok(Tolerant(kept)),
+                            Err(_) => kept.push(seq.next_element::<String>()?.unwrap_or_default()),
+                        }
+                    }
+                }
+            }
+            d.deserialize_seq(V)
+        }
+    }
+
+    let bytes = packed(&json!([[1, {"a": [2, "x"]}], "after"]));
+    let (Leaves, after): (Leaves, String) = Format::LangGraph.decode(&bytes).unwrap();
+    assert_eq!(after, "after");
+    // `[1, {"k": "v"}, "b", 2, "c"]`: the map fails as a number and is moved past, so the
+    // string asked for next is "b"; "c" fails as a number too and the sequence ends.
+    let bytes = packed(&json!([1, {"k": "v"}, "b", 2, "c"]));
+    let Tolerant(kept) = Format::LangGraph.decode(&bytes).unwrap();
+    assert_eq!(kept, ["b", ""]);
+    // What they leave or fail on is checked all the same: a string that is not UTF-8 in it
+    // fails the decode, with the reader's error.
+    let not_utf8 = |value: &Value| {
+        let mut bytes = packed(value);
+        let at = bytes.iter().position(|&b| b == b'x').unwrap();
+        bytes[at] = 0xff;
+        bytes
+    };
+    for refused in [
+        super::codec::decode::<(Leaves, String)>(&not_utf8(&json!([[{"a": "x"}], "after"])))
+            .map(drop),
+        super::codec::decode::<Tolerant>(&not_utf8(&json!([1, {"k": "x"}, "b"]))).map(drop),
+    ] {
+        let error = refused.err().unwrap().error.to_string();
+        assert!(error.contains("not UTF-8"), "{error}");
+    }
+    // Left inside an object's keyword arguments too.
+    #[derive(Deserialize)]
+    struct Content {
+        content: String,
+    }
+    let message = hex(golden::HUMAN_MESSAGE);
+    let read: Content = Format::LangGraph.decode(&message).unwrap();
+    assert_eq!(read.content, "hi");
+}
