@@ -10,15 +10,17 @@
 //! objects as extension types; see `langgraph.rs`). A stored `msgpack` value may have been
 //! written by either, so each reads both, its own way first:
 //!
-//! - `MsgPack` decodes with rmp-serde; only if that fails, through LangGraph's tree;
-//! - `LangGraph` decodes through the tree; only if that fails, with rmp-serde.
+//! - `MsgPack` decodes with rmp-serde; only if that fails, with LangGraph's reader;
+//! - `LangGraph` decodes with LangGraph's reader; only if that fails, with rmp-serde.
 //!
 //! The first reading that succeeds wins, so the result is deterministic. A value both
 //! readings accept but read differently (a type whose compact and human-readable forms
 //! overlap) therefore reads as its own format wrote it only when the reader is configured
-//! with that format: a [`super::Serde`] writing `LangGraph` reads `msgpack` values tree first.
-//! When both fail, the error reported is the tree's if the bytes hold a Python object or the
-//! format is `LangGraph`, rmp-serde's (with its path) otherwise.
+//! with that format: a [`super::Serde`] writing `LangGraph` reads `msgpack` values with
+//! LangGraph's reader first.
+//! When both fail, the error reported is LangGraph's reader's if the bytes hold a Python
+//! object or the format is `LangGraph`, rmp-serde's (with its path) otherwise. Either way, a
+//! value must be all of the bytes: bytes after it are an error.
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -53,6 +55,22 @@ const BINCODE_LIMIT: usize = 1 << 30;
 #[cfg(feature = "bincode")]
 fn bincode_config() -> impl bincode::config::Config {
     bincode::config::standard().with_limit::<BINCODE_LIMIT>()
+}
+
+/// Runs `read` on an rmp-serde deserializer over `bytes`; gives what it read and how many
+/// bytes were left after it (the value must be all of them).
+#[cfg(feature = "msgpack")]
+fn rmp_decode<R>(
+    bytes: &[u8],
+    read: impl FnOnce(
+        &mut rmp_serde::Deserializer<rmp_serde::decode::ReadReader<std::io::Cursor<&[u8]>>>,
+    ) -> R,
+) -> (R, usize) {
+    let mut de = rmp_serde::Deserializer::new(std::io::Cursor::new(bytes));
+    de.set_max_depth(MAX_DEPTH);
+    let value = read(&mut de);
+    let read = usize::try_from(de.position()).unwrap_or(usize::MAX);
+    (value, bytes.len().saturating_sub(read))
 }
 
 /// A serialization format; which ones exist depends on cargo features.
@@ -166,15 +184,18 @@ impl Format {
             // Waypoint's own first, then LangGraph's (see the module docs).
             #[cfg(feature = "msgpack")]
             Format::MsgPack => self.decode_fast(bytes).or_else(|fast| {
-                super::langgraph::decode(bytes).map_err(|tree| match tree.python {
-                    true => tree.error,
+                super::langgraph::decode(bytes).map_err(|refusal| match refusal.python {
+                    true => refusal.error,
                     false => self.decode_with_path::<T>(bytes).unwrap_or(fast),
                 })
             }),
             // LangGraph's first, then Waypoint's.
             #[cfg(feature = "msgpack")]
-            Format::LangGraph => super::langgraph::decode(bytes)
-                .or_else(|tree| Format::MsgPack.decode_fast(bytes).map_err(|_| tree.error)),
+            Format::LangGraph => super::langgraph::decode(bytes).or_else(|refusal| {
+                Format::MsgPack
+                    .decode_fast(bytes)
+                    .map_err(|_| refusal.error)
+            }),
             _ => self
                 .decode_fast(bytes)
                 .map_err(|fast| self.decode_with_path::<T>(bytes).unwrap_or(fast)),
@@ -186,11 +207,11 @@ impl Format {
         match self {
             Format::Json => serde_json::from_slice(bytes).map_err(|e| fail(&e)),
             #[cfg(feature = "msgpack")]
-            Format::MsgPack => {
-                let mut de = rmp_serde::Deserializer::from_read_ref(bytes);
-                de.set_max_depth(MAX_DEPTH);
-                T::deserialize(&mut de).map_err(|e| fail(&e))
-            }
+            Format::MsgPack => match rmp_decode(bytes, |de| T::deserialize(de)) {
+                (Ok(value), 0) => Ok(value),
+                (Ok(_), n) => Err(fail(&format_args!("{n} bytes after the value"))),
+                (Err(e), _) => Err(fail(&e)),
+            },
             #[cfg(feature = "msgpack")]
             Format::LangGraph => super::langgraph::decode(bytes).map_err(|r| r.error),
             #[cfg(feature = "postcard")]
@@ -236,11 +257,11 @@ impl Format {
                 message(deserialize_tracking(&mut de))
             }
             #[cfg(feature = "msgpack")]
-            Format::MsgPack => {
-                let mut de = rmp_serde::Deserializer::from_read_ref(bytes);
-                de.set_max_depth(MAX_DEPTH);
-                message(deserialize_tracking(&mut de))
-            }
+            Format::MsgPack => match rmp_decode(bytes, |de| deserialize_tracking(de)) {
+                (Ok(value), 0) => Ok(value),
+                (Ok(_), n) => Err((None, format!("{n} bytes after the value"))),
+                (Err((path, e)), _) => Err((path, e.to_string())),
+            },
             #[cfg(feature = "msgpack")]
             Format::LangGraph => match super::langgraph::decode(bytes) {
                 Ok(value) => Ok(value),
@@ -260,6 +281,46 @@ impl Format {
                     bincode::serde::BorrowedSerdeDecoder::from_slice(bytes, bincode_config(), ());
                 message(deserialize_tracking(de.as_deserializer()))
             }
+        }
+    }
+}
+
+#[cfg(all(test, feature = "msgpack"))]
+mod tests {
+    use super::Format;
+
+    #[test]
+    fn msgpack_refuses_bytes_after_the_value() {
+        // `01 02`: the value 1, then a byte too many, refused by both readings of the tag.
+        for format in [Format::MsgPack, Format::LangGraph] {
+            let error = format.decode::<u8>(&[0x01, 0x02]).unwrap_err();
+            assert!(
+                error.to_string().contains("1 bytes after the value"),
+                "{format:?}: {error}"
+            );
+            assert_eq!(format.decode::<u8>(&[0x01]).unwrap(), 1);
+        }
+        assert!(Format::MsgPack.decode_fast::<u8>(&[0x01, 0x02]).is_err());
+        assert!(
+            Format::MsgPack
+                .decode_tracking::<u8>(&[0x01, 0x02])
+                .is_err()
+        );
+        // A value rmp-serde writes, with junk after it.
+        let mut bytes = Format::MsgPack.encode(&("a", [1u32, 2])).unwrap();
+        assert_eq!(
+            Format::MsgPack
+                .decode::<(String, Vec<u32>)>(&bytes)
+                .unwrap()
+                .1,
+            [1, 2]
+        );
+        bytes.extend_from_slice(b"\x00junk");
+        for format in [Format::MsgPack, Format::LangGraph] {
+            assert!(
+                format.decode::<(String, Vec<u32>)>(&bytes).is_err(),
+                "{format:?}"
+            );
         }
     }
 }
