@@ -2,8 +2,9 @@
 
 use std::fmt;
 use std::time::Duration;
+use waypoint_checkpoint::raw::redact_url;
 
-use waypoint_checkpoint::{Error, Result, Serde, redact_url};
+use waypoint_checkpoint::{Error, Result, Serde};
 
 /// Settings of a [`crate::PostgresSaver`]. Its `Debug` output shows the URL without its
 /// password.

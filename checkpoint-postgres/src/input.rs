@@ -1,6 +1,6 @@
 //! Ids a read or delete names that PostgreSQL's `text` cannot hold (U+0000), refused with a
 //! clear error before any statement runs. Writes are checked by the core for every backend
-//! (`waypoint_checkpoint::check_id`: no NUL, at most `MAX_ID_BYTES`).
+//! (`waypoint_checkpoint::raw::check_id`: no NUL, at most `MAX_ID_BYTES`).
 
 use waypoint_checkpoint::{CheckpointConfig, Error, Result};
 

@@ -42,7 +42,7 @@ mod schema;
 pub use config::PostgresConfig;
 pub use saver::PostgresSaver;
 /// The longest id a write may carry (the core's rule for every backend).
-pub use waypoint_checkpoint::MAX_ID_BYTES;
+pub use waypoint_checkpoint::raw::MAX_ID_BYTES;
 
 /// The newest `checkpoint_migrations` version this build creates and understands.
 pub const LANGGRAPH_SCHEMA_VERSION: i32 = schema::LANGGRAPH_LATEST;

@@ -2,6 +2,8 @@
 //! can be; the rest run in one transaction.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use waypoint_checkpoint::metadata;
+use waypoint_checkpoint::raw::{PreparedPut, PreparedWrites};
 
 use bytes::Bytes;
 use std::sync::OnceLock;
@@ -14,8 +16,7 @@ use sqlx::query::Query;
 use sqlx::{Acquire, PgConnection, Postgres, Row};
 use waypoint_checkpoint::serde::{CHILD_CHANNEL, TAG_NULL, child_record_task};
 use waypoint_checkpoint::{
-    DELTA_COUNTERS_KEY, DeltaChannelHistory, PendingWrite, PreparedPut, PreparedWrites, Result,
-    Serde, SerializedValue, Slot,
+    DeltaChannelHistory, PendingWrite, Result, Serde, SerializedValue, Slot,
 };
 
 use crate::convert::{EMPTY, Head, StoredCheckpoint, StoredValue, pg_error};
@@ -212,7 +213,7 @@ impl ListQuery {
 /// `waypoint_checkpoint_head` trigger refuses a put whose expected head moved (SQLSTATE
 /// `WP409`).
 ///
-/// [`expected_heads_json`]: waypoint_checkpoint::expected_heads_json
+/// [`expected_heads_json`]: waypoint_checkpoint::raw::expected_heads_json
 pub(crate) async fn put(
     conn: &mut PgConnection,
     put: &PreparedPut,
@@ -757,7 +758,7 @@ async fn ids_to_keep(
         return Ok(keep);
     };
     let mut open: Vec<String> = Vec::new();
-    if let Some(Value::Object(counters)) = meta.get(DELTA_COUNTERS_KEY) {
+    if let Some(Value::Object(counters)) = meta.get(metadata::DELTA_COUNTERS) {
         for channel in counters.keys() {
             if !has_value(conn, thread_id, ns, &cp, channel, persistent).await? {
                 open.push(channel.clone());
@@ -1015,7 +1016,8 @@ fn inline_value(text: &str) -> Result<SerializedValue> {
 #[cfg(test)]
 mod tests {
     use serde_json::json;
-    use waypoint_checkpoint::{CheckpointConfig, CheckpointSaver, Serde, walk_delta_history};
+    use waypoint_checkpoint::raw::walk_delta_history;
+    use waypoint_checkpoint::{CheckpointConfig, CheckpointSaver, Serde};
 
     use crate::{PostgresConfig, PostgresSaver};
 

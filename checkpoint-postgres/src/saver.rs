@@ -2,6 +2,10 @@
 
 use std::collections::BTreeMap;
 use std::time::Duration;
+use waypoint_checkpoint::raw::{
+    PreparedPut, PreparedSave, PreparedWrites, check_fenced_saves, expected_heads_json, lease_lost,
+    redact_url,
+};
 
 use async_trait::async_trait;
 use futures::stream::BoxStream;
@@ -12,9 +16,8 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{PgConnection, Postgres};
 use waypoint_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
-    CheckpointSaver, CheckpointTuple, DeltaChannelHistory, Error, Lease, ListOptions, PreparedPut,
-    PreparedSave, PreparedWrites, PruneStrategy, Result, Save, Serde, SerializedValue,
-    check_fenced_saves, expected_heads_json, lease_lost, redact_url,
+    CheckpointSaver, CheckpointTuple, DeltaChannelHistory, Error, Lease, ListOptions,
+    PruneStrategy, Result, Save, Serde, SerializedValue,
 };
 
 use crate::config::PostgresConfig;
@@ -314,7 +317,7 @@ impl Batch {
     fn error(&self, e: sqlx::Error) -> Error {
         match &e {
             sqlx::Error::Database(db) if db.code().as_deref() == Some("WP409") => {
-                waypoint_checkpoint::head_moved_in(&self.saves, db.message())
+                waypoint_checkpoint::raw::head_moved_in(&self.saves, db.message())
             }
             _ => pg_error(e),
         }
@@ -546,7 +549,7 @@ impl CheckpointSaver for PostgresSaver {
             return Err(Error::Conflict("cannot copy a thread onto itself".into()));
         }
         check_nul("source thread_id", source_thread_id)?;
-        waypoint_checkpoint::check_id("target thread_id", target_thread_id)?;
+        waypoint_checkpoint::raw::check_id("target thread_id", target_thread_id)?;
         let copied = on_conn!(self, retry = false, |conn| async {
             queries::copy_thread(
                 conn,

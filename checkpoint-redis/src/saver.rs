@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::time::{Duration, UNIX_EPOCH};
+use waypoint_checkpoint::metadata;
 
 use async_trait::async_trait;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -10,9 +11,12 @@ use redis::{RedisError, ScriptInvocation, Value};
 use serde_json::Value as Json;
 use waypoint_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
-    CheckpointSaver, CheckpointTuple, DELTA_COUNTERS_KEY, DeltaChannelHistory, Error, Lease,
-    ListOptions, PreparedPut, PreparedSave, PreparedWrites, PruneStrategy, Result, Save, Serde,
-    SerializedValue, Slot, check_fenced_saves, json_contains, lease_lost, redact_url,
+    CheckpointSaver, CheckpointTuple, DeltaChannelHistory, Error, Lease, ListOptions,
+    PruneStrategy, Result, Save, Serde, SerializedValue, Slot,
+    raw::{
+        PreparedPut, PreparedSave, PreparedWrites, check_fenced_saves, json_contains, lease_lost,
+        redact_url,
+    },
     serde::{CHILD_CHANNEL, child_record_task},
 };
 
@@ -258,14 +262,14 @@ impl NsState {
         })
     }
 
-    /// The ids `KeepLatest` keeps (see [`waypoint_checkpoint::ids_to_keep`]).
+    /// The ids `KeepLatest` keeps (see [`waypoint_checkpoint::raw::ids_to_keep`]).
     fn ids_to_keep(&self) -> BTreeSet<String> {
         let Some((latest_id, latest)) = self.checkpoints.last_key_value() else {
             return BTreeSet::new();
         };
-        waypoint_checkpoint::ids_to_keep(
+        waypoint_checkpoint::raw::ids_to_keep(
             latest_id,
-            latest.metadata.get(DELTA_COUNTERS_KEY),
+            latest.metadata.get(metadata::DELTA_COUNTERS),
             |id| self.checkpoints.get(id).map(|c| c.parent.as_deref()),
             |id, channel| {
                 self.checkpoints
@@ -606,7 +610,7 @@ impl RedisSaver {
             (_, redis::Value::Int(_)) => Ok(()),
             (_, redis::Value::BulkString(newest)) => {
                 let newest = String::from_utf8_lossy(&newest);
-                Err(waypoint_checkpoint::head_moved_in(saves, &newest))
+                Err(waypoint_checkpoint::raw::head_moved_in(saves, &newest))
             }
             (_, other) => Err(Error::backend(
                 "redis",

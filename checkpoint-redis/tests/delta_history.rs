@@ -5,11 +5,12 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;
+use waypoint_checkpoint::raw::walk_delta_history;
 
 use serde_json::json;
 use waypoint_checkpoint::{
     ChannelVersion, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
-    CheckpointSaver, CheckpointSource, Result, SerializedValue, walk_delta_history,
+    CheckpointSaver, CheckpointSource, Result, SerializedValue,
 };
 use waypoint_checkpoint_redis::RedisSaver;
 

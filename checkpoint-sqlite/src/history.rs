@@ -435,10 +435,11 @@ mod tests {
 
     use waypoint_checkpoint::{
         ChannelVersion, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
-        CheckpointSaver, CheckpointSource, SerializedValue, walk_delta_history,
+        CheckpointSaver, CheckpointSource, SerializedValue,
     };
 
     use crate::SqliteSaver;
+    use waypoint_checkpoint::raw::walk_delta_history;
 
     fn val(text: &str) -> SerializedValue {
         SerializedValue::new("json", format!("{text:?}").into_bytes())

@@ -5,13 +5,15 @@
 //! `waypoint_json_contains` function) is a bound parameter.
 
 use std::collections::{BTreeSet, HashMap};
+use waypoint_checkpoint::metadata;
+use waypoint_checkpoint::raw::{PreparedPut, PreparedWrites};
 
 use bytes::Bytes;
 
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use serde_json::Value;
 use waypoint_checkpoint::serde::{CHILD_CHANNEL, child_record_task};
-use waypoint_checkpoint::{Checkpoint, DELTA_COUNTERS_KEY, PreparedPut, PreparedWrites, Result};
+use waypoint_checkpoint::{Checkpoint, Result};
 
 use crate::cache::{BlobCache, BlobKey};
 use crate::convert::{
@@ -628,7 +630,7 @@ fn ids_to_keep(conn: &Connection, thread_id: &str, ns: &str) -> Result<BTreeSet<
         return Ok(keep);
     };
     let mut open: Vec<String> = Vec::new();
-    if let Some(Value::Object(counters)) = meta.get(DELTA_COUNTERS_KEY) {
+    if let Some(Value::Object(counters)) = meta.get(metadata::DELTA_COUNTERS) {
         for channel in counters.keys() {
             if !has_value(conn, thread_id, ns, &cp, channel)? {
                 open.push(channel.clone());

@@ -4,14 +4,16 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
+use waypoint_checkpoint::raw::{
+    PreparedPut, PreparedSave, PreparedWrites, check_fenced_saves, lease_lost,
+};
 
 use async_trait::async_trait;
 use rusqlite::Connection;
 use waypoint_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
     CheckpointSaver, CheckpointTuple, DeltaChannelHistory, Error, Lease, ListOptions, PendingWrite,
-    PreparedPut, PreparedSave, PreparedWrites, PruneStrategy, Result, Save, Serde, SerializedValue,
-    Slot, check_fenced_saves, lease_lost,
+    PruneStrategy, Result, Save, Serde, SerializedValue, Slot,
 };
 
 use crate::cache::BlobCache;
@@ -86,7 +88,7 @@ impl SqliteSaver {
                             && let Some(newest) = queries::newest_other(&tx, put)?
                             && newest.as_str() > parent
                         {
-                            return Err(waypoint_checkpoint::head_moved(put, &newest));
+                            return Err(waypoint_checkpoint::raw::head_moved(put, &newest));
                         }
                     }
                 }

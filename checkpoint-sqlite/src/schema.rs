@@ -3,7 +3,8 @@
 use rusqlite::functions::FunctionFlags;
 use rusqlite::{Connection, ErrorCode, OpenFlags, TransactionBehavior};
 use serde_json::Value;
-use waypoint_checkpoint::{Error, Result, json_contains};
+use waypoint_checkpoint::raw::json_contains;
+use waypoint_checkpoint::{Error, Result};
 
 use crate::config::{SqliteConfig, Target};
 use crate::convert::sqlite_error;

@@ -48,7 +48,9 @@ mod fence;
 mod filter;
 mod id;
 mod memory;
+pub mod metadata;
 mod prepare;
+pub mod raw;
 mod redact;
 mod saver;
 pub mod serde;
@@ -60,17 +62,11 @@ pub mod conformance;
 
 pub use error::{BoxError, Error, Result};
 pub use fence::Fenced;
-pub use filter::json_contains;
 pub use id::{checkpoint_id, uuid6};
-pub use memory::{DELTA_COUNTERS_KEY, InMemorySaver};
-pub use prepare::{
-    MAX_ID_BYTES, NewValue, PreparedPut, PreparedSave, PreparedWrites, WriteRow, check_id,
-    expected_heads_json, head_moved, head_moved_in,
-};
-pub use redact::redact_url;
+pub use memory::InMemorySaver;
 pub use saver::{
     Capabilities, CheckpointSaver, CheckpointSaverExt, DeltaChannelHistory, Lease, ListOptions,
-    PruneStrategy, Save, check_fenced_saves, ids_to_keep, lease_lost, walk_delta_history,
+    PruneStrategy, Save,
 };
 pub use serde::{Format, Keyring, Serde, Slot};
 pub use types::{

@@ -1,5 +1,7 @@
 //! `InMemorySaver`: the full checkpointer contract in process memory; the reference backend.
 
+use crate::metadata;
+use crate::raw::{PreparedPut, PreparedSave, PreparedWrites};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -18,11 +20,8 @@ use crate::serde::{Serde, Slot, TAG_EMPTY, child_record_task};
 use crate::version::ChannelVersion;
 use crate::{
     ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointTuple, Error,
-    PendingWrite, PreparedPut, PreparedSave, PreparedWrites, Result, SerializedValue,
+    PendingWrite, Result, SerializedValue,
 };
-
-/// Metadata key under which the runtime lists the delta channels that need their history.
-pub const DELTA_COUNTERS_KEY: &str = "counters_since_delta_snapshot";
 
 /// A checkpointer that keeps everything in memory (behind one `RwLock`).
 ///
@@ -299,14 +298,14 @@ impl Namespace {
             .is_some_and(|value| value.as_ref().is_some_and(is_value))
     }
 
-    /// The ids `KeepLatest` keeps (see [`crate::ids_to_keep`]).
+    /// The ids `KeepLatest` keeps (see [`crate::raw::ids_to_keep`]).
     fn ids_to_keep(&self) -> BTreeSet<String> {
         let Some((latest_id, latest)) = self.checkpoints.last_key_value() else {
             return BTreeSet::new();
         };
-        crate::ids_to_keep(
+        crate::raw::ids_to_keep(
             latest_id,
-            latest.metadata.extra.get(DELTA_COUNTERS_KEY),
+            latest.metadata.extra.get(metadata::DELTA_COUNTERS),
             |id| self.checkpoints.get(id).map(|c| c.parent.as_deref()),
             |id, channel| {
                 self.checkpoints
@@ -486,7 +485,7 @@ impl CheckpointSaver for InMemorySaver {
                     })
                 && newest.as_str() > parent
             {
-                return Err(crate::head_moved(put, newest));
+                return Err(crate::raw::head_moved(put, newest));
             }
         }
         for save in prepared {

@@ -115,7 +115,7 @@ impl Lease {
                 "a lease needs a non-empty thread_id".into(),
             ));
         }
-        crate::check_id("thread_id", thread_id)?;
+        crate::raw::check_id("thread_id", thread_id)?;
         if ttl.is_zero() {
             return Err(Error::InvalidConfig("a lease ttl must be positive".into()));
         }

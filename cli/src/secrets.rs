@@ -7,8 +7,7 @@
 //! error may have echoed.
 
 use std::sync::{Mutex, PoisonError};
-
-use waypoint_checkpoint::redact_url;
+use waypoint_checkpoint::raw::redact_url;
 
 use crate::backend::Kind;
 

@@ -15,6 +15,7 @@
 //! snapshot, since a replay through the parent would be wrong for it.
 
 use std::collections::BTreeMap;
+use waypoint_checkpoint::metadata;
 
 use serde_json::{Map, Value, json};
 
@@ -60,9 +61,6 @@ pub(crate) struct DeltaCounter {
     pub(crate) snapshot_bytes: u64,
 }
 
-/// Metadata key with each appending channel's `[bytes since snapshot, snapshot bytes]`.
-pub(crate) const DELTA_BYTES_KEY: &str = "delta_bytes_since_snapshot";
-
 impl DeltaCounter {
     /// Whether the channel stores its value now.
     pub(crate) fn due(&self, policy: &DeltaPolicy) -> bool {
@@ -85,12 +83,12 @@ impl DeltaCounter {
 /// Reads the counters from checkpoint metadata (missing or malformed entries count as zero).
 pub(crate) fn read_counters(extra: &Map<String, Value>) -> BTreeMap<String, DeltaCounter> {
     let mut out: BTreeMap<String, DeltaCounter> = BTreeMap::new();
-    if let Some(Value::Object(updates)) = extra.get(waypoint_checkpoint::DELTA_COUNTERS_KEY) {
+    if let Some(Value::Object(updates)) = extra.get(waypoint_checkpoint::metadata::DELTA_COUNTERS) {
         for (channel, n) in updates {
             out.entry(channel.clone()).or_default().updates = n.as_u64().unwrap_or(0);
         }
     }
-    if let Some(Value::Object(bytes)) = extra.get(DELTA_BYTES_KEY) {
+    if let Some(Value::Object(bytes)) = extra.get(metadata::DELTA_BYTES) {
         for (channel, pair) in bytes {
             let counter = out.entry(channel.clone()).or_default();
             counter.bytes = pair.get(0).and_then(Value::as_u64).unwrap_or(0);
@@ -117,8 +115,8 @@ pub(crate) fn write_counters(
         .map(|(c, n)| (c.clone(), json!([n.bytes, n.snapshot_bytes])))
         .collect();
     extra.insert(
-        waypoint_checkpoint::DELTA_COUNTERS_KEY.to_owned(),
+        waypoint_checkpoint::metadata::DELTA_COUNTERS.to_owned(),
         Value::Object(updates),
     );
-    extra.insert(DELTA_BYTES_KEY.to_owned(), Value::Object(bytes));
+    extra.insert(metadata::DELTA_BYTES.to_owned(), Value::Object(bytes));
 }

@@ -22,6 +22,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use waypoint_checkpoint::metadata;
 
 use serde_json::Value;
 use waypoint_checkpoint::{
@@ -46,8 +47,6 @@ use crate::{Error, Result};
 pub(crate) const INPUT: &str = START;
 /// The prefix of trigger channels.
 pub(crate) const BRANCH_PREFIX: &str = "branch:to:";
-/// Metadata key of a replay fork: the checkpoint it copies.
-pub(crate) const FORKED_FROM: &str = "forked_from";
 /// The write of a task that finished without writing anything.
 const NO_WRITES: &str = "__no_writes__";
 /// A control write of LangGraph (the node of a failed task with an error handler): it does
@@ -543,7 +542,7 @@ impl<S: State> CompiledGraph<S> {
         frame.delta = crate::delta::read_counters(&metadata.extra);
         frame.task_base = metadata
             .extra
-            .get(FORKED_FROM)
+            .get(metadata::FORKED_FROM)
             .and_then(Value::as_str)
             .map(str::to_owned);
         Ok(frame)

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
+use waypoint_checkpoint::metadata;
 
 use futures::future::join_all;
 use waypoint_checkpoint::{
@@ -15,8 +16,8 @@ use crate::config::{Durability, RunConfig};
 use crate::context::{CallSite, Context, CustomSink, MessageSink};
 use crate::interrupt::{Input, Interrupt, Resume, Scratch, SharedScratch};
 use crate::pregel::{
-    CompiledGraph, FORKED_FROM, Frame, INPUT, INTERRUPT_SEEN, SavedTask, StepEnd, Task, TaskEnd,
-    TaskOutput, UnsavedWrites, decode, dump, open,
+    CompiledGraph, Frame, INPUT, INTERRUPT_SEEN, SavedTask, StepEnd, Task, TaskEnd, TaskOutput,
+    UnsavedWrites, decode, dump, open,
 };
 use crate::state::State;
 use crate::stream::{Emitter, StreamMode};
@@ -949,7 +950,7 @@ impl<'g, S: State> Run<'g, S> {
         crate::delta::write_counters(&frame.delta, &mut metadata.extra);
         metadata.parents = Some(self.nested.parents.clone());
         if let (CheckpointSource::Fork, Some(base)) = (self.last_source, &frame.task_base) {
-            metadata = metadata.with(FORKED_FROM, base.clone());
+            metadata = metadata.with(metadata::FORKED_FROM, base.clone());
         }
         if let Some(run_id) = &self.config.run_id {
             metadata = metadata.with_run_id(run_id.clone());

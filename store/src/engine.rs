@@ -14,9 +14,9 @@ use chrono::{DateTime, Utc};
 use parking_lot::RwLock;
 use serde::Serialize;
 
-use crate::backend::{Backend, FieldVector, Row, Upsert, Write};
 use crate::filter::Filter;
 use crate::index::VectorIndex;
+use crate::raw::{Backend, FieldVector, Row, Upsert, Write};
 use crate::store::SweeperHandle;
 use crate::{
     Error, Index, IndexConfig, ItemKey, ListNamespacesOp, Namespace, Object, Op, OpResult, PutOp,
@@ -24,7 +24,7 @@ use crate::{
 };
 
 /// A store: the contract's behaviour on top of a backend.
-pub(crate) struct Engine<B: Backend> {
+pub struct Engine<B: Backend> {
     inner: Arc<Inner<B>>,
 }
 
@@ -50,15 +50,14 @@ struct Inner<B> {
 
 impl<B: Backend> Engine<B> {
     /// Opens a store on `backend`, loading every stored vector into the index.
-    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
-    pub(crate) async fn open(backend: B, config: StoreConfig) -> Result<Self> {
+    pub async fn open(backend: B, config: StoreConfig) -> Result<Self> {
         let engine = Self::new(backend, config)?;
         engine.reload_index().await?;
         Ok(engine)
     }
 
     /// A store on `backend` whose index starts empty (for backends that start empty).
-    pub(crate) fn new(backend: B, config: StoreConfig) -> Result<Self> {
+    pub fn new(backend: B, config: StoreConfig) -> Result<Self> {
         if let Some(index) = &config.index {
             check_index_config(index)?;
         }
@@ -81,7 +80,7 @@ impl<B: Backend> Engine<B> {
     }
 
     /// The backend underneath.
-    pub(crate) fn backend(&self) -> &B {
+    pub fn backend(&self) -> &B {
         &self.inner.backend
     }
 
@@ -173,7 +172,7 @@ impl<B: Backend> Engine<B> {
     }
 
     /// Runs a batch (see the module docs for its phases).
-    pub(crate) async fn batch(&self, ops: Vec<Op>) -> Result<Vec<OpResult>> {
+    pub async fn batch(&self, ops: Vec<Op>) -> Result<Vec<OpResult>> {
         let config = &self.inner.config;
         let mut gets = Vec::new();
         let mut searches = Vec::new();
@@ -499,7 +498,7 @@ impl<B: Backend> Engine<B> {
     }
 
     /// Deletes expired items and drops their vectors.
-    pub(crate) async fn sweep_expired(&self) -> Result<usize> {
+    pub async fn sweep_expired(&self) -> Result<usize> {
         let removed = self.inner.backend.sweep(self.now()).await?;
         if let Some(index) = self.index() {
             for key in &removed {
@@ -510,7 +509,7 @@ impl<B: Backend> Engine<B> {
     }
 
     /// Sweeps every `sweep_interval` on the current tokio runtime until the handle drops.
-    pub(crate) fn start_sweeper(&self) -> SweeperHandle {
+    pub fn start_sweeper(&self) -> SweeperHandle {
         let engine = self.clone();
         let every = self.inner.config.ttl.sweep_interval;
         SweeperHandle::spawn(async move {
@@ -710,10 +709,12 @@ fn json_size_bound(value: &Object) -> usize {
     object(value)
 }
 
-/// Implements [`Store`](crate::Store) for a type with an `engine: Engine<_>` field.
+/// Implements [`Store`](crate::Store) for a type with an `engine: Engine<_>` field, by
+/// handing every call to the engine.
+#[macro_export]
 macro_rules! forward_store {
     ($store:ty) => {
-        #[async_trait::async_trait]
+        #[$crate::raw::async_trait]
         impl $crate::Store for $store {
             async fn batch(&self, ops: Vec<$crate::Op>) -> $crate::Result<Vec<$crate::OpResult>> {
                 self.engine.batch(ops).await
@@ -729,7 +730,6 @@ macro_rules! forward_store {
         }
     };
 }
-pub(crate) use forward_store;
 
 #[cfg(test)]
 mod tests {

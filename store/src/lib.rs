@@ -32,7 +32,6 @@
 //! | `sqlite`, `postgres`, `redis` | the backends above |
 //! | `conformance` | the `conformance` module: the suite every backend runs |
 
-mod backend;
 mod config;
 mod connect;
 pub mod embed;
@@ -42,6 +41,7 @@ mod filter;
 pub mod index;
 mod memory;
 mod path;
+pub mod raw;
 mod store;
 mod types;
 

@@ -11,8 +11,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use parking_lot::RwLock;
 
-use crate::backend::{Backend, ItemVectors, Row, Write};
-use crate::engine::{Engine, forward_store};
+use crate::forward_store;
+use crate::raw::Engine;
+use crate::raw::{Backend, ItemVectors, Row, Write};
 use crate::{Item, ItemKey, Namespace, Object, Result, StoreConfig};
 
 /// A store held in memory; vectors live only in its index. Cheap to create, gone when dropped.
@@ -287,7 +288,7 @@ fn joined_cmp(a: &Namespace, b: &Namespace) -> Ordering {
 }
 
 /// `now + minutes`, exact to the microsecond.
-pub(crate) fn expiry(now: DateTime<Utc>, minutes: f64) -> DateTime<Utc> {
+pub fn expiry(now: DateTime<Utc>, minutes: f64) -> DateTime<Utc> {
     let micros = (minutes * 60_000_000.0).round();
     // Absurd TTLs (beyond chrono's range) mean "practically never".
     if micros >= i64::MAX as f64 {

@@ -195,7 +195,7 @@ fn unexpected(result: OpResult) -> Error {
 }
 
 /// Names a JSON value's type for error messages.
-pub(crate) fn json_kind(value: &Value) -> &'static str {
+pub fn json_kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

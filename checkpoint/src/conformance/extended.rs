@@ -1,9 +1,10 @@
 //! `copy_thread`, `prune`, and the capability declaration.
 
+use crate::metadata;
 use serde_json::json;
 
 use super::*;
-use crate::{DELTA_COUNTERS_KEY, Error, Lease, ListOptions, PruneStrategy};
+use crate::{Error, Lease, ListOptions, PruneStrategy};
 
 /// The ttl of the leases the capability check claims.
 const LEASE_TTL: std::time::Duration = std::time::Duration::from_secs(60);
@@ -368,7 +369,7 @@ pub async fn prune_keep_latest_is_delta_safe(saver: &dyn CheckpointSaver) -> Res
     let m = tuple
         .metadata
         .clone()
-        .with(DELTA_COUNTERS_KEY, json!({"ch": [3, 3]}));
+        .with(metadata::DELTA_COUNTERS, json!({"ch": [3, 3]}));
     saver
         .put(&head, tuple.checkpoint.clone(), m, Default::default())
         .await?;

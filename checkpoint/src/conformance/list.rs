@@ -327,7 +327,7 @@ pub async fn list_matrix(saver: &dyn CheckpointSaver) -> Result<()> {
                             .as_ref()
                             .is_none_or(|b| id_of(&t.config) < b.as_str())
                             && filter.as_ref().is_none_or(|f| {
-                                crate::json_contains(
+                                crate::raw::json_contains(
                                     &serde_json::Value::Object(t.metadata.to_json()),
                                     f,
                                 )

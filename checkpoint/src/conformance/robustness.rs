@@ -138,7 +138,7 @@ pub async fn large_value_roundtrip(saver: &dyn CheckpointSaver) -> Result<()> {
     Ok(())
 }
 
-/// Ids with a NUL character or over [`crate::MAX_ID_BYTES`] are refused with
+/// Ids with a NUL character or over [`crate::raw::MAX_ID_BYTES`] are refused with
 /// `InvalidConfig` before anything is written, on every backend alike; ids at the limit are
 /// stored and read back.
 pub async fn ids_with_nul_or_over_the_limit_are_refused(saver: &dyn CheckpointSaver) -> Result<()> {
@@ -149,7 +149,7 @@ pub async fn ids_with_nul_or_over_the_limit_are_refused(saver: &dyn CheckpointSa
         );
     };
     let t = thread();
-    let long = "x".repeat(crate::MAX_ID_BYTES + 1);
+    let long = "x".repeat(crate::raw::MAX_ID_BYTES + 1);
     let meta = || meta(CheckpointSource::Loop, 0);
     let nul_thread = format!("{t}\0x");
     refused(
@@ -194,7 +194,7 @@ pub async fn ids_with_nul_or_over_the_limit_are_refused(saver: &dyn CheckpointSa
         "{long_channel:?}"
     );
     // At the limit everything is stored and read back.
-    let max = format!("{t}{}", "y".repeat(crate::MAX_ID_BYTES - t.len()));
+    let max = format!("{t}{}", "y".repeat(crate::raw::MAX_ID_BYTES - t.len()));
     let at_limit = put_empty(saver, &cfg(&max, &max), meta()).await?;
     saver.put_writes(&at_limit, writes(&max), &max, "").await?;
     let tuple = saver

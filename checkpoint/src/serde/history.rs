@@ -12,15 +12,13 @@
 //! child record rolls the thread back to an earlier consistent state; only an anchor kept
 //! outside the database (the latest id the application saw) detects that.
 
+use crate::raw::PreparedWrites;
 use base64::Engine;
 use serde_json::Value;
 
 use super::cipher::Slot;
 use super::{Serde, TAG_BYTES};
-use crate::{
-    ChannelVersions, CheckpointConfig, CheckpointTuple, Error, PreparedWrites, Result,
-    SerializedValue,
-};
+use crate::{ChannelVersions, CheckpointConfig, CheckpointTuple, Error, Result, SerializedValue};
 
 /// Metadata key of a checkpoint's record seal.
 pub const RECORD_KEY: &str = "waypoint_record_seal";

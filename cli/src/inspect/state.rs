@@ -6,12 +6,11 @@
 //! input, and every `Send` waiting in `__pregel_tasks` is a task of its node.
 
 use std::collections::{BTreeMap, BTreeSet};
+use waypoint_checkpoint::metadata;
 
 use anyhow::{Context as _, Result};
 use serde_json::{Value, json};
-use waypoint_checkpoint::{
-    CheckpointSaver, CheckpointTuple, DELTA_COUNTERS_KEY, SerializedValue, channels,
-};
+use waypoint_checkpoint::{CheckpointSaver, CheckpointTuple, SerializedValue, channels};
 use waypoint_runtime::{Interrupt, Message, add_messages};
 
 use super::decode::Decoded;
@@ -44,7 +43,7 @@ pub(crate) async fn channel_values(
         .collect();
     // Delta channels are named by their counters in the metadata; one versioned without a
     // value here is stored as its history.
-    let missing: Vec<String> = match tuple.metadata.extra.get(DELTA_COUNTERS_KEY) {
+    let missing: Vec<String> = match tuple.metadata.extra.get(metadata::DELTA_COUNTERS) {
         Some(Value::Object(counters)) => counters
             .keys()
             .filter(|c| {

@@ -2,12 +2,13 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use waypoint_checkpoint::metadata;
 
 use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
 use waypoint_checkpoint::{
     Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSaver, CheckpointSource,
-    CheckpointTuple, DELTA_COUNTERS_KEY, ListOptions, PruneStrategy, checkpoint_id, now_rfc3339,
+    CheckpointTuple, ListOptions, PruneStrategy, checkpoint_id, now_rfc3339,
 };
 
 use super::decode::Decoded;
@@ -16,10 +17,7 @@ use super::{Target, parse_filters, print_json};
 use crate::backend::{self, Open};
 use crate::table::{Table, ellipsize};
 
-/// Metadata key naming the checkpoint a fork copies (the runtime derives task ids from it).
-const FORKED_FROM: &str = "forked_from";
 /// The runtime's companion of LangGraph's delta counters.
-const DELTA_BYTES_KEY: &str = "delta_bytes_since_snapshot";
 /// Widest value cell in tables; `--json` has the whole value.
 const VALUE_WIDTH: usize = 100;
 
@@ -593,12 +591,12 @@ async fn put_fork(saver: &dyn CheckpointSaver, base: &CheckpointTuple) -> Result
     };
     let mut metadata = CheckpointMetadata::new(CheckpointSource::Fork, step);
     metadata.parents = Some(base.metadata.parents.clone().unwrap_or_default());
-    for key in [DELTA_COUNTERS_KEY, DELTA_BYTES_KEY] {
+    for key in [metadata::DELTA_COUNTERS, metadata::DELTA_BYTES] {
         if let Some(value) = base.metadata.extra.get(key) {
             metadata.extra.insert(key.to_owned(), value.clone());
         }
     }
-    metadata = metadata.with(FORKED_FROM, base.checkpoint.id.clone());
+    metadata = metadata.with(metadata::FORKED_FROM, base.checkpoint.id.clone());
     let parent = match &base.parent_config {
         Some(parent) => parent.clone(),
         None => CheckpointConfig::new(&base.config.thread_id).with_ns(base.config.ns()),

@@ -2,8 +2,7 @@
 
 use std::fmt;
 use std::time::Duration;
-
-use waypoint_checkpoint::redact_url;
+use waypoint_checkpoint::raw::redact_url;
 
 use crate::{Error, Result, StoreConfig};
 

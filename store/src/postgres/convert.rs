@@ -8,7 +8,7 @@ use sqlx::postgres::types::Oid;
 use sqlx::postgres::{PgArgumentBuffer, PgRow, PgTypeInfo, PgValueFormat, PgValueRef};
 use sqlx::{Decode, Encode, Postgres, Row as _};
 
-use crate::backend::{FieldVector, Row};
+use crate::raw::{FieldVector, Row};
 use crate::{Error, Item, ItemKey, Namespace, Object, Result};
 
 /// The backend's name in errors.
@@ -159,7 +159,7 @@ pub(crate) fn row_at(row: &PgRow, first: usize, key: ItemKey) -> Result<Row> {
                 "the value of `{}` in {:?} is not a JSON object but {}",
                 key.key,
                 key.namespace.labels(),
-                crate::store::json_kind(&other)
+                crate::raw::json_kind(&other)
             )));
         }
         Err(e) => {

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::convert::{MAX_ID_BYTES, Timestamp};
 use super::queries::Unembedded;
-use crate::backend::FieldVector;
+use crate::raw::FieldVector;
 use crate::{Error, IndexConfig, ItemKey, Result, get_text_at_path};
 
 /// Most items one search embeds before it runs; the rest wait for the next.

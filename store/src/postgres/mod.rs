@@ -47,8 +47,9 @@ use self::convert::{
     leaves_session_unknown, pg_error, storable, value_text,
 };
 use self::queries::{LogPosition, Prepared};
-use crate::backend::{Backend, Changes, ItemVectors, Row, Write};
-use crate::engine::{Engine, forward_store};
+use crate::forward_store;
+use crate::raw::Engine;
+use crate::raw::{Backend, Changes, ItemVectors, Row, Write};
 use crate::{Error, IndexConfig, ItemKey, Namespace, Object, Result, StoreConfig};
 
 /// Runs `$body` (a future using `$conn: &mut PgConnection`) on a pooled connection within
@@ -267,7 +268,7 @@ impl PgBackend {
             )));
         }
         let mut options: PgConnectOptions = config.url.parse().map_err(|e| {
-            let url = waypoint_checkpoint::redact_url(&config.url);
+            let url = waypoint_checkpoint::raw::redact_url(&config.url);
             Error::InvalidConfig(format!("invalid PostgreSQL URL {url}: {e}"))
         })?;
         options = options.application_name("waypoint-store");

@@ -16,7 +16,7 @@ use sqlx::query::Query;
 use sqlx::{PgConnection, Postgres, Row as _};
 
 use super::convert::{Timestamp, field_vector, pg_error, row_at, scanned_row, vector_bytes};
-use crate::backend::{FieldVector, ItemVectors, Row};
+use crate::raw::{FieldVector, ItemVectors, Row};
 use crate::{ItemKey, Namespace, Result};
 
 /// Columns of an item after its key, as [`row_at`] reads them.

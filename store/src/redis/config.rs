@@ -2,9 +2,10 @@
 
 use std::fmt;
 use std::time::Duration;
+use waypoint_checkpoint::raw::redact_url;
 
 use redis::aio::ConnectionLike;
-use waypoint_checkpoint::redact_url;
+
 pub use waypoint_checkpoint_redis::PersistenceCheck;
 use waypoint_checkpoint_redis::{PersistenceError, check_persistence};
 

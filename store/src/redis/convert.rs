@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::backend::{FieldVector, Row};
+use crate::raw::{FieldVector, Row};
 use crate::{Error, Item, ItemKey, Namespace, Object, Result};
 
 /// The backend's name in errors.

@@ -52,8 +52,9 @@ use self::convert::{
 };
 use self::keys::Keys;
 use self::scripts::{CHANGES, PAGE, REFRESH, SWEEP, WRITE};
-use crate::backend::{Backend, Changes, ItemVectors, Row, Write};
-use crate::engine::{Engine, forward_store};
+use crate::forward_store;
+use crate::raw::Engine;
+use crate::raw::{Backend, Changes, ItemVectors, Row, Write};
 use crate::{Error, ItemKey, Namespace, Object, Result, StoreConfig};
 
 /// The version of the key layout this code writes; a store written by a newer one is refused.

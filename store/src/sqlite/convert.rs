@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime, Timelike, Utc};
 use rusqlite::types::ValueRef;
 
-use crate::backend::Row;
+use crate::raw::Row;
 use crate::{Error, Item, Namespace, Object, Result};
 
 /// The backend's name in errors.

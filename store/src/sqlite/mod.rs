@@ -21,8 +21,9 @@ use self::convert::{BACKEND, timestamp};
 use self::pool::{Mode, Pool};
 use self::queries::Scope;
 use crate::Object;
-use crate::backend::{Backend, Changes, ItemVectors, Row, Write};
-use crate::engine::{Engine, forward_store};
+use crate::forward_store;
+use crate::raw::Engine;
+use crate::raw::{Backend, Changes, ItemVectors, Row, Write};
 use crate::{Error, ItemKey, Namespace, Result, StoreConfig};
 
 /// A store in a SQLite database: a file laid out like LangGraph's `SqliteStore` (either can

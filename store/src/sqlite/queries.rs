@@ -9,8 +9,8 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::convert::{corrupt, decode_vector, encode_vector, row, sqlite_error, timestamp};
-use crate::backend::{FieldVector, ItemVectors, Row, Write};
-use crate::memory::expiry;
+use crate::raw::expiry;
+use crate::raw::{FieldVector, ItemVectors, Row, Write};
 use crate::{Error, ItemKey, Namespace, Result};
 
 /// `SELECT` of the columns [`row`] decodes, in its order.

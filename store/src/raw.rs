@@ -1,18 +1,24 @@
-//! What a storage engine provides; [`Engine`](crate::engine::Engine) builds the store on it.
+//! For backend authors: what a storage engine implements, and the engine that turns it into a
+//! [`Store`](crate::Store).
 //!
-//! The engine owns every behaviour of the contract (validation, batch order, filters,
-//! pagination, TTL policy, embedding, the in-process vector index); a backend only stores rows
-//! and vectors. All backends therefore behave alike by construction, and the conformance suite
-//! checks that they also store alike.
+//! A backend stores rows and vectors and nothing more; [`Engine`] owns every behaviour of the
+//! store contract (validation, batch order, filters, pagination, TTL policy, embedding, the
+//! in-process vector index). A new backend implements [`Backend`], wraps `Engine<ItsBackend>`
+//! in a struct whose field is named `engine`, and calls [`forward_store!`](crate::forward_store)
+//! on it; then it runs the crate's `conformance` suite, as the SQLite, PostgreSQL and Redis
+//! stores (in `waypoint-checkpoint-sqlite`, `-postgres`, `-redis`) and [`InMemoryStore`](crate::InMemoryStore) do.
 
-use async_trait::async_trait;
+pub use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
+pub use crate::engine::Engine;
+pub use crate::memory::expiry;
+pub use crate::store::json_kind;
 use crate::{Item, ItemKey, Namespace, Object, Result};
 
 /// A stored row: the item plus its TTL.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Row {
+pub struct Row {
     /// The item.
     pub item: Item,
     /// Its TTL in minutes, if it has one.
@@ -21,7 +27,7 @@ pub(crate) struct Row {
 
 /// One embedded field of an item.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) struct FieldVector {
+pub struct FieldVector {
     /// The path that produced it (`$`, `a.b`, `a.b.0` when a path yields several texts).
     pub field: String,
     /// The embedding.
@@ -30,7 +36,7 @@ pub(crate) struct FieldVector {
 
 /// Every stored vector of one item.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) struct ItemVectors {
+pub struct ItemVectors {
     /// The item.
     pub key: ItemKey,
     /// Its vectors, one per embedded field.
@@ -39,7 +45,7 @@ pub(crate) struct ItemVectors {
 
 /// An insert-or-update of one item.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Upsert {
+pub struct Upsert {
     /// The item.
     pub key: ItemKey,
     /// The new document.
@@ -53,7 +59,7 @@ pub(crate) struct Upsert {
 
 /// One change a batch makes.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) enum Write {
+pub enum Write {
     /// Insert or update; `created_at` is kept on update, `updated_at = now`.
     Put(Upsert),
     /// Remove the item and its vectors; a missing item is not an error.
@@ -62,7 +68,7 @@ pub(crate) enum Write {
 
 /// Changes other processes made since a sequence number (backends shared between processes).
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Changes {
+pub struct Changes {
     /// The newest sequence number seen; pass it to the next call.
     pub last_seq: i64,
     /// Items written or deleted since (may repeat, may include this process's own writes).
@@ -74,7 +80,7 @@ pub(crate) struct Changes {
 /// The storage engine under a store. Rows whose `expires_at <= now` are invisible to every
 /// read; `now` always comes from the engine so all backends agree on time.
 #[async_trait]
-pub(crate) trait Backend: Send + Sync + 'static {
+pub trait Backend: Send + Sync + 'static {
     /// Live rows by key, positionally (`None` when missing or expired).
     async fn get(&self, keys: &[ItemKey], now: DateTime<Utc>) -> Result<Vec<Option<Row>>>;
 
