@@ -1,0 +1,1 @@
+//! The workloads Waypoint's benchmarks and `waypoint bench` measure.
