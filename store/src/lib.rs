@@ -30,6 +30,7 @@
 //! |---|---|
 //! | `hnsw` (default) | the HNSW graph (hnsw_rs); without it every semantic search is exact |
 //! | `sqlite`, `postgres`, `redis` | the backends above |
+//! | `openai` | `OpenAiEmbedder`: embeddings from an OpenAI-compatible endpoint (pulls in reqwest and rustls) |
 //! | `conformance` | the `conformance` module: the suite every backend runs |
 
 mod config;
@@ -58,7 +59,9 @@ mod sqlite;
 pub use crate::redis::{PersistenceCheck, RedisStore, RedisStoreConfig};
 pub use config::{AnnConfig, Distance, IndexConfig, StoreConfig, TtlConfig};
 pub use connect::connect;
-pub use embed::{Embedder, HashingEmbedder, OpenAiConfig, OpenAiEmbedder};
+pub use embed::{Embedder, HashingEmbedder};
+#[cfg(feature = "openai")]
+pub use embed::{OpenAiConfig, OpenAiEmbedder};
 pub use error::{BoxError, Error, Result};
 pub use memory::InMemoryStore;
 pub use path::get_text_at_path;

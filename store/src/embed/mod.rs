@@ -1,9 +1,11 @@
 //! Embedders turn texts into vectors for the semantic index.
 
 mod hashing;
+#[cfg(feature = "openai")]
 mod openai;
 
 pub use hashing::HashingEmbedder;
+#[cfg(feature = "openai")]
 pub use openai::{OpenAiConfig, OpenAiEmbedder};
 
 use async_trait::async_trait;
