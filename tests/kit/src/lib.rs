@@ -1,1 +1,233 @@
-//! Test helpers shared by Waypoint's crates: the throwaway servers the test script starts.
+//! Test helpers shared by Waypoint's crates: the throwaway servers and interpreters the test
+//! script provides, read from the environment, and fresh names so tests share them safely.
+//!
+//! `scripts/test.sh` starts the servers (`scripts/services.sh`) and the LangGraph venvs
+//! (`scripts/python.sh`) and exports:
+//!
+//! | Variable | What it names | Read by |
+//! |---|---|---|
+//! | `WAYPOINT_REQUIRE_BACKENDS=1` | a missing variable below fails the test instead of skipping it | [`backends_required`] |
+//! | `WAYPOINT_TEST_POSTGRES_URL` | the shared PostgreSQL server | [`postgres_url`] |
+//! | `WAYPOINT_TEST_REDIS_URL` | the shared Redis server | [`redis_url`] |
+//! | `WAYPOINT_TEST_POSTGRES_FAULTS_URL`, `_CTL` | a second PostgreSQL that fault tests stop, restart or hang, and its control script | [`postgres_faults`] |
+//! | `WAYPOINT_TEST_REDIS_FAULTS_URL`, `_CTL` | a second Redis that fault tests stop, restart or kill, and its control script | [`redis_faults`] |
+//! | `WAYPOINT_TEST_PYTHON` | the interpreter of a venv with the current LangGraph | [`python`] |
+//! | `WAYPOINT_TEST_PYTHON_06` | the interpreter of a venv with langgraph 0.6 | [`python_06`] |
+//! | `TMPDIR` | a scratch directory, removed when the script ends | [`kept_temp_dir`] |
+//!
+//! (`WAYPOINT_TEST_POSTGRES_CTL` and `WAYPOINT_TEST_REDIS_CTL` are exported too; no test may
+//! stop the shared servers, so nothing here reads them.)
+//!
+//! Without a variable a test passes without running and prints why; under
+//! `WAYPOINT_REQUIRE_BACKENDS=1` it fails instead, so a green run never hides a suite that
+//! did not run. Tests share the servers: each takes a [`fresh_name`] for its schema, key
+//! prefix or database, so they run in parallel without seeing each other.
+//!
+//! This crate depends on no Waypoint crate and no database driver, so any crate can
+//! dev-depend on it.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+/// Whether `WAYPOINT_REQUIRE_BACKENDS=1`: a missing server or interpreter is a failure.
+pub fn backends_required() -> bool {
+    std::env::var("WAYPOINT_REQUIRE_BACKENDS").as_deref() == Ok("1")
+}
+
+/// The value of the environment variable `var`; `None` when it is unset or empty (the reason
+/// printed, so the test can pass without running), a panic under `WAYPOINT_REQUIRE_BACKENDS=1`.
+pub fn env_or_skip(var: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(value) if !value.is_empty() => Some(value),
+        _ if backends_required() => {
+            panic!("{var} is not set but WAYPOINT_REQUIRE_BACKENDS=1: run scripts/test.sh")
+        }
+        _ => {
+            eprintln!("skipped: {var} is not set (scripts/test.sh sets it)");
+            None
+        }
+    }
+}
+
+/// The shared PostgreSQL server's URL (`WAYPOINT_TEST_POSTGRES_URL`), as [`env_or_skip`].
+pub fn postgres_url() -> Option<String> {
+    env_or_skip("WAYPOINT_TEST_POSTGRES_URL")
+}
+
+/// The shared Redis server's URL (`WAYPOINT_TEST_REDIS_URL`), as [`env_or_skip`].
+pub fn redis_url() -> Option<String> {
+    env_or_skip("WAYPOINT_TEST_REDIS_URL")
+}
+
+/// The interpreter of the current LangGraph's venv (`WAYPOINT_TEST_PYTHON`), as
+/// [`env_or_skip`].
+pub fn python() -> Option<PathBuf> {
+    env_or_skip("WAYPOINT_TEST_PYTHON").map(PathBuf::from)
+}
+
+/// The interpreter of langgraph 0.6's venv (`WAYPOINT_TEST_PYTHON_06`), as [`env_or_skip`].
+pub fn python_06() -> Option<PathBuf> {
+    env_or_skip("WAYPOINT_TEST_PYTHON_06").map(PathBuf::from)
+}
+
+/// The PostgreSQL fault server (`WAYPOINT_TEST_POSTGRES_FAULTS_URL` and `_CTL`), as
+/// [`env_or_skip`]; its script takes `start`, `stop`, `pause` (SIGSTOP) and `resume`.
+pub fn postgres_faults() -> Option<FaultServer> {
+    FaultServer::from_env("WAYPOINT_TEST_POSTGRES_FAULTS")
+}
+
+/// The Redis fault server (`WAYPOINT_TEST_REDIS_FAULTS_URL` and `_CTL`), as [`env_or_skip`];
+/// its script takes `start`, `stop` and `kill` (SIGKILL, as a crash).
+pub fn redis_faults() -> Option<FaultServer> {
+    FaultServer::from_env("WAYPOINT_TEST_REDIS_FAULTS")
+}
+
+/// A server of its own for the tests that take it away, and the script that does so.
+#[derive(Debug, Clone)]
+pub struct FaultServer {
+    url: String,
+    ctl: PathBuf,
+}
+
+impl FaultServer {
+    /// The server named by `{prefix}_URL` and `{prefix}_CTL`.
+    fn from_env(prefix: &str) -> Option<FaultServer> {
+        Some(FaultServer {
+            url: env_or_skip(&format!("{prefix}_URL"))?,
+            ctl: env_or_skip(&format!("{prefix}_CTL"))?.into(),
+        })
+    }
+
+    /// The server's URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Runs the control script with `action` and waits for it; a panic when it fails.
+    pub fn ctl(&self, action: &str) {
+        let status = Command::new(&self.ctl)
+            .arg(action)
+            .status()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", self.ctl.display()));
+        assert!(
+            status.success(),
+            "{} {action} failed: {status}",
+            self.ctl.display()
+        );
+    }
+}
+
+/// `prefix`, `_` and a new UUID: a schema, key prefix, database or file name no other test
+/// uses (a PostgreSQL identifier when `prefix` is one).
+pub fn fresh_name(prefix: &str) -> String {
+    format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
+}
+
+/// `server`'s URL naming the database `name` instead of its own, query kept
+/// (`postgres://u@h:5432/postgres?x=1` to `postgres://u@h:5432/{name}?x=1`).
+pub fn database_url(server: &str, name: &str) -> String {
+    let (address, query) = match server.split_once('?') {
+        Some((address, query)) => (address, Some(query)),
+        None => (server, None),
+    };
+    let authority = address.find("://").map_or(0, |i| i + 3);
+    let base = match address[authority..].find('/') {
+        Some(slash) => &address[..authority + slash],
+        None => address,
+    };
+    match query {
+        Some(query) => format!("{base}/{name}?{query}"),
+        None => format!("{base}/{name}"),
+    }
+}
+
+/// A new empty directory under the temp dir, left in place after the test (so a second
+/// process can open its files; `scripts/test.sh` removes its whole `TMPDIR`).
+pub fn kept_temp_dir() -> std::io::Result<PathBuf> {
+    let dir = std::env::temp_dir().join(fresh_name("waypoint"));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+/// A TCP port on 127.0.0.1 nothing listens on right now, for a server a test starts itself.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port on 127.0.0.1")
+        .port()
+}
+
+/// Runs `command` with `input` on its stdin and returns its stdout; a panic showing its
+/// stdout and stderr when it cannot start or exits with a failure.
+pub fn run_with_input(command: &mut Command, input: &str) -> String {
+    let shown = format!("{command:?}");
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {shown}: {e}"));
+    child
+        .stdin
+        .take()
+        .expect("a piped stdin")
+        .write_all(input.as_bytes())
+        .unwrap_or_else(|e| panic!("cannot write the input of {shown}: {e}"));
+    let output = child
+        .wait_with_output()
+        .unwrap_or_else(|e| panic!("cannot wait for {shown}: {e}"));
+    assert!(
+        output.status.success(),
+        "{shown} failed ({}):\n{}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap_or_else(|e| panic!("{shown} printed no UTF-8: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn database_url_replaces_only_the_database() {
+        let cases = [
+            ("postgres://u@h:5432/postgres", "postgres://u@h:5432/db"),
+            (
+                "postgres://u@h:5432/postgres?x=1",
+                "postgres://u@h:5432/db?x=1",
+            ),
+            ("postgres://u@h:5432", "postgres://u@h:5432/db"),
+            ("postgres://u@h:5432/", "postgres://u@h:5432/db"),
+            ("postgres://u@h/a?x=/y", "postgres://u@h/db?x=/y"),
+        ];
+        for (server, expected) in cases {
+            assert_eq!(database_url(server, "db"), expected, "{server}");
+        }
+    }
+
+    #[test]
+    fn fresh_names_differ_and_are_identifiers() {
+        let (a, b) = (fresh_name("wp_test"), fresh_name("wp_test"));
+        assert_ne!(a, b);
+        assert!(a.starts_with("wp_test_"));
+        assert!(a.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
+    }
+
+    #[test]
+    fn run_with_input_returns_stdout() {
+        let out = run_with_input(&mut Command::new("cat"), "hello");
+        assert_eq!(out, "hello");
+    }
+
+    #[test]
+    fn kept_temp_dirs_are_new_and_empty() -> std::io::Result<()> {
+        let (a, b) = (kept_temp_dir()?, kept_temp_dir()?);
+        assert_ne!(a, b);
+        assert_eq!(std::fs::read_dir(&a)?.count(), 0);
+        std::fs::remove_dir(a)?;
+        std::fs::remove_dir(b)
+    }
+}
