@@ -6,8 +6,8 @@ use waypoint_checkpoint::raw::redact_url;
 
 use redis::aio::ConnectionLike;
 
-pub use waypoint_checkpoint_redis::PersistenceCheck;
-use waypoint_checkpoint_redis::{PersistenceError, check_persistence};
+pub use super::persistence::PersistenceCheck;
+use super::persistence::{PersistenceError, check_persistence};
 
 use super::convert::{BACKEND, redis_error};
 use crate::{Error, Result, StoreConfig};
@@ -30,7 +30,7 @@ pub struct RedisStoreConfig {
     pub store: StoreConfig,
     /// What connecting does when the server may lose acknowledged writes on a restart
     /// (default [`PersistenceCheck::Warn`]); the same check as the Redis checkpointer's
-    /// ([`waypoint_checkpoint_redis::check_persistence`]).
+    /// (`waypoint_checkpoint_redis::check_persistence`).
     pub persistence: PersistenceCheck,
 }
 

@@ -33,6 +33,7 @@
 mod config;
 mod convert;
 mod keys;
+mod persistence;
 mod scripts;
 
 pub use config::{PersistenceCheck, RedisStoreConfig};
