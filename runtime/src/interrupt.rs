@@ -35,6 +35,10 @@ use crate::{Command, State};
 /// Stored as LangGraph's `langgraph.types.Interrupt` when writing LangGraph's encoding, as a
 /// `{value, id}` map in JSON and a `[value, id]` tuple in binary formats otherwise. Reads
 /// any of these, and the fields older LangGraph versions wrote (`ns`, `when`, `resumable`).
+///
+/// The JSON map is the LangGraph API's (`langgraph_sdk.schema.Interrupt`), so a service can
+/// return it as is: `{"value": ..., "id": "..."}`, followed by the [`extra`](Self::extra)
+/// fields of an interrupt read from an older LangGraph, as those versions' API showed them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Interrupt {
     /// What the node asked (any JSON).
@@ -195,12 +199,46 @@ impl std::fmt::Display for Interrupt {
 impl std::error::Error for Interrupt {}
 
 /// Resume values: one for the single pending interrupt, or one per interrupt id.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+///
+/// Its serde form is the `resume` of LangGraph's `Command` (and of the LangGraph API's
+/// `command`): `One` is the value itself, `ById` the map from interrupt ids to values. Reading
+/// follows LangGraph's rule: an object whose keys are all interrupt ids (32 lowercase hex
+/// digits) answers by id, anything else is one value. Unlike LangGraph, which reads `{}` as a
+/// map that answers nothing (the run pauses again), an empty object is the value `{}`. So a
+/// `One` holding an object keyed by ids, or an empty `ById`, reads back as the other variant.
+#[derive(Clone, Debug, PartialEq)]
 pub enum Resume {
     /// The value for the one pending interrupt.
     One(Value),
     /// Values by interrupt id, when several are pending.
     ById(BTreeMap<String, Value>),
+}
+
+impl Serialize for Resume {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Resume::One(value) => value.serialize(serializer),
+            Resume::ById(answers) => answers.serialize(serializer),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Resume {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(match Value::deserialize(deserializer)? {
+            Value::Object(answers)
+                if !answers.is_empty() && answers.keys().all(|key| is_interrupt_id(key)) =>
+            {
+                Resume::ById(answers.into_iter().collect())
+            }
+            value => Resume::One(value),
+        })
+    }
+}
+
+/// Whether `key` has the form of an interrupt id (LangGraph's `is_xxh3_128_hexdigest`).
+fn is_interrupt_id(key: &str) -> bool {
+    key.len() == 32 && key.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// What `invoke` and `stream` take: an update, a command, or nothing (resume or replay).
@@ -340,5 +378,89 @@ impl Scratch {
             }
             None => Err(Interrupt::new(value, id)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    const ID: &str = "0123456789abcdef0123456789abcdef";
+
+    type TestResult = Result<(), serde_json::Error>;
+
+    #[test]
+    fn interrupt_json_is_the_langgraph_api_shape() -> TestResult {
+        let interrupt = Interrupt::new(json!({"question": "name?"}), ID);
+        let text = serde_json::to_string(&interrupt)?;
+        assert_eq!(
+            text,
+            r#"{"value":{"question":"name?"},"id":"0123456789abcdef0123456789abcdef"}"#
+        );
+        assert_eq!(serde_json::from_str::<Interrupt>(&text)?, interrupt);
+        Ok(())
+    }
+
+    #[test]
+    fn interrupt_json_keeps_older_langgraph_fields_after_value_and_id() -> TestResult {
+        let text = r#"{"value":"ok?","resumable":true,"ns":["gate:abc"],"when":"during"}"#;
+        let interrupt: Interrupt = serde_json::from_str(text)?;
+        assert_eq!(interrupt.id, xxh3_hex("gate:abc"));
+        let written = serde_json::to_string(&interrupt)?;
+        assert_eq!(
+            written,
+            format!(
+                r#"{{"value":"ok?","id":"{}","ns":["gate:abc"],"resumable":true,"when":"during"}}"#,
+                interrupt.id
+            )
+        );
+        assert_eq!(serde_json::from_str::<Interrupt>(&written)?, interrupt);
+        Ok(())
+    }
+
+    #[test]
+    fn resume_json_is_langgraph_command_resume() -> TestResult {
+        let one = Resume::One(json!({"approved": true}));
+        assert_eq!(serde_json::to_string(&one)?, r#"{"approved":true}"#);
+        let by_id = Resume::ById(BTreeMap::from([(ID.to_owned(), json!("yes"))]));
+        let text = serde_json::to_string(&by_id)?;
+        assert_eq!(text, format!(r#"{{"{ID}":"yes"}}"#));
+        for resume in [
+            one,
+            by_id,
+            Resume::One(json!("plain")),
+            Resume::One(json!(null)),
+        ] {
+            let text = serde_json::to_string(&resume)?;
+            assert_eq!(serde_json::from_str::<Resume>(&text)?, resume);
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn resume_reads_by_id_only_when_every_key_is_an_interrupt_id() -> TestResult {
+        let read = serde_json::from_value::<Resume>;
+        let other = xxh3_hex("other");
+        assert_eq!(
+            read(json!({ID: 1, &other: 2}))?,
+            Resume::ById(BTreeMap::from([
+                (ID.to_owned(), json!(1)),
+                (other.clone(), json!(2))
+            ]))
+        );
+        // One key that is not an id (too short, upper case, or a word) makes it one value.
+        for value in [
+            json!({ID: 1, "approved": true}),
+            json!({"0123456789abcdef": 1}),
+            json!({"0123456789ABCDEF0123456789ABCDEF": 1}),
+            json!({}),
+            json!([ID]),
+            json!(ID),
+        ] {
+            assert_eq!(read(value.clone())?, Resume::One(value));
+        }
+        Ok(())
     }
 }
