@@ -14,7 +14,7 @@ use waypoint_checkpoint::{BoxError, CheckpointSaver};
 use crate::interrupt::{Interrupt, SharedScratch};
 use crate::messages::AiMessageChunk;
 use crate::pregel::{CompiledGraph, NS_SEP};
-use crate::run::Nested;
+use crate::pregel::run::Nested;
 use crate::stream::MessageMetadata;
 use crate::{Input, RunConfig, State};
 

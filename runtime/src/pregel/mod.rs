@@ -38,7 +38,7 @@ use crate::delta::{DeltaCounter, DeltaPolicy};
 use crate::graph::{Branch, CompileOptions, END, NodeFn, START};
 use crate::interrupt::{Input, Interrupt, Outcome};
 use crate::lease::LeaseGuard;
-use crate::run::{Nested, Run};
+use run::{Nested, Run};
 use crate::state::State;
 use crate::stream::Emitter;
 use crate::{Error, Result};
@@ -1445,6 +1445,8 @@ pub(crate) fn decode<T: serde::de::DeserializeOwned>(
         .map_err(|e| crate::state::channel_error(channel, e))
 }
 
+pub(crate) mod history;
+pub(crate) mod run;
+
 #[cfg(test)]
-#[path = "pregel_tests.rs"]
 mod tests;
