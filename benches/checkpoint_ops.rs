@@ -17,7 +17,6 @@ use std::time::{Duration, Instant};
 use criterion::{BenchmarkId, Criterion, Throughput};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use waypoint_benches::checkpoints::{self, CHANNELS, HISTORY, PUTS, WRITE_CALLS};
 use waypoint_checkpoint::{
     ChannelVersion, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
     CheckpointSaver, CheckpointSource, InMemorySaver, ListOptions, SerializedValue,
@@ -25,6 +24,7 @@ use waypoint_checkpoint::{
 use waypoint_checkpoint_postgres::{PostgresConfig, PostgresSaver};
 use waypoint_checkpoint_redis::{RedisConfig, RedisSaver, redis};
 use waypoint_checkpoint_sqlite::SqliteSaver;
+use waypoint_workloads::checkpoints::{self, CHANNELS, HISTORY, PUTS, WRITE_CALLS};
 
 /// Concurrent writers in the concurrent put benchmark.
 const WRITERS: usize = 16;

@@ -14,9 +14,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use waypoint_benches::ann::{self, EF_CONSTRUCTION, M};
 use waypoint_store::index::VectorIndex;
 use waypoint_store::{AnnConfig, Distance, ItemKey};
+use waypoint_workloads::ann::{self, EF_CONSTRUCTION, M};
 
 const VECTORS: usize = ann::FULL.vectors;
 const DIMS: usize = ann::FULL.dims;

@@ -27,13 +27,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use waypoint_benches::servers;
 use waypoint_checkpoint::{CheckpointConfig, CheckpointSaver, Format, Serde, SerializedValue};
 use waypoint_checkpoint_postgres::PostgresSaver;
 use waypoint_runtime::{
     BoxError, CompileOptions, CompiledGraph, Context, END, Message, MessagesState,
     MessagesStateUpdate, RunConfig, START, StateGraph,
 };
+use waypoint_workloads::servers;
 
 type Result<T, E = BoxError> = std::result::Result<T, E>;
 

@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use waypoint_benches::runtime::{Chat, ChatUpdate, Msg};
 use waypoint_checkpoint::{CheckpointConfig, CheckpointSaver, InMemorySaver, ListOptions};
 use waypoint_checkpoint_postgres::{PostgresConfig, PostgresSaver};
 use waypoint_checkpoint_sqlite::SqliteSaver;
@@ -21,6 +20,7 @@ use waypoint_runtime::{
     CompileOptions, CompiledGraph, Context, DeltaPolicy, END, NodeResult, RunConfig, START,
     StateGraph,
 };
+use waypoint_workloads::runtime::{Chat, ChatUpdate, Msg};
 
 /// Characters of a user message and of a reply.
 const USER_CHARS: usize = 120;
@@ -135,7 +135,7 @@ async fn measure(
     let graph = chatbot(Arc::clone(&saver), delta);
     let thread = uuid::Uuid::new_v4().to_string();
     let config = RunConfig::thread(thread.clone());
-    let mut rng = StdRng::seed_from_u64(waypoint_benches::SEED);
+    let mut rng = StdRng::seed_from_u64(waypoint_workloads::SEED);
     let mut times = Vec::with_capacity(turns);
     let mut last = None;
     for _ in 0..turns {

@@ -1,5 +1,5 @@
 //! Runtime super-steps per second on every checkpointer: the 10-node linear graph of
-//! `waypoint_benches::runtime`, 200 invocations on distinct threads and 200 on one thread
+//! `waypoint_workloads::runtime`, 200 invocations on distinct threads and 200 on one thread
 //! (with the last-ten / first-ten slowdown printed), `get_state_history` of a 600-checkpoint
 //! thread, and an `update_state` fork from the middle of that thread.
 //!
@@ -13,14 +13,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use waypoint_benches::runtime::{
-    self, Chat, ChatUpdate, HISTORY_INVOCATIONS, INVOCATIONS, Msg, STEPS_PER_INVOCATION,
-};
 use waypoint_checkpoint::{CheckpointSaver, InMemorySaver, ListOptions};
 use waypoint_checkpoint_postgres::{PostgresConfig, PostgresSaver};
 use waypoint_checkpoint_redis::{RedisConfig, RedisSaver};
 use waypoint_checkpoint_sqlite::SqliteSaver;
 use waypoint_runtime::{CompiledGraph, Durability, RunConfig};
+use waypoint_workloads::runtime::{
+    self, Chat, ChatUpdate, HISTORY_INVOCATIONS, INVOCATIONS, Msg, STEPS_PER_INVOCATION,
+};
 
 /// The server `WAYPOINT_BENCH_<NAME>_URL` or else `WAYPOINT_TEST_<NAME>_URL` names.
 fn server_url(name: &str) -> Option<String> {

@@ -16,11 +16,11 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use waypoint_benches::{
-    MEDIUM, MessageKind, SIZES, conversation, plain_conversation, runtime_conversation,
-};
 use waypoint_checkpoint::{Format, Keyring, Serde, SerializedValue, Slot};
 use waypoint_runtime::Message;
+use waypoint_workloads::payload::{
+    MEDIUM, MessageKind, SIZES, conversation, plain_conversation, runtime_conversation,
+};
 
 const SLOT: Slot<'static> = Slot::Channel {
     thread_id: "bench-thread",

@@ -18,12 +18,11 @@ use criterion::{BenchmarkId, Criterion, Throughput};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
-use waypoint_benches::servers;
-use waypoint_benches::store::{BATCH, ITEMS, PUTS, key, namespace, values};
-use waypoint_benches::store_reads::{fill, indexed};
 use waypoint_store::{
     InMemoryStore, Namespace, Op, PutOp, SearchOp, SqliteStore, Store, StoreConfig, StoreExt,
 };
+use waypoint_workloads::servers;
+use waypoint_workloads::store::{BATCH, ITEMS, PUTS, fill, indexed, key, namespace, values};
 
 type Opened = Pin<Box<dyn Future<Output = Arc<dyn Store>>>>;
 

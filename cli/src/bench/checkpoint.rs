@@ -1,6 +1,6 @@
 //! Checkpointer operations on every backend: sequential puts, puts from 16 concurrent
 //! writers on distinct threads, `get_tuple` of the latest checkpoint, and `list` of a whole
-//! thread; the checkpoints are `waypoint_benches::checkpoints` (five channels, one changing
+//! thread; the checkpoints are `waypoint_workloads::checkpoints` (five channels, one changing
 //! per step).
 
 use std::sync::Arc;
@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, ensure};
 use indicatif::ProgressBar;
-use waypoint_benches::checkpoints::{self, CHANNELS};
 use waypoint_checkpoint::{CheckpointConfig, CheckpointSaver, ListOptions, SerializedValue};
+use waypoint_workloads::checkpoints::{self, CHANNELS};
 
 use super::measure::{Table, latencies, rates};
 use super::targets::{Target, Targets};

@@ -3,8 +3,8 @@
 
 use anyhow::{Context, Result};
 use indicatif::ProgressBar;
-use waypoint_benches::conversation;
 use waypoint_checkpoint::{Format, Serde};
+use waypoint_workloads::payload::{ChatMessage, Conversation, conversation};
 
 use super::Scale;
 use super::measure::{Table, throughput};
@@ -47,8 +47,7 @@ pub(crate) fn run(scale: &Scale, bar: &ProgressBar) -> Result<Table> {
         .with_context(|| format!("{tag} encode failed"))?;
         table.rate("encode", "MB/s", tag, mb(encode));
         let decode = throughput(scale.serde_window, scale.samples, || {
-            let _: waypoint_benches::Conversation<waypoint_benches::ChatMessage> =
-                serde.loads(&encoded)?;
+            let _: Conversation<ChatMessage> = serde.loads(&encoded)?;
             Ok(bytes)
         })
         .with_context(|| format!("{tag} decode failed"))?;

@@ -1,4 +1,4 @@
-//! The store's vector index on the `waypoint_benches::ann` workload: the time to load and
+//! The store's vector index on the `waypoint_workloads::ann` workload: the time to load and
 //! build the HNSW graph, then single-thread queries/s and recall@k of the graph (at the
 //! store's default `ef_search`) beside the exact scan.
 
@@ -6,9 +6,9 @@ use std::time::Instant;
 
 use anyhow::Result;
 use indicatif::ProgressBar;
-use waypoint_benches::ann::{self, EF_CONSTRUCTION, M};
 use waypoint_store::index::VectorIndex;
 use waypoint_store::{AnnConfig, Distance};
+use waypoint_workloads::ann::{self, EF_CONSTRUCTION, M};
 
 use super::Scale;
 use super::measure::{Better, Table, median};

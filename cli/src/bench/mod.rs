@@ -18,10 +18,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
-use waypoint_benches::ann::{self, AnnSize};
-use waypoint_benches::runtime as runtime_workload;
-use waypoint_benches::store as store_workload;
-use waypoint_benches::{MEDIUM, PayloadSize, SMALL, checkpoints};
+use waypoint_workloads::ann::{self, AnnSize};
+use waypoint_workloads::checkpoints;
+use waypoint_workloads::payload::{MEDIUM, PayloadSize, SMALL};
+use waypoint_workloads::runtime as runtime_workload;
+use waypoint_workloads::store as store_workload;
 
 use self::measure::Table;
 use self::targets::{Target, Targets};
@@ -189,7 +190,7 @@ pub(crate) async fn run(args: Args) -> Result<()> {
         .collect();
     let url = |given: Option<String>, name| {
         given
-            .or_else(|| waypoint_benches::servers::url(name))
+            .or_else(|| waypoint_workloads::servers::url(name))
             .filter(|u| !u.is_empty())
     };
     let targets = Targets::probe(url(args.postgres, "POSTGRES"), url(args.redis, "REDIS")).await?;

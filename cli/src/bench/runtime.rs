@@ -1,5 +1,5 @@
 //! The graph runtime on every checkpointer: super-steps per second of the 10-node linear
-//! graph of `waypoint_benches::runtime` (each invocation on a new thread, durability
+//! graph of `waypoint_workloads::runtime` (each invocation on a new thread, durability
 //! `Async`), and `get_state_history` of a thread of 12 checkpoints per invocation.
 
 use std::sync::Arc;
@@ -7,9 +7,9 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, ensure};
 use indicatif::ProgressBar;
-use waypoint_benches::runtime::{self, NODES, STEPS_PER_INVOCATION};
 use waypoint_checkpoint::ListOptions;
 use waypoint_runtime::{Durability, RunConfig};
+use waypoint_workloads::runtime::{self, NODES, STEPS_PER_INVOCATION};
 
 use super::measure::{Table, latencies, rates};
 use super::targets::{Target, Targets};

@@ -1,15 +1,14 @@
 //! Long-term store operations on every backend: single puts, puts in batches of 100, gets,
 //! a filtered search and a semantic search (hashing embedder) over a filled, indexed store;
-//! the items are `waypoint_benches::store` (small user memories).
+//! the items are `waypoint_workloads::store` (small user memories).
 
 use std::time::Instant;
 
 use anyhow::{Context, Result, ensure};
 use indicatif::ProgressBar;
 use serde_json::{Value, json};
-use waypoint_benches::store::{BATCH, DIMS, key, namespace, values};
-use waypoint_benches::store_reads::{fill, indexed, queries};
 use waypoint_store::{Namespace, Op, PutOp, SearchOp, StoreConfig, StoreExt};
+use waypoint_workloads::store::{BATCH, DIMS, fill, indexed, key, namespace, queries, values};
 
 use super::measure::{Table, latencies, rates};
 use super::targets::{Target, Targets};

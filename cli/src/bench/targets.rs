@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use waypoint_benches::servers;
 use waypoint_checkpoint::{CheckpointSaver, InMemorySaver};
 use waypoint_checkpoint_sqlite::SqliteSaver;
 use waypoint_store::{InMemoryStore, SqliteStore, Store, StoreConfig};
+use waypoint_workloads::servers;
 
 use crate::backend::{self, Kind, Open};
 use crate::secrets::redact;
