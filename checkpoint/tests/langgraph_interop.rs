@@ -5,61 +5,30 @@
 //! and writes it back with `Format::LangGraph`, and Python's `loads_typed` of Waypoint's bytes
 //! is `==` to the original and of the same type, all the way down.
 //!
-//! Needs `WAYPOINT_TEST_PYTHON` (the pinned LangGraph venv `scripts/python.sh` makes); without
-//! it the test passes without running, unless `WAYPOINT_REQUIRE_BACKENDS=1`.
-//! `WAYPOINT_TEST_PYTHON_06` (langgraph 0.6) is checked too when set.
+//! Needs `WAYPOINT_TEST_PYTHON` and `WAYPOINT_TEST_PYTHON_06` (the pinned venvs of the current
+//! LangGraph and of langgraph 0.6 that `scripts/python.sh` makes); without one the test checks
+//! the other only, unless `WAYPOINT_REQUIRE_BACKENDS=1` makes that a failure.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 
 use serde_json::{Value, json};
 use waypoint_checkpoint::serde::Node;
 use waypoint_checkpoint::{Format, Serde, SerializedValue};
-
-/// The interpreter named by `var`; `None` (with the reason printed) when unset, a failure
-/// when `WAYPOINT_REQUIRE_BACKENDS=1` and `required`.
-fn python(var: &str, required: bool) -> Option<PathBuf> {
-    match std::env::var(var) {
-        Ok(path) if !path.is_empty() => Some(PathBuf::from(path)),
-        _ if required && std::env::var("WAYPOINT_REQUIRE_BACKENDS").as_deref() == Ok("1") => {
-            panic!("{var} is not set but WAYPOINT_REQUIRE_BACKENDS=1: run scripts/test.sh")
-        }
-        _ => {
-            eprintln!("skipped: {var} is not set (scripts/python.sh makes the venv)");
-            None
-        }
-    }
-}
+use waypoint_test_kit::{python, python_06, run_with_input};
 
 /// Runs `jsonplus_roundtrip.py <mode>` with `input` on stdin (the script's directory is on
 /// `sys.path`, so its value classes import); its stdout, or a failure with its output.
 fn run(python: &Path, mode: &str, input: &str) -> String {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop");
-    let mut child = Command::new(python)
-        .arg(dir.join("jsonplus_roundtrip.py"))
-        .arg(mode)
-        .env("PYTHONPATH", &dir)
-        .env_remove("LANGGRAPH_STRICT_MSGPACK")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run python");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(input.as_bytes())
-        .expect("write stdin");
-    let output = child.wait_with_output().expect("python output");
-    assert!(
-        output.status.success(),
-        "jsonplus_roundtrip.py {mode} failed:\n{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).expect("UTF-8 output")
+    run_with_input(
+        Command::new(python)
+            .arg(dir.join("jsonplus_roundtrip.py"))
+            .arg(mode)
+            .env("PYTHONPATH", &dir)
+            .env_remove("LANGGRAPH_STRICT_MSGPACK"),
+        input,
+    )
 }
 
 /// The whole cross-check with one interpreter.
@@ -109,10 +78,10 @@ fn cross_check(python: &Path) {
 
 #[test]
 fn python_reads_back_what_waypoint_writes_of_every_value_it_reads() {
-    if let Some(python) = python("WAYPOINT_TEST_PYTHON", true) {
+    if let Some(python) = python() {
         cross_check(&python);
     }
-    if let Some(python) = python("WAYPOINT_TEST_PYTHON_06", false) {
+    if let Some(python) = python_06() {
         cross_check(&python);
     }
 }

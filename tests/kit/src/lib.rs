@@ -28,7 +28,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 
 /// Whether `WAYPOINT_REQUIRE_BACKENDS=1`: a missing server or interpreter is a failure.
 pub fn backends_required() -> bool {
@@ -37,6 +37,7 @@ pub fn backends_required() -> bool {
 
 /// The value of the environment variable `var`; `None` when it is unset or empty (the reason
 /// printed, so the test can pass without running), a panic under `WAYPOINT_REQUIRE_BACKENDS=1`.
+#[track_caller]
 pub fn env_or_skip(var: &str) -> Option<String> {
     match std::env::var(var) {
         Ok(value) if !value.is_empty() => Some(value),
@@ -51,34 +52,40 @@ pub fn env_or_skip(var: &str) -> Option<String> {
 }
 
 /// The shared PostgreSQL server's URL (`WAYPOINT_TEST_POSTGRES_URL`), as [`env_or_skip`].
+#[track_caller]
 pub fn postgres_url() -> Option<String> {
     env_or_skip("WAYPOINT_TEST_POSTGRES_URL")
 }
 
 /// The shared Redis server's URL (`WAYPOINT_TEST_REDIS_URL`), as [`env_or_skip`].
+#[track_caller]
 pub fn redis_url() -> Option<String> {
     env_or_skip("WAYPOINT_TEST_REDIS_URL")
 }
 
 /// The interpreter of the current LangGraph's venv (`WAYPOINT_TEST_PYTHON`), as
 /// [`env_or_skip`].
+#[track_caller]
 pub fn python() -> Option<PathBuf> {
     env_or_skip("WAYPOINT_TEST_PYTHON").map(PathBuf::from)
 }
 
 /// The interpreter of langgraph 0.6's venv (`WAYPOINT_TEST_PYTHON_06`), as [`env_or_skip`].
+#[track_caller]
 pub fn python_06() -> Option<PathBuf> {
     env_or_skip("WAYPOINT_TEST_PYTHON_06").map(PathBuf::from)
 }
 
 /// The PostgreSQL fault server (`WAYPOINT_TEST_POSTGRES_FAULTS_URL` and `_CTL`), as
 /// [`env_or_skip`]; its script takes `start`, `stop`, `pause` (SIGSTOP) and `resume`.
+#[track_caller]
 pub fn postgres_faults() -> Option<FaultServer> {
     FaultServer::from_env("WAYPOINT_TEST_POSTGRES_FAULTS")
 }
 
 /// The Redis fault server (`WAYPOINT_TEST_REDIS_FAULTS_URL` and `_CTL`), as [`env_or_skip`];
 /// its script takes `start`, `stop` and `kill` (SIGKILL, as a crash).
+#[track_caller]
 pub fn redis_faults() -> Option<FaultServer> {
     FaultServer::from_env("WAYPOINT_TEST_REDIS_FAULTS")
 }
@@ -92,6 +99,7 @@ pub struct FaultServer {
 
 impl FaultServer {
     /// The server named by `{prefix}_URL` and `{prefix}_CTL`.
+    #[track_caller]
     fn from_env(prefix: &str) -> Option<FaultServer> {
         Some(FaultServer {
             url: env_or_skip(&format!("{prefix}_URL"))?,
@@ -105,11 +113,12 @@ impl FaultServer {
     }
 
     /// Runs the control script with `action` and waits for it; a panic when it fails.
+    #[track_caller]
     pub fn ctl(&self, action: &str) {
-        let status = Command::new(&self.ctl)
-            .arg(action)
-            .status()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", self.ctl.display()));
+        let status = match Command::new(&self.ctl).arg(action).status() {
+            Ok(status) => status,
+            Err(e) => panic!("cannot run {}: {e}", self.ctl.display()),
+        };
         assert!(
             status.success(),
             "{} {action} failed: {status}",
@@ -151,6 +160,7 @@ pub fn kept_temp_dir() -> std::io::Result<PathBuf> {
 }
 
 /// A TCP port on 127.0.0.1 nothing listens on right now, for a server a test starts itself.
+#[track_caller]
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
@@ -160,23 +170,13 @@ pub fn free_port() -> u16 {
 
 /// Runs `command` with `input` on its stdin and returns its stdout; a panic showing its
 /// stdout and stderr when it cannot start or exits with a failure.
+#[track_caller]
 pub fn run_with_input(command: &mut Command, input: &str) -> String {
     let shown = format!("{command:?}");
-    let mut child = command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {shown}: {e}"));
-    child
-        .stdin
-        .take()
-        .expect("a piped stdin")
-        .write_all(input.as_bytes())
-        .unwrap_or_else(|e| panic!("cannot write the input of {shown}: {e}"));
-    let output = child
-        .wait_with_output()
-        .unwrap_or_else(|e| panic!("cannot wait for {shown}: {e}"));
+    let output = match output_of(command, input) {
+        Ok(output) => output,
+        Err(e) => panic!("cannot run {shown}: {e}"),
+    };
     assert!(
         output.status.success(),
         "{shown} failed ({}):\n{}\n{}",
@@ -184,7 +184,23 @@ pub fn run_with_input(command: &mut Command, input: &str) -> String {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
-    String::from_utf8(output.stdout).unwrap_or_else(|e| panic!("{shown} printed no UTF-8: {e}"))
+    match String::from_utf8(output.stdout) {
+        Ok(stdout) => stdout,
+        Err(e) => panic!("{shown} printed no UTF-8: {e}"),
+    }
+}
+
+/// What `command` prints with `input` on its stdin (closed after it).
+fn output_of(command: &mut Command, input: &str) -> std::io::Result<Output> {
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin.write_all(input.as_bytes())?;
+    }
+    child.wait_with_output()
 }
 
 #[cfg(test)]
