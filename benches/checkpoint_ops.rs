@@ -21,10 +21,11 @@ use waypoint_checkpoint::{
     ChannelVersion, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
     CheckpointSaver, CheckpointSource, InMemorySaver, ListOptions, SerializedValue,
 };
-use waypoint_checkpoint_postgres::{PostgresConfig, PostgresSaver};
-use waypoint_checkpoint_redis::{RedisConfig, RedisSaver, redis};
+use waypoint_checkpoint_postgres::PostgresSaver;
+use waypoint_checkpoint_redis::{RedisSaver, redis};
 use waypoint_checkpoint_sqlite::SqliteSaver;
 use waypoint_workloads::checkpoints::{self, CHANNELS, HISTORY, PUTS, WRITE_CALLS};
+use waypoint_workloads::servers;
 
 /// Concurrent writers in the concurrent put benchmark.
 const WRITERS: usize = 16;
@@ -46,40 +47,16 @@ enum Storage {
     Redis(String),
 }
 
-/// The PostgreSQL server to measure, if any.
-fn postgres_url() -> Option<String> {
-    ["WAYPOINT_BENCH_POSTGRES_URL", "WAYPOINT_TEST_POSTGRES_URL"]
-        .iter()
-        .find_map(|var| std::env::var(var).ok().filter(|u| !u.is_empty()))
-}
-
-/// A saver on a fresh schema of the server at `url`, set up.
+/// A saver on a fresh schema of the PostgreSQL server at `url`, set up.
 async fn postgres_saver(url: &str) -> PostgresSaver {
-    let schema = format!("bench_{}", uuid::Uuid::new_v4().simple());
-    let saver = PostgresSaver::connect(
-        PostgresConfig::new(url)
-            .schema(schema)
-            .max_connections(WRITERS as u32),
-    )
-    .await
-    .expect("connect to PostgreSQL");
-    saver.setup().await.expect("setup");
-    saver
-}
-
-/// The Redis server to measure, if any.
-fn redis_url() -> Option<String> {
-    ["WAYPOINT_BENCH_REDIS_URL", "WAYPOINT_TEST_REDIS_URL"]
-        .iter()
-        .find_map(|var| std::env::var(var).ok().filter(|u| !u.is_empty()))
-}
-
-/// A saver on a fresh key prefix of the server at `url`.
-async fn redis_saver(url: &str) -> RedisSaver {
-    let prefix = format!("bench-{}", uuid::Uuid::new_v4().simple());
-    RedisSaver::connect(RedisConfig::new(url).prefix(prefix))
+    servers::postgres_saver(url, WRITERS as u32)
         .await
-        .expect("connect to Redis")
+        .expect("connect to PostgreSQL")
+}
+
+/// A saver on a fresh key prefix of the Redis server at `url`.
+async fn redis_saver(url: &str) -> RedisSaver {
+    servers::redis_saver(url).await.expect("connect to Redis")
 }
 
 fn backends(rt: &tokio::runtime::Runtime, dir: &std::path::Path) -> Vec<Backend> {
@@ -99,7 +76,7 @@ fn backends(rt: &tokio::runtime::Runtime, dir: &std::path::Path) -> Vec<Backend>
             storage: Storage::Sqlite,
         },
     ];
-    match postgres_url() {
+    match servers::url("POSTGRES") {
         Some(url) => backends.push(Backend {
             name: "postgres",
             saver: Arc::new(rt.block_on(postgres_saver(&url))),
@@ -107,7 +84,7 @@ fn backends(rt: &tokio::runtime::Runtime, dir: &std::path::Path) -> Vec<Backend>
         }),
         None => eprintln!("PostgreSQL skipped: set WAYPOINT_BENCH_POSTGRES_URL"),
     }
-    match redis_url() {
+    match servers::url("REDIS") {
         Some(url) => backends.push(Backend {
             name: "redis",
             saver: Arc::new(rt.block_on(redis_saver(&url))),
@@ -379,10 +356,10 @@ fn main() {
         );
     }
     rusqlite_limit(dir.path(), &value);
-    if let Some(url) = postgres_url() {
+    if let Some(url) = servers::url("POSTGRES") {
         pgbench_limit(&rt, &url, &value);
     }
-    if let Some(url) = redis_url() {
+    if let Some(url) = servers::url("REDIS") {
         redis_benchmark_limit(&url);
     }
     c.final_summary();

@@ -21,6 +21,7 @@ use waypoint_runtime::{
     StateGraph,
 };
 use waypoint_workloads::runtime::{Chat, ChatUpdate, Msg};
+use waypoint_workloads::servers;
 
 /// Characters of a user message and of a reply.
 const USER_CHARS: usize = 120;
@@ -194,9 +195,7 @@ fn main() {
         .build()
         .expect("runtime");
     let dir = tempfile::tempdir().expect("temp dir");
-    let postgres = ["WAYPOINT_BENCH_POSTGRES_URL", "WAYPOINT_TEST_POSTGRES_URL"]
-        .iter()
-        .find_map(|var| std::env::var(var).ok().filter(|u| !u.is_empty()));
+    let postgres = servers::url("POSTGRES");
     let mut rows = Vec::new();
     // Full values grow quadratically (that is the point), so they get a shorter chat.
     let full_turns: usize = std::env::var("WAYPOINT_BENCH_FULL_TURNS")

@@ -14,21 +14,12 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
 use waypoint_checkpoint::{CheckpointSaver, InMemorySaver, ListOptions};
-use waypoint_checkpoint_postgres::{PostgresConfig, PostgresSaver};
-use waypoint_checkpoint_redis::{RedisConfig, RedisSaver};
 use waypoint_checkpoint_sqlite::SqliteSaver;
 use waypoint_runtime::{CompiledGraph, Durability, RunConfig};
 use waypoint_workloads::runtime::{
     self, Chat, ChatUpdate, HISTORY_INVOCATIONS, INVOCATIONS, Msg, STEPS_PER_INVOCATION,
 };
-
-/// The server `WAYPOINT_BENCH_<NAME>_URL` or else `WAYPOINT_TEST_<NAME>_URL` names.
-fn server_url(name: &str) -> Option<String> {
-    ["BENCH", "TEST"]
-        .iter()
-        .find_map(|kind| std::env::var(format!("WAYPOINT_{kind}_{name}_URL")).ok())
-        .filter(|u| !u.is_empty())
-}
+use waypoint_workloads::servers;
 
 fn durability() -> Durability {
     match std::env::var("WAYPOINT_BENCH_DURABILITY").as_deref() {
@@ -48,24 +39,19 @@ fn savers(
         .block_on(SqliteSaver::from_path(dir.join("runtime.db")))
         .expect("open SQLite");
     out.push(("sqlite", Arc::new(sqlite)));
-    match server_url("POSTGRES") {
+    match servers::url("POSTGRES") {
         Some(url) => {
-            let schema = format!("bench_rt_{}", uuid::Uuid::new_v4().simple());
             let saver = rt
-                .block_on(PostgresSaver::connect(
-                    PostgresConfig::new(url).schema(schema).max_connections(4),
-                ))
+                .block_on(servers::postgres_saver(&url, 4))
                 .expect("connect to PostgreSQL");
-            rt.block_on(saver.setup()).expect("setup");
             out.push(("postgres", Arc::new(saver)));
         }
         None => eprintln!("PostgreSQL skipped: set WAYPOINT_BENCH_POSTGRES_URL"),
     }
-    match server_url("REDIS") {
+    match servers::url("REDIS") {
         Some(url) => {
-            let prefix = format!("bench-rt-{}", uuid::Uuid::new_v4().simple());
             let saver = rt
-                .block_on(RedisSaver::connect(RedisConfig::new(url).prefix(prefix)))
+                .block_on(servers::redis_saver(&url))
                 .expect("connect to Redis");
             out.push(("redis", Arc::new(saver)));
         }
