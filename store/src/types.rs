@@ -1,8 +1,13 @@
 //! Namespaces, items and the operations a [`Store`](crate::Store) batch carries.
+//!
+//! Items, search results and the search and listing operations have serde forms, the JSON
+//! shapes of LangGraph's HTTP API (`langgraph_sdk.schema`), so a service can take and return
+//! them as they are. Deserializing does not validate namespaces; the operation does.
 
 use std::fmt;
 
 use chrono::{DateTime, Utc};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
 use crate::{Error, Result};
@@ -16,8 +21,10 @@ pub const WILDCARD: &str = "*";
 /// A hierarchical namespace such as `("users", "alice", "memories")`.
 ///
 /// Stored as its labels joined by `.` (LangGraph's encoding), so labels cannot contain `.`;
-/// every operation validates its namespace (see [`Namespace::validate`]).
-#[derive(Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// every operation validates its namespace (see [`Namespace::validate`]). Its serde form is
+/// the list of its labels.
+#[derive(Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
 pub struct Namespace(Vec<String>);
 
 impl Namespace {
@@ -153,7 +160,11 @@ impl ItemKey {
 }
 
 /// A stored document.
-#[derive(Clone, Debug, PartialEq)]
+///
+/// Its serde form is the LangGraph API's `Item`: `namespace` (a list of labels), `key`,
+/// `value`, `created_at` and `updated_at` as RFC 3339 strings in UTC
+/// (`"2024-07-30T12:00:00.123456Z"`; reading takes any offset, such as Python's `+00:00`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Item {
     /// Where it lives.
     pub namespace: Namespace,
@@ -168,9 +179,13 @@ pub struct Item {
 }
 
 /// An item found by a search, with its relevance when the search had a query.
-#[derive(Clone, Debug, PartialEq)]
+///
+/// Its serde form is the LangGraph API's `SearchItem`: the fields of [`Item`] and `score`
+/// (`null` without a query; reading takes a missing `score` as `null`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SearchItem {
     /// The item.
+    #[serde(flatten)]
     pub item: Item,
     /// Similarity to the query (cosine, dot product or negative L2); `None` without a query.
     pub score: Option<f32>,
@@ -235,30 +250,57 @@ pub struct PutOp {
 }
 
 /// Finds items under a namespace prefix, by filter and optionally by meaning.
-#[derive(Clone, Debug, PartialEq)]
+///
+/// Its serde form is the body of the LangGraph API's `POST /store/items/search`:
+/// `namespace_prefix`, `filter`, `limit`, `offset`, `query` and `refresh_ttl`. Reading gives
+/// missing fields [`SearchOp::new`]'s defaults (a missing or `null` prefix is the root) and
+/// refuses unknown fields; writing leaves out the ones that are `None`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct SearchOp {
     /// Matches this namespace and its descendants, on whole labels; empty matches all.
+    #[serde(deserialize_with = "null_as_default")]
     pub namespace_prefix: Namespace,
-    /// Natural-language query; without one, results are ordered newest update first.
-    pub query: Option<String>,
     /// Conditions on top-level value keys: `{"k": v}` or `{"k": {"$gt": v}}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub filter: Option<Object>,
     /// Page size.
     pub limit: usize,
     /// Items skipped before the page.
     pub offset: usize,
+    /// Natural-language query; without one, results are ordered newest update first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
     /// Whether to restart the TTL of returned items; `None` uses the store's setting.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub refresh_ttl: Option<bool>,
 }
 
+/// Reads `null` as the default, for the fields LangGraph's API lets be `null`.
+fn null_as_default<'de, D, T>(deserializer: D) -> std::result::Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
+
 /// Lists the namespaces that hold items.
-#[derive(Clone, Debug, PartialEq)]
+///
+/// Its serde form is the body of the LangGraph API's `POST /store/namespaces`: `prefix`,
+/// `suffix`, `max_depth`, `limit` and `offset`. Reading gives missing fields the
+/// [`Default`] values and refuses unknown fields; writing leaves out the ones that are `None`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct ListNamespacesOp {
     /// Leading labels that must match; `*` matches any one label.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub prefix: Option<Vec<String>>,
     /// Trailing labels that must match; `*` matches any one label.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub suffix: Option<Vec<String>>,
     /// Namespaces are cut to this many labels, then de-duplicated.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_depth: Option<usize>,
     /// Page size.
     pub limit: usize,
@@ -292,16 +334,25 @@ pub enum OpResult {
     Namespaces(Vec<Namespace>),
 }
 
+impl Default for SearchOp {
+    fn default() -> Self {
+        SearchOp {
+            namespace_prefix: Namespace::root(),
+            filter: None,
+            limit: 10,
+            offset: 0,
+            query: None,
+            refresh_ttl: None,
+        }
+    }
+}
+
 impl SearchOp {
     /// A search of everything under `prefix`: first page of 10, no query, no filter.
     pub fn new(namespace_prefix: impl Into<Namespace>) -> Self {
         SearchOp {
             namespace_prefix: namespace_prefix.into(),
-            query: None,
-            filter: None,
-            limit: 10,
-            offset: 0,
-            refresh_ttl: None,
+            ..SearchOp::default()
         }
     }
 
@@ -432,5 +483,169 @@ impl GetOp {
             key: key.into(),
             refresh_ttl: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    type TestResult = std::result::Result<(), Box<dyn std::error::Error>>;
+
+    fn time(text: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(text)
+            .expect("a test time")
+            .to_utc()
+    }
+
+    fn item() -> Item {
+        Item {
+            namespace: Namespace::from(["users", "alice"]),
+            key: "food".into(),
+            value: Object::from_iter([("text".into(), json!("likes ramen"))]),
+            created_at: time("2024-07-30T12:00:00Z"),
+            updated_at: time("2024-07-30T12:00:01.123456Z"),
+        }
+    }
+
+    const ITEM: &str = r#""namespace":["users","alice"],"key":"food","value":{"text":"likes ramen"},"created_at":"2024-07-30T12:00:00Z","updated_at":"2024-07-30T12:00:01.123456Z""#;
+
+    #[test]
+    fn namespace_json_is_its_list_of_labels() -> TestResult {
+        let namespace = Namespace::from(["users", "alice"]);
+        assert_eq!(serde_json::to_string(&namespace)?, r#"["users","alice"]"#);
+        assert_eq!(
+            serde_json::from_str::<Namespace>(r#"["users","alice"]"#)?,
+            namespace
+        );
+        assert!(serde_json::from_str::<Namespace>(r#""users.alice""#).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn item_json_is_the_langgraph_api_shape() -> TestResult {
+        let text = serde_json::to_string(&item())?;
+        assert_eq!(text, format!("{{{ITEM}}}"));
+        assert_eq!(serde_json::from_str::<Item>(&text)?, item());
+        Ok(())
+    }
+
+    #[test]
+    fn item_json_reads_python_isoformat_times() -> TestResult {
+        let python = json!({"namespace": ["users", "alice"], "key": "food",
+            "value": {"text": "likes ramen"},
+            "created_at": "2024-07-30T14:00:00+02:00",
+            "updated_at": "2024-07-30T12:00:01.123456+00:00"});
+        assert_eq!(serde_json::from_value::<Item>(python)?, item());
+        let naive = json!({"namespace": ["a"], "key": "k", "value": {},
+            "created_at": "2024-07-30T12:00:00", "updated_at": "2024-07-30T12:00:00Z"});
+        assert!(
+            serde_json::from_value::<Item>(naive).is_err(),
+            "a time needs its offset"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn search_item_json_is_the_item_and_its_score() -> TestResult {
+        let scored = SearchItem {
+            item: item(),
+            score: Some(0.5),
+        };
+        let text = serde_json::to_string(&scored)?;
+        assert_eq!(text, format!(r#"{{{ITEM},"score":0.5}}"#));
+        assert_eq!(serde_json::from_str::<SearchItem>(&text)?, scored);
+
+        let unscored = SearchItem {
+            item: item(),
+            score: None,
+        };
+        let text = serde_json::to_string(&unscored)?;
+        assert_eq!(text, format!(r#"{{{ITEM},"score":null}}"#));
+        assert_eq!(serde_json::from_str::<SearchItem>(&text)?, unscored);
+        // langgraph_sdk's `SearchItem` may leave `score` out.
+        let without = format!("{{{ITEM}}}");
+        assert_eq!(serde_json::from_str::<SearchItem>(&without)?, unscored);
+        Ok(())
+    }
+
+    #[test]
+    fn search_op_json_is_the_langgraph_api_search_body() -> TestResult {
+        let op = SearchOp::new(["users"])
+            .filter(json!({"kind": "pet"}))
+            .limit(5)
+            .offset(2)
+            .query("cat")
+            .refresh_ttl(false);
+        let text = serde_json::to_string(&op)?;
+        assert_eq!(
+            text,
+            r#"{"namespace_prefix":["users"],"filter":{"kind":"pet"},"limit":5,"offset":2,"query":"cat","refresh_ttl":false}"#
+        );
+        assert_eq!(serde_json::from_str::<SearchOp>(&text)?, op);
+        let plain = SearchOp::new(["users"]);
+        let text = serde_json::to_string(&plain)?;
+        assert_eq!(
+            text,
+            r#"{"namespace_prefix":["users"],"limit":10,"offset":0}"#
+        );
+        assert_eq!(serde_json::from_str::<SearchOp>(&text)?, plain);
+        Ok(())
+    }
+
+    #[test]
+    fn search_op_json_gives_missing_and_null_fields_their_defaults() -> TestResult {
+        let read = serde_json::from_value::<SearchOp>;
+        assert_eq!(read(json!({}))?, SearchOp::new(Namespace::root()));
+        let nulls = json!({"namespace_prefix": null, "filter": null, "query": null,
+            "refresh_ttl": null});
+        assert_eq!(read(nulls)?, SearchOp::new(Namespace::root()));
+        assert_eq!(
+            read(json!({"namespace_prefix": ["users"], "query": "cat"}))?,
+            SearchOp::new(["users"]).query("cat")
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn search_op_json_refuses_unknown_fields_and_wrong_types() {
+        let read = serde_json::from_value::<SearchOp>;
+        for bad in [
+            json!({"namespace": ["users"]}),
+            json!({"filter": "kind = pet"}),
+            json!({"limit": -1}),
+            json!({"offset": 1.5}),
+            json!({"namespace_prefix": "users"}),
+        ] {
+            assert!(read(bad.clone()).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn list_namespaces_op_json_is_the_langgraph_api_body() -> TestResult {
+        let op = ListNamespacesOp::new()
+            .prefix(["users", WILDCARD])
+            .suffix(["memories"])
+            .max_depth(3)
+            .limit(20)
+            .offset(1);
+        let text = serde_json::to_string(&op)?;
+        assert_eq!(
+            text,
+            r#"{"prefix":["users","*"],"suffix":["memories"],"max_depth":3,"limit":20,"offset":1}"#
+        );
+        assert_eq!(serde_json::from_str::<ListNamespacesOp>(&text)?, op);
+        assert_eq!(
+            serde_json::to_string(&ListNamespacesOp::new())?,
+            r#"{"limit":100,"offset":0}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<ListNamespacesOp>("{}")?,
+            ListNamespacesOp::new()
+        );
+        assert!(serde_json::from_str::<ListNamespacesOp>(r#"{"depth":3}"#).is_err());
+        Ok(())
     }
 }
