@@ -4,59 +4,22 @@
 //! the original, of the same type. Then the same list makes the whole trip through msgpack
 //! bytes: Python's `JsonPlusSerializer` to Waypoint's `Format::LangGraph` and back.
 //!
-//! Needs `WAYPOINT_TEST_PYTHON` (a Python with langchain-core, as `scripts/python.sh` makes);
-//! without it the tests pass without running, unless `WAYPOINT_REQUIRE_BACKENDS=1`.
-//! `WAYPOINT_TEST_PYTHON_06` (the venv of the older LangGraph, another langchain-core) is
-//! checked too when set.
+//! Needs `WAYPOINT_TEST_PYTHON` (a Python with langchain-core, as `scripts/python.sh` makes)
+//! and `WAYPOINT_TEST_PYTHON_06` (the venv of the older LangGraph, another langchain-core);
+//! without them the tests pass without running, unless `WAYPOINT_REQUIRE_BACKENDS=1`.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 
 use serde_json::{Value, json};
 use waypoint_checkpoint::{Format, Serde, SerializedValue};
 use waypoint_runtime::Message;
-
-/// The interpreter named by `var`; `None` (with the reason printed) when unset, a failure
-/// when `WAYPOINT_REQUIRE_BACKENDS=1` and `required`.
-fn python(var: &str, required: bool) -> Option<PathBuf> {
-    match std::env::var(var) {
-        Ok(path) if !path.is_empty() => Some(PathBuf::from(path)),
-        _ if required && std::env::var("WAYPOINT_REQUIRE_BACKENDS").as_deref() == Ok("1") => {
-            panic!("{var} is not set but WAYPOINT_REQUIRE_BACKENDS=1: run scripts/test.sh")
-        }
-        _ => {
-            eprintln!("skipped: {var} is not set (scripts/python.sh makes the venv)");
-            None
-        }
-    }
-}
+use waypoint_test_kit::{python, python_06, run_with_input};
 
 /// Runs `messages.py <mode>` with `input` on stdin; its stdout, or a failure with its output.
 fn run(python: &Path, mode: &str, input: &str) -> String {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/messages.py");
-    let mut child = Command::new(python)
-        .arg(&script)
-        .arg(mode)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run python");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(input.as_bytes())
-        .expect("write stdin");
-    let output = child.wait_with_output().expect("python output");
-    assert!(
-        output.status.success(),
-        "messages.py {mode} failed:\n{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).expect("UTF-8 output")
+    run_with_input(Command::new(python).arg(&script).arg(mode), input)
 }
 
 /// The whole cross-check with one interpreter.
@@ -146,7 +109,7 @@ fn to_hex(bytes: &[u8]) -> String {
 /// With the pinned LangGraph venv (langchain-core 1.7.2).
 #[test]
 fn every_class_round_trips_through_python() {
-    if let Some(python) = python("WAYPOINT_TEST_PYTHON", true) {
+    if let Some(python) = python() {
         cross_check(&python);
     }
 }
@@ -155,7 +118,7 @@ fn every_class_round_trips_through_python() {
 /// one adds or drops travel as `extra`.
 #[test]
 fn every_class_round_trips_through_another_langchain_core() {
-    if let Some(python) = python("WAYPOINT_TEST_PYTHON_06", false) {
+    if let Some(python) = python_06() {
         cross_check(&python);
     }
 }
