@@ -1,26 +1,30 @@
-//! Where the server is and how the pool behaves.
+//! Where the server is, how the pool behaves, and whether opening sets the tables up: one
+//! config for the saver and the store.
 
 use std::fmt;
 use std::time::Duration;
+
+use sqlx::postgres::PgConnectOptions;
 use waypoint_checkpoint::raw::redact_url;
+use waypoint_checkpoint::{Result, Serde};
 
-use waypoint_checkpoint::{Error, Result, Serde};
+use crate::error::{DbError, Failure};
 
-/// Settings of a [`crate::PostgresSaver`]. Its `Debug` output shows the URL without its
-/// password.
+/// Settings of a [`crate::PostgresSaver`] and of a `PostgresStore`: one pool, one set of
+/// names. Its `Debug` output shows the URL without its password.
 #[derive(Clone)]
 pub struct PostgresConfig {
     /// `postgres://user:password@host:port/database?...` (libpq URL syntax).
     pub url: String,
     /// The schema holding the tables (default: the server's `search_path`, usually
-    /// `public`). [`crate::PostgresSaver::setup`] creates it when missing.
+    /// `public`). Setup creates it when missing.
     pub schema: Option<String>,
     /// Most connections the pool opens (default 16).
     pub max_connections: u32,
     /// Connections kept open while idle (default 1).
     pub min_connections: u32,
     /// How long one operation may take, waiting for a connection included, before it fails
-    /// with [`Error::Backend`] (default 10 s).
+    /// with a backend error (default 10 s).
     pub timeout: Duration,
     /// How long an idle connection stays in the pool (default 10 min).
     pub idle_timeout: Duration,
@@ -30,22 +34,29 @@ pub struct PostgresConfig {
     /// would hold its row locks (a thread's lease) indefinitely. `None` (the default) is
     /// three times [`timeout`](Self::timeout), at least one second.
     pub idle_in_transaction_timeout: Option<Duration>,
+    /// How long the server lets one statement run (`statement_timeout`), so that a statement
+    /// whose client gave up does not run on. `None` (the default) leaves the server's setting;
+    /// setup is never limited. It bounds a streamed `list` too: set it above the longest read.
+    pub statement_timeout: Option<Duration>,
     /// Server-side prepared statements (default on). Turn off behind PgBouncer in
     /// transaction mode, where a statement prepared on one server connection is unknown on
     /// the next.
     pub prepared_statements: bool,
-    /// Seals stored values when it has a keyring.
+    /// Whether opening a saver or a store runs its `setup()` (default on): creates or
+    /// migrates its tables, idempotently. Off, call `setup()` yourself.
+    pub auto_setup: bool,
+    /// The saver's: seals stored values when it has a keyring.
     pub serde: Serde,
-    /// Whether values are written as Python LangGraph reads them (default on): a runtime on
-    /// this saver then encodes in `Format::LangGraph` (LangChain messages, LangGraph
-    /// `Interrupt` and `Send` as Python objects) and stores appending channels whole, so
-    /// every supported LangGraph reads the thread. Off: Waypoint's faster positional
-    /// encoding and delta history, readable by Waypoint only.
+    /// The saver's: whether values are written as Python LangGraph reads them (default on):
+    /// a runtime on this saver then encodes in `Format::LangGraph` (LangChain messages,
+    /// LangGraph `Interrupt` and `Send` as Python objects) and stores appending channels
+    /// whole, so every supported LangGraph reads the thread. Off: Waypoint's faster
+    /// positional encoding and delta history, readable by Waypoint only.
     pub langgraph_values: bool,
 }
 
 impl PostgresConfig {
-    /// Default settings for the server at `url`.
+    /// Default settings for the server at `url` (checked when connecting).
     pub fn new(url: impl Into<String>) -> Self {
         PostgresConfig {
             url: url.into(),
@@ -55,10 +66,25 @@ impl PostgresConfig {
             timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(600),
             idle_in_transaction_timeout: None,
+            statement_timeout: None,
             prepared_statements: true,
+            auto_setup: true,
             serde: Serde::default(),
             langgraph_values: true,
         }
+    }
+
+    /// Default settings for `postgres://...` or `postgresql://...`, refusing any other URL
+    /// (and one libpq cannot read) with [`waypoint_checkpoint::Error::InvalidConfig`].
+    pub fn from_url(url: &str) -> Result<Self> {
+        Self::parse(url).map_err(waypoint_checkpoint::Error::from_failure)
+    }
+
+    /// [`from_url`](Self::from_url), failing with the crate's own failure.
+    pub(crate) fn parse(url: &str) -> Result<Self, Failure> {
+        let config = PostgresConfig::new(url);
+        config.connect_options()?;
+        Ok(config)
     }
 
     /// Keeps the tables in `schema` (letters, digits and `_`, not starting with a digit).
@@ -73,9 +99,21 @@ impl PostgresConfig {
         self
     }
 
+    /// Sets how many connections stay open while idle.
+    pub fn min_connections(mut self, n: u32) -> Self {
+        self.min_connections = n;
+        self
+    }
+
     /// Sets the per-operation timeout.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// Sets how long an idle connection stays open.
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = timeout;
         self
     }
 
@@ -85,18 +123,21 @@ impl PostgresConfig {
         self
     }
 
-    /// The `idle_in_transaction_session_timeout` sessions get, in whole milliseconds (at
-    /// least 1: 0 would turn it off).
-    pub(crate) fn idle_in_transaction_millis(&self) -> u128 {
-        let timeout = self
-            .idle_in_transaction_timeout
-            .unwrap_or_else(|| (self.timeout * 3).max(Duration::from_secs(1)));
-        timeout.as_millis().max(1)
+    /// Sets how long the server lets one statement run.
+    pub fn statement_timeout(mut self, timeout: Duration) -> Self {
+        self.statement_timeout = Some(timeout);
+        self
     }
 
     /// Turns server-side prepared statements on or off.
     pub fn prepared_statements(mut self, on: bool) -> Self {
         self.prepared_statements = on;
+        self
+    }
+
+    /// Turns setup on opening on or off (see [`auto_setup`](Self::auto_setup)).
+    pub fn auto_setup(mut self, on: bool) -> Self {
+        self.auto_setup = on;
         self
     }
 
@@ -113,8 +154,17 @@ impl PostgresConfig {
         self
     }
 
+    /// The `idle_in_transaction_session_timeout` sessions get, in whole milliseconds (at
+    /// least 1: 0 would turn it off).
+    pub(crate) fn idle_in_transaction_millis(&self) -> u128 {
+        let timeout = self
+            .idle_in_transaction_timeout
+            .unwrap_or_else(|| (self.timeout * 3).max(Duration::from_secs(1)));
+        timeout.as_millis().max(1)
+    }
+
     /// The schema name, checked to be a plain SQL identifier.
-    pub(crate) fn checked_schema(&self) -> Result<Option<&str>> {
+    pub(crate) fn checked_schema(&self) -> Result<Option<&str>, Failure> {
         let Some(schema) = self.schema.as_deref() else {
             return Ok(None);
         };
@@ -125,11 +175,53 @@ impl PostgresConfig {
                 .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
             && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
         if !plain {
-            return Err(Error::InvalidConfig(format!(
+            return Err(Failure::InvalidConfig(format!(
                 "schema name `{schema}` must be 1-63 ASCII letters, digits or `_`, not starting with a digit"
             )));
         }
         Ok(Some(schema))
+    }
+
+    /// How every pooled session connects: the URL's settings, then the session settings
+    /// these options ask for.
+    pub(crate) fn connect_options(&self) -> Result<PgConnectOptions, Failure> {
+        let url = redact_url(&self.url);
+        if !["postgres://", "postgresql://"]
+            .iter()
+            .any(|scheme| self.url.starts_with(scheme))
+        {
+            return Err(Failure::InvalidConfig(format!(
+                "{url} is not a PostgreSQL URL: it starts with postgres:// or postgresql://"
+            )));
+        }
+        let mut options: PgConnectOptions = self
+            .url
+            .parse()
+            .map_err(|e| Failure::InvalidConfig(format!("invalid PostgreSQL URL {url}: {e}")))?;
+        options = options.application_name("waypoint");
+        if !self.prepared_statements {
+            options = options.statement_cache_capacity(0);
+        }
+        // JIT compiles a plan for longer than these keyed statements run. With skewed
+        // statistics (one busy thread) the planner would otherwise scan whole tables for a
+        // handful of rows: every statement here is a keyed lookup, and the one that reads a
+        // whole table (the store loading its vectors) turns sequential scans back on.
+        options = options.options([("jit", "off"), ("enable_seqscan", "off")]);
+        // A session left idle inside a transaction (its client stalled or vanished) is ended
+        // by the server, releasing its locks.
+        let idle_in_transaction = self.idle_in_transaction_millis().to_string();
+        options = options.options([(
+            "idle_in_transaction_session_timeout",
+            idle_in_transaction.as_str(),
+        )]);
+        if let Some(timeout) = self.statement_timeout {
+            let millis = timeout.as_millis().max(1).to_string();
+            options = options.options([("statement_timeout", millis.as_str())]);
+        }
+        if let Some(schema) = self.checked_schema()? {
+            options = options.options([("search_path", format!("\"{schema}\""))]);
+        }
+        Ok(options)
     }
 }
 
@@ -146,7 +238,9 @@ impl fmt::Debug for PostgresConfig {
                 "idle_in_transaction_timeout",
                 &self.idle_in_transaction_timeout,
             )
+            .field("statement_timeout", &self.statement_timeout)
             .field("prepared_statements", &self.prepared_statements)
+            .field("auto_setup", &self.auto_setup)
             .field("serde", &self.serde)
             .field("langgraph_values", &self.langgraph_values)
             .finish()

@@ -1,4 +1,4 @@
-//! Rows to checkpoint types, and driver errors to the crate's error.
+//! Rows to checkpoint types.
 
 use std::collections::BTreeMap;
 
@@ -13,21 +13,10 @@ use waypoint_checkpoint::{
     PendingWrite, Result, Serde, SerializedValue, Slot,
 };
 
+use crate::error::pg_error;
+
 /// Type tag of a versioned channel that has no value (under a keyring, its blob is a seal).
 pub(crate) const EMPTY: &str = waypoint_checkpoint::serde::TAG_EMPTY;
-
-/// Maps a driver error; a missing table or schema means `setup()` never ran.
-pub(crate) fn pg_error(e: sqlx::Error) -> Error {
-    if let sqlx::Error::Database(db) = &e
-        && matches!(db.code().as_deref(), Some("42P01" | "3F000"))
-    {
-        return Error::InvalidConfig(format!(
-            "the database has no checkpoint tables ({}); run setup() first",
-            db.message()
-        ));
-    }
-    Error::backend("postgres", e)
-}
 
 fn json_error(what: &str, e: serde_json::Error) -> Error {
     Error::Serialization {

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use sqlx::PgConnection;
 use waypoint_checkpoint::{Error, Lease, Result};
 
-use crate::convert::pg_error;
+use crate::error::pg_error;
 
 /// Claims the thread unless another live lease holds it: an absent row is inserted, an
 /// expired one taken over, a live one left alone (and then no row returns). A row already

@@ -19,7 +19,8 @@ use waypoint_checkpoint::{
     DeltaChannelHistory, PendingWrite, Result, Serde, SerializedValue, Slot,
 };
 
-use crate::convert::{EMPTY, Head, StoredCheckpoint, StoredValue, pg_error};
+use crate::convert::{EMPTY, Head, StoredCheckpoint, StoredValue};
+use crate::error::{DbError, Failure, pg_error};
 
 /// LangGraph's `writes_sort_key` over `checkpoint_writes cw`: `(task_path, task_id, idx)`,
 /// text in byte order (Python's order for UTF-8), not the database collation's.
@@ -796,7 +797,7 @@ pub(crate) async fn fetch_heads(
     loop {
         let row = tokio::time::timeout(timeout, rows.try_next())
             .await
-            .map_err(|_| crate::saver::timed_out(timeout))?
+            .map_err(|_| waypoint_checkpoint::Error::from_failure(Failure::TimedOut(timeout)))?
             .map_err(pg_error)?;
         match row {
             Some(row) => out.push(Head::from_row(&row, 6, serde)?),
@@ -856,7 +857,7 @@ pub(crate) async fn fetch_values(
     loop {
         let row = tokio::time::timeout(timeout, rows.try_next())
             .await
-            .map_err(|_| crate::saver::timed_out(timeout))?
+            .map_err(|_| waypoint_checkpoint::Error::from_failure(Failure::TimedOut(timeout)))?
             .map_err(pg_error)?;
         let Some(row) = row else {
             return Ok(out);

@@ -4,16 +4,14 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 use waypoint_checkpoint::raw::{
     PreparedPut, PreparedSave, PreparedWrites, check_fenced_saves, expected_heads_json, lease_lost,
-    redact_url,
 };
 
 use async_trait::async_trait;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use serde_json::Value;
-use sqlx::pool::PoolConnection;
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::{PgConnection, Postgres};
+use sqlx::PgConnection;
+use sqlx::postgres::PgPool;
 use waypoint_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
     CheckpointSaver, CheckpointTuple, DeltaChannelHistory, Error, Lease, ListOptions,
@@ -21,79 +19,13 @@ use waypoint_checkpoint::{
 };
 
 use crate::config::PostgresConfig;
-use crate::convert::{pg_error, tuple_from_row};
+use crate::convert::tuple_from_row;
+use crate::error::{DbError, pg_error};
 use crate::input::{check_lookup, check_nul};
 use crate::lease;
+use crate::pool::{Pool, on_conn};
 use crate::queries::{self, ListQuery};
 use crate::schema;
-
-/// Runs `$body` (a future using `$conn: &mut PgConnection`) on a pooled connection within
-/// the saver's timeout (or, with `bounded = false`, a body that bounds its own waits). The
-/// connection goes back to the pool only if the body finished cleanly (see [`Checkout`]):
-/// cut off by the deadline, dropped by the caller or failed in transport, it is closed. With
-/// `retry = true` (idempotent operations) a body that met a broken connection runs once more
-/// on a fresh one, so a server restart costs no failed call once it is back.
-macro_rules! on_conn {
-    ($saver:expr, retry = $retry:expr, |$conn:ident| $body:expr) => {
-        on_conn!($saver, retry = $retry, bounded = true, |$conn| $body)
-    };
-    ($saver:expr, retry = $retry:expr, bounded = $bounded:expr, |$conn:ident| $body:expr) => {{
-        let saver = &$saver;
-        let mut attempts = if $retry { 2 } else { 1 };
-        loop {
-            attempts -= 1;
-            let outcome = saver
-                .deadline($bounded, async {
-                    let mut checkout = Checkout::acquire(&saver.pool).await?;
-                    let $conn: &mut PgConnection = &mut checkout.conn;
-                    let done = $body.await;
-                    checkout.finish(&done);
-                    done
-                })
-                .await;
-            match outcome {
-                Err(e) if attempts > 0 && is_broken(&e) => continue,
-                done => break done,
-            }
-        }
-    }};
-}
-
-/// A pooled connection that goes back to the pool only once [`finish`](Self::finish) saw its
-/// operation end cleanly. Dropped before that (the deadline or the caller cancelled the
-/// operation mid-statement) or after a transport failure, it is closed instead: such a
-/// session may still have a statement in flight, or a `BEGIN` whose transaction the next
-/// user would run in, its commits acknowledged and never made (sqlx 0.8 returns a connection
-/// cancelled during `BEGIN` to the pool inside the transaction, launchbadge/sqlx#4393).
-struct Checkout {
-    conn: PoolConnection<Postgres>,
-    clean: bool,
-}
-
-impl Checkout {
-    /// A connection from `pool`.
-    async fn acquire(pool: &PgPool) -> Result<Self> {
-        let conn = pool.acquire().await.map_err(pg_error)?;
-        Ok(Checkout { conn, clean: false })
-    }
-
-    /// Marks the connection reusable if `outcome` leaves it in a known state: success, or an
-    /// error the server answered (anything but a transport failure or a timeout).
-    fn finish<T>(&mut self, outcome: &Result<T>) {
-        self.clean = match outcome {
-            Ok(_) => true,
-            Err(e) => !leaves_session_unknown(e),
-        };
-    }
-}
-
-impl Drop for Checkout {
-    fn drop(&mut self) {
-        if !self.clean {
-            self.conn.close_on_drop();
-        }
-    }
-}
 
 /// A checkpointer on a PostgreSQL database, in the tables langgraph-checkpoint-postgres
 /// uses: a Python LangGraph service and this saver can share one database.
@@ -108,78 +40,49 @@ impl Drop for Checkout {
 /// store them: NUL characters, or over [`crate::MAX_ID_BYTES`] in a write (the core's rule).
 #[derive(Debug, Clone)]
 pub struct PostgresSaver {
-    pool: PgPool,
+    pool: Pool,
     serde: Serde,
-    config: PostgresConfig,
 }
 
 impl PostgresSaver {
-    /// Connects to the server `config` names and checks that it answers. Does not create
-    /// tables: call [`Self::setup`] once per database (it is idempotent).
+    /// Connects to the server `config` names and, with [`PostgresConfig::auto_setup`] (the
+    /// default), runs [`setup`](Self::setup); otherwise checks that the server answers.
     pub async fn connect(config: PostgresConfig) -> Result<Self> {
-        let mut options: PgConnectOptions = config.url.parse().map_err(|e| {
-            let url = redact_url(&config.url);
-            Error::InvalidConfig(format!("invalid PostgreSQL URL {url}: {e}"))
-        })?;
-        options = options.application_name("waypoint");
-        if !config.prepared_statements {
-            options = options.statement_cache_capacity(0);
-        }
-        // JIT compiles the list query's plan for longer than the query runs. Every statement
-        // here is a keyed lookup: with skewed statistics (one busy thread) the planner would
-        // otherwise scan whole tables for a handful of rows.
-        options = options.options([("jit", "off"), ("enable_seqscan", "off")]);
-        // A session left idle inside a transaction (its client stalled or vanished) is ended
-        // by the server, releasing its locks.
-        let idle_in_transaction = config.idle_in_transaction_millis().to_string();
-        options = options.options([(
-            "idle_in_transaction_session_timeout",
-            idle_in_transaction.as_str(),
-        )]);
-        if let Some(schema) = config.checked_schema()? {
-            options = options.options([("search_path", format!("\"{schema}\""))]);
-        }
-        let pool = PgPoolOptions::new()
-            .max_connections(config.max_connections)
-            .min_connections(config.min_connections.min(config.max_connections))
-            .acquire_timeout(config.timeout)
-            .idle_timeout(Some(config.idle_timeout))
-            // A ping per checkout would double the round trips; broken connections are
-            // detected by the operation that meets them instead.
-            .test_before_acquire(false)
-            .connect_lazy_with(options);
         let saver = PostgresSaver {
-            pool,
             serde: config.serde.clone(),
-            config,
+            pool: Pool::new(config).map_err(Error::from_failure)?,
         };
-        on_conn!(saver, retry = false, |conn| async {
-            sqlx::query("SELECT 1")
-                .persistent(false)
-                .execute(conn)
-                .await
-                .map_err(pg_error)
-                .map(drop)
-        })?;
+        if saver.config().auto_setup {
+            saver.setup().await?;
+        } else {
+            saver.pool.check().await.map_err(Error::from_failure)?;
+        }
         Ok(saver)
     }
 
-    /// Connects to `postgres://...` with default settings.
+    /// Connects to `postgres://...` with default settings (see [`Self::connect`]).
     pub async fn from_url(url: &str) -> Result<Self> {
-        Self::connect(PostgresConfig::new(url)).await
+        Self::connect(PostgresConfig::from_url(url)?).await
     }
 
     /// Creates the schema (if one is configured) and the tables, or migrates them; numbered
     /// as langgraph-checkpoint-postgres numbers its migrations. Idempotent, and safe when
-    /// several processes run it at once.
+    /// several processes run it at once; refuses a database migrated by a newer version.
     pub async fn setup(&self) -> Result<()> {
-        let schema = self.config.checked_schema()?.map(str::to_owned);
-        let wait = self.config.timeout.max(Duration::from_secs(60));
-        // Closed unless it ends cleanly: a session cut off mid-setup may hold the setup lock.
-        let mut checkout = Checkout::acquire(&self.pool).await?;
-        let done = schema::migrate(&mut checkout.conn, schema.as_deref(), wait).await;
-        checkout.finish(&done);
-        done
+        self.pool
+            .setup(&schema::CHECKPOINT_TABLES)
+            .await
+            .map_err(Error::from_failure)
+    }
+
+    /// Opens a store on this saver's pool (its connections, settings and schema), set up
+    /// when [`PostgresConfig::auto_setup`] is on: one pool serves both.
+    #[cfg(feature = "store")]
+    pub async fn store(
+        &self,
+        store: waypoint_store::StoreConfig,
+    ) -> waypoint_store::Result<crate::PostgresStore> {
+        crate::PostgresStore::on_pool(self.pool.clone(), store).await
     }
 
     /// The serde values are sealed and opened with.
@@ -189,12 +92,13 @@ impl PostgresSaver {
 
     /// The settings this saver was created with.
     pub fn config(&self) -> &PostgresConfig {
-        &self.config
+        self.pool.config()
     }
 
-    /// The connection pool, for callers that want to run their own SQL next to the saver.
+    /// The connection pool, for callers that want to run their own SQL next to the saver
+    /// (and its stores: they share it).
     pub fn pool(&self) -> &PgPool {
-        &self.pool
+        self.pool.pg()
     }
 
     /// Streams the checkpoints `list` selects, newest first, decoding each row as it
@@ -208,63 +112,14 @@ impl PostgresSaver {
             return futures::stream::empty().boxed();
         }
         let query = match list_query(config, options) {
-            Ok(q) => q.build(true, self.config.prepared_statements),
+            Ok(q) => q.build(true, self.config().prepared_statements),
             Err(e) => return futures::stream::once(async { Err(e) }).boxed(),
         };
         query
-            .fetch(&self.pool)
+            .fetch(self.pool.pg())
             .map_err(pg_error)
             .and_then(move |row| async move { tuple_from_row(&row, &self.serde, false) })
             .boxed()
-    }
-
-    /// `fut`, failing with [`Error::Backend`] if `bounded` and it takes longer than the
-    /// timeout.
-    async fn deadline<T>(
-        &self,
-        bounded: bool,
-        fut: impl std::future::Future<Output = Result<T>>,
-    ) -> Result<T> {
-        if !bounded {
-            return fut.await;
-        }
-        tokio::time::timeout(self.config.timeout, fut)
-            .await
-            .unwrap_or_else(|_| Err(timed_out(self.config.timeout)))
-    }
-}
-
-/// The error of an operation the server did not answer in time.
-pub(crate) fn timed_out(timeout: Duration) -> Error {
-    Error::backend("postgres", format!("no answer within {timeout:?}"))
-}
-
-/// Whether after `e` the session's state is unknown: a transport or protocol failure, a
-/// timeout, or anything else the server did not answer with a statement error.
-fn leaves_session_unknown(e: &Error) -> bool {
-    let Error::Backend { source, .. } = e else {
-        // Refused before or after the statements, or answered by the server.
-        return false;
-    };
-    match source.downcast_ref::<sqlx::Error>() {
-        Some(sqlx::Error::Database(_)) => is_broken(e),
-        _ => true,
-    }
-}
-
-/// Whether an error means the connection itself failed (rather than the statement).
-fn is_broken(e: &Error) -> bool {
-    let Error::Backend { source, .. } = e else {
-        return false;
-    };
-    match source.downcast_ref::<sqlx::Error>() {
-        Some(sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::WorkerCrashed) => true,
-        // The server is shutting down or restarting (admin_shutdown, crash_shutdown,
-        // cannot_connect_now): this connection is gone.
-        Some(sqlx::Error::Database(db)) => {
-            matches!(db.code().as_deref(), Some("57P01" | "57P02" | "57P03"))
-        }
-        _ => false,
     }
 }
 
@@ -381,14 +236,14 @@ impl CheckpointSaver for PostgresSaver {
     }
 
     fn langgraph_values(&self) -> bool {
-        self.config.langgraph_values
+        self.config().langgraph_values
     }
 
     async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
         check_lookup(config)?;
         let id = config.checkpoint_id.clone().filter(|id| !id.is_empty());
-        let persistent = self.config.prepared_statements;
-        on_conn!(self, retry = true, |conn| async {
+        let persistent = self.config().prepared_statements;
+        on_conn!(self.pool, retry = true, |conn| async {
             let query = queries::get(
                 config.thread_id.clone(),
                 config.ns().to_owned(),
@@ -410,12 +265,12 @@ impl CheckpointSaver for PostgresSaver {
         if options.limit == Some(0) {
             return Ok(Vec::new());
         }
-        let persistent = self.config.prepared_statements;
+        let persistent = self.config().prepared_statements;
         // A long history may take longer than the timeout to read; each row may not.
         // Checkpoints first, then each value they share once: consecutive checkpoints
         // mostly hold the same versions.
-        let timeout = self.config.timeout;
-        on_conn!(self, retry = true, bounded = false, |conn| async {
+        let timeout = self.config().timeout;
+        on_conn!(self.pool, retry = true, bounded = false, |conn| async {
             let query = list_query(config, options)?.build(false, persistent);
             let heads = queries::fetch_heads(&mut *conn, query, &self.serde, timeout).await?;
             let values = queries::fetch_values(conn, &heads, persistent, timeout).await?;
@@ -446,8 +301,8 @@ impl CheckpointSaver for PostgresSaver {
     ) -> Result<CheckpointConfig> {
         let put = PreparedPut::new(&self.serde, config, checkpoint, metadata, new_versions)?;
         let (checkpoint, metadata) = (json_text(&put.checkpoint)?, json_text(&put.metadata)?);
-        let persistent = self.config.prepared_statements;
-        on_conn!(self, retry = true, |conn| async {
+        let persistent = self.config().prepared_statements;
+        on_conn!(self.pool, retry = true, |conn| async {
             queries::put(conn, &put, &checkpoint, &metadata, None, "", persistent)
                 .await
                 .map_err(pg_error)
@@ -465,8 +320,8 @@ impl CheckpointSaver for PostgresSaver {
         let Some(w) = PreparedWrites::new(&self.serde, config, writes, task_id, task_path)? else {
             return Ok(());
         };
-        let persistent = self.config.prepared_statements;
-        on_conn!(self, retry = true, |conn| async {
+        let persistent = self.config().prepared_statements;
+        on_conn!(self.pool, retry = true, |conn| async {
             queries::put_writes(conn, &w, persistent)
                 .await
                 .map_err(pg_error)
@@ -478,10 +333,10 @@ impl CheckpointSaver for PostgresSaver {
         if batch.is_empty() {
             return Ok(());
         }
-        let persistent = self.config.prepared_statements;
+        let persistent = self.config().prepared_statements;
         // Every statement is idempotent, so a batch cut off by a broken connection (rolled
         // back as a whole) is safe to retry.
-        on_conn!(self, retry = true, |conn| async {
+        on_conn!(self.pool, retry = true, |conn| async {
             let mut tx = sqlx::Connection::begin(conn).await.map_err(pg_error)?;
             batch.write(&mut tx, "", persistent).await?;
             tx.commit().await.map_err(pg_error)
@@ -493,14 +348,14 @@ impl CheckpointSaver for PostgresSaver {
         check_nul("lease token", &lease.token)?;
         let batch = Batch::prepare(&self.serde, saves)?;
         let heads = expected_heads_json(&batch.saves);
-        let persistent = self.config.prepared_statements;
+        let persistent = self.config().prepared_statements;
         // One put (a run's step in sync durability, the common case) is one statement that
         // checks the lease itself: one round trip, as an unfenced put.
         if let ([PreparedSave::Put(put)], [(checkpoint, metadata)]) =
             (&batch.saves[..], &batch.texts[..])
         {
             let fence = Some((lease.thread_id.as_str(), lease.token.as_str()));
-            let written = on_conn!(self, retry = true, |conn| async {
+            let written = on_conn!(self.pool, retry = true, |conn| async {
                 queries::put(conn, put, checkpoint, metadata, fence, &heads, persistent)
                     .await
                     .map_err(|e| batch.error(e))
@@ -514,7 +369,7 @@ impl CheckpointSaver for PostgresSaver {
         // The lease row stays locked until the commit: a takeover, renewal or release waits
         // for the writes, and writes after a takeover find another token. Idempotent, as
         // `save_batch`.
-        on_conn!(self, retry = true, |conn| async {
+        on_conn!(self.pool, retry = true, |conn| async {
             let mut tx = sqlx::Connection::begin(conn).await.map_err(pg_error)?;
             if !lease::lock_if_held(&mut tx, lease, persistent).await? {
                 return Err(lease_lost(lease));
@@ -526,8 +381,8 @@ impl CheckpointSaver for PostgresSaver {
 
     async fn delete_thread(&self, thread_id: &str) -> Result<()> {
         check_nul("thread_id", thread_id)?;
-        let persistent = self.config.prepared_statements;
-        on_conn!(self, retry = true, |conn| async {
+        let persistent = self.config().prepared_statements;
+        on_conn!(self.pool, retry = true, |conn| async {
             queries::delete_thread(conn, thread_id, persistent)
                 .await
                 .map_err(pg_error)
@@ -539,8 +394,8 @@ impl CheckpointSaver for PostgresSaver {
             return Ok(());
         }
         run_ids.iter().try_for_each(|id| check_nul("run_id", id))?;
-        on_conn!(self, retry = true, |conn| async {
-            queries::delete_for_runs(conn, run_ids, self.config.prepared_statements).await
+        on_conn!(self.pool, retry = true, |conn| async {
+            queries::delete_for_runs(conn, run_ids, self.config().prepared_statements).await
         })
     }
 
@@ -550,13 +405,13 @@ impl CheckpointSaver for PostgresSaver {
         }
         check_nul("source thread_id", source_thread_id)?;
         waypoint_checkpoint::raw::check_id("target thread_id", target_thread_id)?;
-        let copied = on_conn!(self, retry = false, |conn| async {
+        let copied = on_conn!(self.pool, retry = false, |conn| async {
             queries::copy_thread(
                 conn,
                 source_thread_id,
                 target_thread_id,
                 &self.serde,
-                self.config.prepared_statements,
+                self.config().prepared_statements,
             )
             .await
         })?;
@@ -576,12 +431,12 @@ impl CheckpointSaver for PostgresSaver {
             .iter()
             .try_for_each(|id| check_nul("thread_id", id))?;
         let keep_latest = strategy == PruneStrategy::KeepLatest;
-        on_conn!(self, retry = true, |conn| async {
+        on_conn!(self.pool, retry = true, |conn| async {
             queries::prune(
                 conn,
                 thread_ids,
                 keep_latest,
-                self.config.prepared_statements,
+                self.config().prepared_statements,
             )
             .await
         })
@@ -601,8 +456,8 @@ impl CheckpointSaver for PostgresSaver {
             .try_for_each(|c| check_nul("channel name", c))?;
         let id = config.checkpoint_id.as_deref().filter(|id| !id.is_empty());
         let target = (config.thread_id.as_str(), config.ns(), id);
-        let persistent = self.config.prepared_statements;
-        on_conn!(self, retry = true, |conn| queries::delta_history(
+        let persistent = self.config().prepared_statements;
+        on_conn!(self.pool, retry = true, |conn| queries::delta_history(
             conn,
             &self.serde,
             target,
@@ -615,8 +470,8 @@ impl CheckpointSaver for PostgresSaver {
         let ttl = lease::ttl_micros(thread_id, ttl)?;
         // One token for every attempt: a retry after a lost reply finds the row it wrote.
         let token = Lease::new_token();
-        let persistent = self.config.prepared_statements;
-        on_conn!(self, retry = true, |conn| lease::acquire(
+        let persistent = self.config().prepared_statements;
+        on_conn!(self.pool, retry = true, |conn| lease::acquire(
             conn, thread_id, &token, ttl, persistent
         ))
     }
@@ -625,8 +480,8 @@ impl CheckpointSaver for PostgresSaver {
         let ttl = lease::ttl_micros(&lease.thread_id, ttl)?;
         check_nul("thread_id", &lease.thread_id)?;
         check_nul("lease token", &lease.token)?;
-        let persistent = self.config.prepared_statements;
-        on_conn!(self, retry = true, |conn| lease::renew(
+        let persistent = self.config().prepared_statements;
+        on_conn!(self.pool, retry = true, |conn| lease::renew(
             conn, lease, ttl, persistent
         ))
     }
@@ -634,8 +489,8 @@ impl CheckpointSaver for PostgresSaver {
     async fn release_lease(&self, lease: &Lease) -> Result<()> {
         check_nul("thread_id", &lease.thread_id)?;
         check_nul("lease token", &lease.token)?;
-        let persistent = self.config.prepared_statements;
-        on_conn!(self, retry = true, |conn| lease::release(
+        let persistent = self.config().prepared_statements;
+        on_conn!(self.pool, retry = true, |conn| lease::release(
             conn, lease, persistent
         ))
     }

@@ -1,20 +1,24 @@
-//! Tables and migrations: LangGraph's own, numbered as langgraph-checkpoint-postgres numbers
-//! them, then Waypoint's additions under `waypoint_migrations`.
+//! Tables and migrations: one runner for the saver's tables and the store's. Each side's
+//! migrations are LangGraph's own, numbered in LangGraph's version table
+//! (`checkpoint_migrations`, `store_migrations`) as langgraph-checkpoint-postgres numbers them,
+//! then Waypoint's additions in a version table of their own (`waypoint_migrations`,
+//! `waypoint_store_migrations`).
 
 use std::time::{Duration, Instant};
 
+use futures::FutureExt;
+use futures::future::BoxFuture;
 use sqlx::PgConnection;
-use waypoint_checkpoint::{Error, Result};
 
-use crate::convert::pg_error;
+use crate::error::Failure;
 
 /// langgraph-checkpoint-postgres's migrations; a migration's version (the row it adds to
 /// `checkpoint_migrations`) is its position. Identical text, so either side may run setup.
-pub(crate) const LANGGRAPH_MIGRATIONS: &[&str] = &[
-    "CREATE TABLE IF NOT EXISTS checkpoint_migrations (
+const LANGGRAPH_MIGRATIONS: &[&[&str]] = &[
+    &["CREATE TABLE IF NOT EXISTS checkpoint_migrations (
     v INTEGER PRIMARY KEY
-);",
-    "CREATE TABLE IF NOT EXISTS checkpoints (
+);"],
+    &["CREATE TABLE IF NOT EXISTS checkpoints (
     thread_id TEXT NOT NULL,
     checkpoint_ns TEXT NOT NULL DEFAULT '',
     checkpoint_id TEXT NOT NULL,
@@ -23,8 +27,8 @@ pub(crate) const LANGGRAPH_MIGRATIONS: &[&str] = &[
     checkpoint JSONB NOT NULL,
     metadata JSONB NOT NULL DEFAULT '{}',
     PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
-);",
-    "CREATE TABLE IF NOT EXISTS checkpoint_blobs (
+);"],
+    &["CREATE TABLE IF NOT EXISTS checkpoint_blobs (
     thread_id TEXT NOT NULL,
     checkpoint_ns TEXT NOT NULL DEFAULT '',
     channel TEXT NOT NULL,
@@ -32,8 +36,8 @@ pub(crate) const LANGGRAPH_MIGRATIONS: &[&str] = &[
     type TEXT NOT NULL,
     blob BYTEA,
     PRIMARY KEY (thread_id, checkpoint_ns, channel, version)
-);",
-    "CREATE TABLE IF NOT EXISTS checkpoint_writes (
+);"],
+    &["CREATE TABLE IF NOT EXISTS checkpoint_writes (
     thread_id TEXT NOT NULL,
     checkpoint_ns TEXT NOT NULL DEFAULT '',
     checkpoint_id TEXT NOT NULL,
@@ -43,40 +47,46 @@ pub(crate) const LANGGRAPH_MIGRATIONS: &[&str] = &[
     type TEXT,
     blob BYTEA NOT NULL,
     PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
-);",
-    "ALTER TABLE checkpoint_blobs ALTER COLUMN blob DROP not null;",
-    "SELECT 1;",
-    "CREATE INDEX CONCURRENTLY IF NOT EXISTS checkpoints_thread_id_idx ON checkpoints(thread_id);",
-    "CREATE INDEX CONCURRENTLY IF NOT EXISTS checkpoint_blobs_thread_id_idx ON checkpoint_blobs(thread_id);",
-    "CREATE INDEX CONCURRENTLY IF NOT EXISTS checkpoint_writes_thread_id_idx ON checkpoint_writes(thread_id);",
-    "ALTER TABLE checkpoint_writes ADD COLUMN IF NOT EXISTS task_path TEXT NOT NULL DEFAULT '';",
+);"],
+    &["ALTER TABLE checkpoint_blobs ALTER COLUMN blob DROP not null;"],
+    &["SELECT 1;"],
+    &[
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS checkpoints_thread_id_idx ON checkpoints(thread_id);",
+    ],
+    &[
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS checkpoint_blobs_thread_id_idx ON checkpoint_blobs(thread_id);",
+    ],
+    &[
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS checkpoint_writes_thread_id_idx ON checkpoint_writes(thread_id);",
+    ],
+    &["ALTER TABLE checkpoint_writes ADD COLUMN IF NOT EXISTS task_path TEXT NOT NULL DEFAULT '';"],
 ];
 
 /// Waypoint's additions; a migration's version is its position plus one. Never edit one
 /// that has shipped: append a new one.
-pub(crate) const WAYPOINT_MIGRATIONS: &[&str] = &[
-    "CREATE TABLE IF NOT EXISTS waypoint_migrations (v INTEGER PRIMARY KEY);",
+const WAYPOINT_MIGRATIONS: &[&[&str]] = &[
+    &["CREATE TABLE IF NOT EXISTS waypoint_migrations (v INTEGER PRIMARY KEY);"],
     // A thread's history newest first, across its namespaces, without a sort.
-    "CREATE INDEX CONCURRENTLY IF NOT EXISTS waypoint_checkpoints_thread_id_checkpoint_id_idx ON checkpoints (thread_id, checkpoint_id);",
+    &["CREATE INDEX CONCURRENTLY IF NOT EXISTS waypoint_checkpoints_thread_id_checkpoint_id_idx ON checkpoints (thread_id, checkpoint_id);"],
     // `list` across threads, newest first.
-    "CREATE INDEX CONCURRENTLY IF NOT EXISTS waypoint_checkpoints_checkpoint_id_idx ON checkpoints (checkpoint_id);",
+    &["CREATE INDEX CONCURRENTLY IF NOT EXISTS waypoint_checkpoints_checkpoint_id_idx ON checkpoints (checkpoint_id);"],
     // `delete_for_runs`.
-    "CREATE INDEX CONCURRENTLY IF NOT EXISTS waypoint_checkpoints_run_id_idx ON checkpoints ((metadata ->> 'run_id')) WHERE metadata ? 'run_id';",
+    &["CREATE INDEX CONCURRENTLY IF NOT EXISTS waypoint_checkpoints_run_id_idx ON checkpoints ((metadata ->> 'run_id')) WHERE metadata ? 'run_id';"],
     // Per-thread leases (single writer per thread); Waypoint's own table, unknown to LangGraph.
     // Unlogged: a lease only matters while its holder's session lives, and a server crash
     // ends every session, so losing the table with it is right; in exchange a lease commit
     // writes no WAL and waits for no disk flush (two of them per run).
-    "CREATE UNLOGGED TABLE IF NOT EXISTS waypoint_thread_leases (
+    &["CREATE UNLOGGED TABLE IF NOT EXISTS waypoint_thread_leases (
     thread_id TEXT PRIMARY KEY,
     token TEXT NOT NULL,
     expires_at TIMESTAMPTZ NOT NULL
-);",
+);"],
     // Every writer of a checkpoint, Python's LangGraph included, takes a per-namespace turn
     // (a transaction-scoped advisory lock), and a fenced Waypoint put that names the parent
     // it expects to be newest (`waypoint.expected_heads`: new id -> parent, set in the same
     // transaction) is refused when another writer's checkpoint got there first. Under the
     // lock, the trigger's query sees every checkpoint committed before it.
-    "CREATE OR REPLACE FUNCTION waypoint_checkpoint_head() RETURNS trigger
+    &["CREATE OR REPLACE FUNCTION waypoint_checkpoint_head() RETURNS trigger
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
 DECLARE
     heads text := current_setting('waypoint.expected_heads', true);
@@ -100,144 +110,230 @@ BEGIN
     END IF;
     RETURN NEW;
 END
-$fn$;",
-    "DROP TRIGGER IF EXISTS waypoint_checkpoint_head ON checkpoints;
-CREATE TRIGGER waypoint_checkpoint_head BEFORE INSERT ON checkpoints
+$fn$;"],
+    &[
+        "DROP TRIGGER IF EXISTS waypoint_checkpoint_head ON checkpoints;",
+        "CREATE TRIGGER waypoint_checkpoint_head BEFORE INSERT ON checkpoints
     FOR EACH ROW EXECUTE FUNCTION waypoint_checkpoint_head();",
+    ],
 ];
 
 /// The newest LangGraph migration this build knows.
-pub(crate) const LANGGRAPH_LATEST: i32 = LANGGRAPH_MIGRATIONS.len() as i32 - 1;
+pub(crate) const LANGGRAPH_LATEST: i32 = CHECKPOINT_TABLES.migrations[0].latest();
 
 /// The newest Waypoint migration this build knows.
-pub(crate) const WAYPOINT_LATEST: i32 = WAYPOINT_MIGRATIONS.len() as i32;
+pub(crate) const WAYPOINT_LATEST: i32 = CHECKPOINT_TABLES.migrations[1].latest();
 
-/// Advisory lock key under which one process at a time migrates ("waypoint" in ASCII).
-const LOCK_KEY: i64 = 0x7761_7970_6f69_6e74;
+/// The saver's tables.
+pub(crate) const CHECKPOINT_TABLES: Tables = Tables {
+    migrations: &[
+        Migrations {
+            table: "checkpoint_migrations",
+            first: 0,
+            steps: LANGGRAPH_MIGRATIONS,
+        },
+        Migrations {
+            table: "waypoint_migrations",
+            first: 1,
+            steps: WAYPOINT_MIGRATIONS,
+        },
+    ],
+    owned: &[
+        ("checkpoints", "checkpoint_migrations"),
+        ("checkpoint_blobs", "checkpoint_migrations"),
+        ("checkpoint_writes", "checkpoint_migrations"),
+        ("waypoint_thread_leases", "waypoint_migrations"),
+    ],
+    // "waypoint" in ASCII, whatever the schema (the key the saver has always taken).
+    lock: |_| 0x7761_7970_6f69_6e74,
+};
 
-/// Creates the schema (if named) and runs every missing migration, holding an advisory lock
-/// so that processes running setup at once take turns. Statements run outside any
-/// transaction: `CREATE INDEX CONCURRENTLY` refuses one.
+/// One numbered list of migrations, recorded in a version table of its own.
+pub(crate) struct Migrations {
+    /// The version table.
+    pub(crate) table: &'static str,
+    /// The version of the first entry; each next one is one more.
+    pub(crate) first: i32,
+    /// Each migration's statements, run in order, one at a time, each idempotent.
+    pub(crate) steps: &'static [&'static [&'static str]],
+}
+
+impl Migrations {
+    /// The newest version of the list.
+    pub(crate) const fn latest(&self) -> i32 {
+        self.first + self.steps.len() as i32 - 1
+    }
+}
+
+/// What the saver's or the store's setup creates.
+pub(crate) struct Tables {
+    /// The migration lists, in the order they run.
+    pub(crate) migrations: &'static [Migrations],
+    /// The tables setup creates, each with the version table that records it: one found
+    /// without its record was made by another program.
+    pub(crate) owned: &'static [(&'static str, &'static str)],
+    /// The advisory lock key under which one process at a time runs this setup, given the
+    /// schema. Each side keeps the key it has always taken, so a process of an earlier
+    /// version running setup at the same moment still takes turns with this one.
+    pub(crate) lock: fn(Option<&str>) -> i64,
+}
+
+/// Where migrations name the schema holding the tables (quoted), so that a trigger writes to
+/// this schema's tables whatever the writer's `search_path`.
+const SCHEMA_PLACEHOLDER: &str = "@schema@";
+
+/// Creates the schema (if named) and runs every missing migration of `tables`, holding an
+/// advisory lock so that processes running setup at once take turns. Statements run outside
+/// any transaction: `CREATE INDEX CONCURRENTLY` refuses one. Refuses, before anything is
+/// changed, a schema holding a table of these names that neither Waypoint's nor LangGraph's
+/// setup made, and a schema migrated by a newer version.
 pub(crate) async fn migrate(
     conn: &mut PgConnection,
     schema: Option<&str>,
+    tables: &Tables,
     wait: Duration,
-) -> Result<()> {
-    lock(conn, wait).await?;
-    let done = run_migrations(conn, schema).await;
-    let unlocked = sqlx::query("SELECT pg_advisory_unlock($1)")
-        .persistent(false)
-        .bind(LOCK_KEY)
-        .execute(&mut *conn)
-        .await
-        .map_err(pg_error);
+) -> Result<(), Failure> {
+    let key = (tables.lock)(schema);
+    lock(conn, key, wait).await?;
+    let done = run_migrations(conn, schema, tables).await;
+    let unlocked = scalar::<bool>(conn, format!("SELECT pg_advisory_unlock({key})")).await;
     done.and(unlocked.map(drop))
+}
+
+// Every statement runs through these two boxed helpers taking owned SQL, and never through
+// `sqlx::raw_sql`: its `async fn execute`, generic over the executor, makes futures the
+// compiler cannot prove `Send` (rust-lang/rust#100013), and setup must run from any task.
+
+/// Runs the one statement `sql`, unprepared.
+pub(crate) fn execute(conn: &mut PgConnection, sql: String) -> BoxFuture<'_, Result<(), Failure>> {
+    async move {
+        sqlx::query(&sql)
+            .persistent(false)
+            .execute(conn)
+            .await
+            .map(drop)
+            .map_err(Failure::Driver)
+    }
+    .boxed()
+}
+
+/// The single value `sql` selects.
+pub(crate) fn scalar<T>(conn: &mut PgConnection, sql: String) -> BoxFuture<'_, Result<T, Failure>>
+where
+    T: for<'r> sqlx::Decode<'r, sqlx::Postgres>
+        + sqlx::Type<sqlx::Postgres>
+        + Send
+        + Unpin
+        + 'static,
+{
+    async move {
+        sqlx::query_scalar(&sql)
+            .persistent(false)
+            .fetch_one(conn)
+            .await
+            .map_err(Failure::Driver)
+    }
+    .boxed()
 }
 
 /// Takes the setup lock by polling. A session blocked inside `pg_advisory_lock` would hold a
 /// snapshot that the holder's `CREATE INDEX CONCURRENTLY` waits for: a deadlock.
-async fn lock(conn: &mut PgConnection, wait: Duration) -> Result<()> {
+async fn lock(conn: &mut PgConnection, key: i64, wait: Duration) -> Result<(), Failure> {
     let start = Instant::now();
     loop {
-        let got: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
-            .persistent(false)
-            .bind(LOCK_KEY)
-            .fetch_one(&mut *conn)
-            .await
-            .map_err(pg_error)?;
-        if got {
+        if scalar::<bool>(conn, format!("SELECT pg_try_advisory_lock({key})")).await? {
             return Ok(());
         }
         if start.elapsed() > wait {
-            return Err(Error::Conflict(
-                "another process has been running setup() for too long".into(),
-            ));
+            return Err(Failure::SetupBusy(wait));
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
 
-/// Tables setup creates, each with the migration table that records it: one found without
-/// its record was made by another program.
-const OWNED_TABLES: &[(&str, &str)] = &[
-    ("checkpoints", "checkpoint_migrations"),
-    ("checkpoint_blobs", "checkpoint_migrations"),
-    ("checkpoint_writes", "checkpoint_migrations"),
-    ("waypoint_thread_leases", "waypoint_migrations"),
-];
-
-/// Refuses a schema holding a table of the saver's names that neither Waypoint's nor
-/// LangGraph's setup made (its migration table is missing), before anything is changed.
-async fn refuse_foreign_tables(conn: &mut PgConnection) -> Result<()> {
-    for (table, migrations) in OWNED_TABLES {
-        let foreign: bool = sqlx::query_scalar(&format!(
-            "SELECT to_regclass('{table}') IS NOT NULL AND to_regclass('{migrations}') IS NULL"
-        ))
-        .persistent(false)
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(pg_error)?;
+/// Refuses a schema holding one of `tables`' tables without its version table.
+async fn refuse_foreign_tables(conn: &mut PgConnection, tables: &Tables) -> Result<(), Failure> {
+    for (table, migrations) in tables.owned {
+        let foreign = scalar::<bool>(
+            conn,
+            format!(
+                "SELECT to_regclass('{table}') IS NOT NULL AND to_regclass('{migrations}') IS NULL"
+            ),
+        )
+        .await?;
         if foreign {
-            return Err(Error::InvalidConfig(format!(
+            return Err(Failure::InvalidConfig(format!(
                 "the schema has a `{table}` table that neither Waypoint nor LangGraph created \
-                 (no `{migrations}` beside it); refusing to touch it: use another schema"
+                 (no `{migrations}` beside it), left untouched: use another schema"
             )));
         }
     }
     Ok(())
 }
 
-async fn run_migrations(conn: &mut PgConnection, schema: Option<&str>) -> Result<()> {
-    refuse_foreign_tables(conn).await?;
+async fn run_migrations(
+    conn: &mut PgConnection,
+    schema: Option<&str>,
+    tables: &Tables,
+) -> Result<(), Failure> {
+    refuse_foreign_tables(conn, tables).await?;
     if let Some(schema) = schema {
-        sqlx::raw_sql(&format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\""))
-            .execute(&mut *conn)
-            .await
-            .map_err(pg_error)?;
+        execute(conn, format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\"")).await?;
     }
-    apply(conn, "checkpoint_migrations", LANGGRAPH_MIGRATIONS, 0).await?;
-    apply(conn, "waypoint_migrations", WAYPOINT_MIGRATIONS, 1).await
+    let quoted = match schema {
+        Some(schema) => format!("\"{schema}\""),
+        // The schema unqualified names create in: the first existing one of the search path.
+        None => scalar::<Option<String>>(
+            conn,
+            String::from("SELECT quote_ident(current_schema())"),
+        )
+        .await?
+        .ok_or_else(|| {
+            Failure::InvalidConfig(String::from(
+                "no schema of the connection's search_path exists: name one with .schema(...)",
+            ))
+        })?,
+    };
+    for migrations in tables.migrations {
+        apply(conn, migrations, &quoted).await?;
+    }
+    Ok(())
 }
 
-/// Runs the migrations of one table after the newest recorded; `first` is the version of
-/// the first entry. Refuses a schema newer than this build.
+/// Runs the migrations of `migrations` after the newest its table records; `schema` (quoted)
+/// replaces [`SCHEMA_PLACEHOLDER`]. Refuses a schema newer than this build.
 async fn apply(
     conn: &mut PgConnection,
-    table: &str,
-    migrations: &[&str],
-    first: i32,
-) -> Result<()> {
-    sqlx::raw_sql(migrations[0])
-        .execute(&mut *conn)
-        .await
-        .map_err(pg_error)?;
-    let current: Option<i32> = sqlx::query_scalar(&format!("SELECT max(v) FROM {table}"))
-        .persistent(false)
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(pg_error)?;
-    let known = first + migrations.len() as i32 - 1;
+    migrations: &Migrations,
+    schema: &str,
+) -> Result<(), Failure> {
+    let table = migrations.table;
+    execute(
+        conn,
+        format!("CREATE TABLE IF NOT EXISTS {table} (v INTEGER PRIMARY KEY)"),
+    )
+    .await?;
+    let current: Option<i32> = scalar(conn, format!("SELECT max(v) FROM {table}")).await?;
+    let known = migrations.latest();
     if let Some(current) = current
         && current > known
     {
-        return Err(Error::InvalidConfig(format!(
+        return Err(Failure::InvalidConfig(format!(
             "{table} is at version {current}, newer than this build ({known}); upgrade Waypoint"
         )));
     }
+    let first = migrations.first;
     let start = current.map_or(0, |v| (v - first + 1).max(0) as usize);
-    for (i, sql) in migrations.iter().enumerate().skip(start) {
-        sqlx::raw_sql(sql)
-            .execute(&mut *conn)
-            .await
-            .map_err(pg_error)?;
-        sqlx::query(&format!(
-            "INSERT INTO {table} (v) VALUES ($1) ON CONFLICT DO NOTHING"
-        ))
-        .persistent(false)
-        .bind(first + i as i32)
-        .execute(&mut *conn)
-        .await
-        .map_err(pg_error)?;
+    for (i, statements) in migrations.steps.iter().enumerate().skip(start) {
+        for sql in *statements {
+            execute(conn, sql.replace(SCHEMA_PLACEHOLDER, schema)).await?;
+        }
+        let version = first + i as i32;
+        execute(
+            conn,
+            format!("INSERT INTO {table} (v) VALUES ({version}) ON CONFLICT DO NOTHING"),
+        )
+        .await?;
     }
     Ok(())
 }

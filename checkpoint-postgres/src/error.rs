@@ -1,0 +1,197 @@
+//! One error mapping for the saver and the store: a driver error is classified once (what
+//! it says about the connection, whether setup is missing), then turned into
+//! [`waypoint_checkpoint::Error`] or [`waypoint_store::Error`], each variant by the same rule.
+
+use std::time::Duration;
+
+/// The backend's name in errors.
+pub(crate) const BACKEND: &str = "postgres";
+
+/// A failure of the shared layer (pool, setup, deadline), before it becomes the caller's
+/// error type.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// The driver's error: a statement the server refused, a lost connection, no connection.
+    Driver(sqlx::Error),
+    /// The server did not answer within the deadline.
+    TimedOut(Duration),
+    /// Another process has held the setup lock for longer than this.
+    SetupBusy(Duration),
+    /// The configuration cannot work (a bad URL or schema name, a newer or foreign schema).
+    InvalidConfig(String),
+}
+
+/// What a failure becomes, in terms both error types have.
+enum Mapped {
+    InvalidConfig(String),
+    /// Someone else holds what this needs (the saver's `Conflict`).
+    Busy(String),
+    Backend(waypoint_checkpoint::BoxError),
+}
+
+impl Failure {
+    fn mapped(self) -> Mapped {
+        match self {
+            // A missing table, column or schema means setup never ran (or an older one).
+            Failure::Driver(sqlx::Error::Database(db))
+                if matches!(db.code().as_deref(), Some("42P01" | "3F000" | "42703")) =>
+            {
+                Mapped::InvalidConfig(format!(
+                    "the database lacks Waypoint's tables ({}); run setup() first",
+                    db.message()
+                ))
+            }
+            Failure::Driver(e) => Mapped::Backend(e.into()),
+            Failure::TimedOut(after) => {
+                Mapped::Backend(format!("no answer from PostgreSQL within {after:?}").into())
+            }
+            Failure::SetupBusy(wait) => Mapped::Busy(format!(
+                "another process has been running setup() for over {wait:?}"
+            )),
+            Failure::InvalidConfig(message) => Mapped::InvalidConfig(message),
+        }
+    }
+}
+
+/// What a failed operation says about the connection it ran on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// Refused before any statement, or answered by the server: the session is as it was.
+    Answered,
+    /// Lost a deadlock or serialization race: the statement may simply run again.
+    Transient,
+    /// The connection itself failed (transport, protocol, the server shutting down).
+    Broken,
+    /// No answer (a timeout, a failure mid-exchange): the session's state is unknown.
+    Unknown,
+}
+
+impl Kind {
+    /// The kind of a driver error.
+    pub(crate) fn of_driver(e: &sqlx::Error) -> Kind {
+        match e {
+            sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::WorkerCrashed => {
+                Kind::Broken
+            }
+            sqlx::Error::Database(db) => match db.code().as_deref() {
+                // admin_shutdown, crash_shutdown, cannot_connect_now: this connection is gone.
+                Some("57P01" | "57P02" | "57P03") => Kind::Broken,
+                // deadlock_detected, serialization_failure.
+                Some("40P01" | "40001") => Kind::Transient,
+                _ => Kind::Answered,
+            },
+            _ => Kind::Unknown,
+        }
+    }
+
+    /// The kind of an error whose backend error (if any) carries `source`.
+    fn of_source(source: Option<&(dyn std::error::Error + Send + Sync + 'static)>) -> Kind {
+        match source {
+            None => Kind::Answered,
+            Some(source) => source
+                .downcast_ref::<sqlx::Error>()
+                .map_or(Kind::Unknown, Kind::of_driver),
+        }
+    }
+
+    /// Whether the session may not be reused after this.
+    pub(crate) fn leaves_session_unknown(self) -> bool {
+        matches!(self, Kind::Broken | Kind::Unknown)
+    }
+}
+
+/// The error types of the saver and the store (and [`Failure`] itself): built from a
+/// failure by one rule, classified by what they carry. A trait of this crate rather than
+/// `From` impls, which would be visible to every crate and break its type inference.
+pub(crate) trait DbError: Sized {
+    /// The failure as this error type.
+    fn from_failure(failure: Failure) -> Self;
+
+    /// What this error says about its connection.
+    fn kind(&self) -> Kind;
+}
+
+impl DbError for Failure {
+    fn from_failure(failure: Failure) -> Self {
+        failure
+    }
+
+    fn kind(&self) -> Kind {
+        match self {
+            Failure::Driver(e) => Kind::of_driver(e),
+            Failure::TimedOut(_) => Kind::Unknown,
+            Failure::SetupBusy(_) | Failure::InvalidConfig(_) => Kind::Answered,
+        }
+    }
+}
+
+impl DbError for waypoint_checkpoint::Error {
+    fn from_failure(failure: Failure) -> Self {
+        use waypoint_checkpoint::Error;
+        match failure.mapped() {
+            Mapped::InvalidConfig(message) => Error::InvalidConfig(message),
+            Mapped::Busy(message) => Error::Conflict(message),
+            Mapped::Backend(source) => Error::backend(BACKEND, source),
+        }
+    }
+
+    fn kind(&self) -> Kind {
+        match self {
+            waypoint_checkpoint::Error::Backend { source, .. } => {
+                Kind::of_source(Some(source.as_ref()))
+            }
+            _ => Kind::of_source(None),
+        }
+    }
+}
+
+#[cfg(feature = "store")]
+impl DbError for waypoint_store::Error {
+    fn from_failure(failure: Failure) -> Self {
+        use waypoint_store::Error;
+        match failure.mapped() {
+            Mapped::InvalidConfig(message) => Error::InvalidConfig(message),
+            Mapped::Busy(message) => Error::backend(BACKEND, message),
+            Mapped::Backend(source) => Error::backend(BACKEND, source),
+        }
+    }
+
+    fn kind(&self) -> Kind {
+        match self {
+            waypoint_store::Error::Backend { source, .. } => Kind::of_source(Some(source.as_ref())),
+            _ => Kind::of_source(None),
+        }
+    }
+}
+
+/// Maps a driver error for the saver.
+pub(crate) fn pg_error(e: sqlx::Error) -> waypoint_checkpoint::Error {
+    DbError::from_failure(Failure::Driver(e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_error_types_classify_alike() {
+        let io = || sqlx::Error::Io(std::io::Error::other("reset"));
+        let saver = waypoint_checkpoint::Error::from_failure(Failure::Driver(io()));
+        assert_eq!(saver.kind(), Kind::Broken);
+        let timed_out =
+            waypoint_checkpoint::Error::from_failure(Failure::TimedOut(Duration::from_secs(1)));
+        assert_eq!(timed_out.kind(), Kind::Unknown);
+        let busy =
+            waypoint_checkpoint::Error::from_failure(Failure::SetupBusy(Duration::from_secs(1)));
+        assert!(matches!(busy, waypoint_checkpoint::Error::Conflict(_)));
+        assert_eq!(busy.kind(), Kind::Answered);
+        #[cfg(feature = "store")]
+        {
+            let store = waypoint_store::Error::from_failure(Failure::Driver(io()));
+            assert_eq!(store.kind(), Kind::Broken);
+            let busy =
+                waypoint_store::Error::from_failure(Failure::SetupBusy(Duration::from_secs(1)));
+            assert!(matches!(busy, waypoint_store::Error::Backend { .. }));
+        }
+    }
+}

@@ -1,0 +1,282 @@
+//! The one connection layer of the saver and the store: sqlx's pool, each operation's
+//! deadline, and connections parked between operations.
+//!
+//! sqlx's pool pings every connection handed back to it before another caller may take it:
+//! one more round trip per operation (the store once had a pool of its own for this reason,
+//! measuring a third fewer single puts per second with sqlx's). A connection whose operation
+//! ended cleanly is therefore parked here, and the next operation of the saver or the store
+//! takes a parked one before asking sqlx's pool. It is parked only while sqlx's pool has
+//! headroom (an idle connection, or room to open one): at the limit it goes back to sqlx's
+//! pool, ping and all, so that whatever waits there (an operation, or SQL run on
+//! [`Pool::pg`]) gets it. A connection whose operation was cut off (by the deadline or a
+//! caller dropping the future), broke or failed in transport is closed, never reused: such
+//! a session may still have a statement in flight, or a `BEGIN` whose transaction the next
+//! user would run in, its commits acknowledged and never made (sqlx 0.8 returns a connection
+//! cancelled during `BEGIN` to the pool inside the transaction, launchbadge/sqlx#4393).
+
+use std::fmt;
+use std::future::Future;
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use parking_lot::Mutex;
+use sqlx::pool::PoolConnection;
+use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::{PgConnection, Postgres};
+
+use crate::config::PostgresConfig;
+use crate::error::{DbError, Failure, Kind};
+use crate::schema::{self, Tables};
+
+/// The saver's and the store's connections to one server and schema; clones share them.
+#[derive(Clone)]
+pub(crate) struct Pool {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pg: PgPool,
+    /// Connections whose operation ended cleanly, most recently parked last, each with the
+    /// time it was parked.
+    parked: Mutex<Vec<(PoolConnection<Postgres>, Instant)>>,
+    config: PostgresConfig,
+    /// The runtime the pool was made on: a parked connection dropped with the pool hands
+    /// itself back to sqlx's pool on a task, which needs a runtime.
+    runtime: Option<tokio::runtime::Handle>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let _entered = self.runtime.as_ref().map(|r| r.enter());
+        self.parked.get_mut().clear();
+    }
+}
+
+impl fmt::Debug for Pool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pool")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Pool {
+    /// A pool for `config` that connects on first use.
+    pub(crate) fn new(config: PostgresConfig) -> Result<Self, Failure> {
+        let options = config.connect_options()?;
+        let pg = PgPoolOptions::new()
+            .max_connections(config.max_connections)
+            .min_connections(config.min_connections.min(config.max_connections))
+            .acquire_timeout(config.timeout)
+            .idle_timeout(Some(config.idle_timeout))
+            // A ping per checkout would double the round trips; broken connections are
+            // detected by the operation that meets them instead.
+            .test_before_acquire(false)
+            .connect_lazy_with(options);
+        Ok(Pool {
+            inner: Arc::new(Inner {
+                pg,
+                parked: Mutex::new(Vec::new()),
+                config,
+                runtime: tokio::runtime::Handle::try_current().ok(),
+            }),
+        })
+    }
+
+    /// The settings the pool was made with.
+    pub(crate) fn config(&self) -> &PostgresConfig {
+        &self.inner.config
+    }
+
+    /// sqlx's pool underneath, for statements that stream (and callers' own SQL).
+    pub(crate) fn pg(&self) -> &PgPool {
+        &self.inner.pg
+    }
+
+    /// A connection: the most recently parked one, or one from sqlx's pool (within the
+    /// timeout). Report how its operation ended with [`Conn::finish`].
+    pub(crate) async fn acquire(&self) -> Result<Conn<'_>, Failure> {
+        let parked = {
+            let mut parked = self.inner.parked.lock();
+            // Connections idle for too long may have been cut by a firewall or the server.
+            let limit = self.inner.config.idle_timeout;
+            parked.retain_mut(|(conn, since)| {
+                let fresh = since.elapsed() < limit;
+                if !fresh {
+                    conn.close_on_drop();
+                }
+                fresh
+            });
+            parked.pop()
+        };
+        let conn = match parked {
+            Some((conn, _)) => conn,
+            None => self.inner.pg.acquire().await.map_err(Failure::Driver)?,
+        };
+        Ok(Conn {
+            conn: Some(conn),
+            pool: self,
+            reuse: false,
+        })
+    }
+
+    /// Keeps `conn` for the next operation while sqlx's pool has headroom; hands it back
+    /// otherwise.
+    fn park(&self, conn: PoolConnection<Postgres>) {
+        let pg = &self.inner.pg;
+        if pg.num_idle() > 0 || pg.size() < self.inner.config.max_connections {
+            self.inner.parked.lock().push((conn, Instant::now()));
+        }
+    }
+
+    /// Closes every parked connection: one broke, so the server probably restarted and took
+    /// the others with it.
+    fn forget_parked(&self) {
+        let mut parked = std::mem::take(&mut *self.inner.parked.lock());
+        for (conn, _) in &mut parked {
+            conn.close_on_drop();
+        }
+    }
+
+    /// `fut`, failing with [`Failure::TimedOut`] if `bounded` and it takes longer than the
+    /// timeout.
+    pub(crate) async fn deadline<T, E: DbError>(
+        &self,
+        bounded: bool,
+        fut: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, E> {
+        if !bounded {
+            return fut.await;
+        }
+        let timeout = self.inner.config.timeout;
+        tokio::time::timeout(timeout, fut)
+            .await
+            .unwrap_or_else(|_| Err(E::from_failure(Failure::TimedOut(timeout))))
+    }
+
+    /// Checks that the server answers, within the timeout.
+    pub(crate) fn check(&self) -> BoxFuture<'_, Result<(), Failure>> {
+        async move {
+            on_conn!(self, retry = false, |conn| schema::execute(
+                conn,
+                String::from("SELECT 1")
+            ))
+        }
+        .boxed()
+    }
+
+    /// Creates the schema (if one is configured) and `tables`, or migrates them (see
+    /// [`schema::migrate`]), on a connection that is closed afterwards: it ran without the
+    /// statement timeout, and a failed setup may leave its lock behind.
+    pub(crate) fn setup<'a>(&'a self, tables: &'a Tables) -> BoxFuture<'a, Result<(), Failure>> {
+        async move {
+            let config = &self.inner.config;
+            let schema = config.checked_schema()?;
+            let wait = config.timeout.max(Duration::from_secs(60));
+            let mut conn = self.acquire().await?;
+            if config.statement_timeout.is_some() {
+                schema::execute(&mut conn, String::from("SET statement_timeout = 0")).await?;
+            }
+            schema::migrate(&mut conn, schema, tables, wait).await
+        }
+        .boxed()
+    }
+}
+
+/// A connection taken from a [`Pool`] for one operation. Dropped, it is parked if
+/// [`finish`](Self::finish) saw the operation end cleanly, and closed otherwise.
+pub(crate) struct Conn<'a> {
+    conn: Option<PoolConnection<Postgres>>,
+    pool: &'a Pool,
+    reuse: bool,
+}
+
+impl Conn<'_> {
+    /// Marks the connection reusable if `outcome` leaves it in a known state: success, or an
+    /// error the server answered (anything but a transport failure or a timeout). A broken
+    /// connection closes the parked ones too.
+    pub(crate) fn finish<T, E: DbError>(&mut self, outcome: &Result<T, E>) {
+        let kind = outcome.as_ref().err().map_or(Kind::Answered, E::kind);
+        if kind == Kind::Broken {
+            self.pool.forget_parked();
+        }
+        self.reuse = !kind.leaves_session_unknown();
+    }
+
+    /// Marks the connection for closing whatever [`finish`](Self::finish) saw: its session
+    /// may hold locks or settings of its own.
+    #[cfg(feature = "store")]
+    pub(crate) fn discard(&mut self) {
+        self.reuse = false;
+    }
+}
+
+impl Deref for Conn<'_> {
+    type Target = PgConnection;
+
+    fn deref(&self) -> &PgConnection {
+        self.conn.as_deref().expect("held until dropped")
+    }
+}
+
+impl DerefMut for Conn<'_> {
+    fn deref_mut(&mut self) -> &mut PgConnection {
+        self.conn.as_deref_mut().expect("held until dropped")
+    }
+}
+
+impl Drop for Conn<'_> {
+    fn drop(&mut self) {
+        let Some(mut conn) = self.conn.take() else {
+            return;
+        };
+        if self.reuse {
+            self.pool.park(conn);
+        } else {
+            conn.close_on_drop();
+        }
+    }
+}
+
+/// Runs `$body` (a future using `$conn: &mut PgConnection`, whose error is the saver's or
+/// the store's) on a connection of `$pool` within the timeout (or, with `bounded = false`, a
+/// body that bounds its own waits). With `retry = true` (idempotent operations) a body that
+/// met a broken connection runs once more on a fresh one, so a server restart costs no
+/// failed call once it is back, and one that lost a deadlock runs again (up to three times).
+macro_rules! on_conn {
+    ($pool:expr, retry = $retry:expr, |$conn:ident| $body:expr) => {
+        $crate::pool::on_conn!($pool, retry = $retry, bounded = true, |$conn| $body)
+    };
+    ($pool:expr, retry = $retry:expr, bounded = $bounded:expr, |$conn:ident| $body:expr) => {{
+        let pool: &$crate::pool::Pool = &$pool;
+        let mut reconnects = if $retry { 1 } else { 0 };
+        let mut reruns = if $retry { 3 } else { 0 };
+        loop {
+            let outcome = pool
+                .deadline($bounded, async {
+                    let mut conn = match pool.acquire().await {
+                        Ok(conn) => conn,
+                        Err(failure) => {
+                            return Err($crate::error::DbError::from_failure(failure));
+                        }
+                    };
+                    let done = {
+                        let $conn: &mut ::sqlx::PgConnection = &mut conn;
+                        $body.await
+                    };
+                    conn.finish(&done);
+                    done
+                })
+                .await;
+            match outcome.as_ref().err().map($crate::error::DbError::kind) {
+                Some($crate::error::Kind::Broken) if reconnects > 0 => reconnects -= 1,
+                Some($crate::error::Kind::Transient) if reruns > 0 => reruns -= 1,
+                _ => break outcome,
+            }
+        }
+    }};
+}
+pub(crate) use on_conn;
