@@ -1,44 +1,94 @@
-//! Where the server is, which keys are ours, and how long operations and threads may last.
+//! Where the server is, which keys are ours, how long operations and threads may last: the one
+//! config of the saver and the store, and the one list of URL schemes.
 
 use std::fmt;
 use std::time::Duration;
-use waypoint_checkpoint::raw::redact_url;
 
-use waypoint_checkpoint::{Error, Result, Serde};
+use waypoint_checkpoint::raw::redact_url;
+use waypoint_checkpoint::{Result, Serde};
 
 use crate::PersistenceCheck;
+use crate::error::Fault;
 
 /// The longest thread ttl (ten years): the server refuses expiry times past its clock range.
 const MAX_TTL: Duration = Duration::from_secs(10 * 365 * 24 * 60 * 60);
 
+/// The longest key prefix, in bytes.
+const MAX_PREFIX: usize = 256;
+
 /// Redis' own limit on one value (`proto-max-bulk-len`, 512 MB by default).
 pub const REDIS_MAX_VALUE_BYTES: usize = 512 * 1024 * 1024;
 
-/// Settings of a [`crate::RedisSaver`]; `Debug` shows the URL without its password.
+/// How a URL scheme reaches the server.
+#[derive(Clone, Copy)]
+enum Transport {
+    Tcp,
+    /// TCP with TLS, which this build of the redis crate lacks.
+    Tls,
+    /// A Unix socket (Unix platforms only).
+    Unix,
+}
+
+/// Every scheme of a Redis URL (the redis crate's, Valkey's included), with its transport.
+const SCHEMES: [(&str, Transport); 7] = [
+    ("redis", Transport::Tcp),
+    ("valkey", Transport::Tcp),
+    ("rediss", Transport::Tls),
+    ("valkeys", Transport::Tls),
+    ("redis+unix", Transport::Unix),
+    ("valkey+unix", Transport::Unix),
+    ("unix", Transport::Unix),
+];
+
+/// The schemes of Redis URLs, all recognised by [`RedisConfig::from_url`]: it opens those
+/// this build can reach and refuses the others with an error saying why (`rediss://` and
+/// `valkeys://` need TLS, which this build does not include; Unix sockets need a Unix
+/// platform).
+pub const URL_SCHEMES: [&str; SCHEMES.len()] = {
+    let mut names = [""; SCHEMES.len()];
+    let mut i = 0;
+    while i < SCHEMES.len() {
+        names[i] = SCHEMES[i].0;
+        i += 1;
+    }
+    names
+};
+
+/// Settings of a [`crate::RedisSaver`] and a `RedisStore` (one config for both); `Debug`
+/// shows the URL without its password.
 #[derive(Clone)]
 pub struct RedisConfig {
-    /// `redis://[user:password@]host:port[/db]` (or `unix://...`).
+    /// `redis://[user:password@]host:port[/db]` or `redis+unix:///path/to/socket[?db=N]`
+    /// (see [`URL_SCHEMES`]).
     pub url: String,
-    /// The start of every key name (default `waypoint`): savers with different prefixes
-    /// share a server without seeing each other.
+    /// The start of every key name (default `waypoint`): savers and stores with different
+    /// prefixes share a server without seeing each other. 1 to 256 bytes, no `{` or `}`.
     pub prefix: String,
     /// How long one operation may take, reconnecting included, before it fails with
-    /// [`Error::Backend`] (default 5 s).
+    /// `Error::Backend` (default 5 s).
     pub timeout: Duration,
-    /// How long a thread nobody reads or writes is kept (default: forever). Every key of the
-    /// thread gets it; reads and writes renew it; pinned threads never expire.
+    /// How long one connection attempt may take (default 2 s).
+    pub connect_timeout: Duration,
+    /// Saver only: how long a thread nobody reads or writes is kept (default: forever). Every
+    /// key of the thread gets it; reads and writes renew it; pinned threads never expire.
+    /// (A store's items have TTLs of their own, set by its `StoreConfig`.)
     pub ttl: Option<Duration>,
-    /// Seals stored values when it has a keyring.
+    /// Saver only: seals stored values when it has a keyring.
     pub serde: Serde,
     /// What connecting does when the server may lose acknowledged writes on a restart
     /// (default [`PersistenceCheck::Warn`]; see [`crate::check_persistence`]).
     pub persistence: PersistenceCheck,
-    /// The largest value sent to the server, in bytes as stored (a channel value or pending
-    /// write with its small header, a checkpoint's or its metadata's JSON; default
-    /// [`REDIS_MAX_VALUE_BYTES`]). A larger one is refused before anything is sent, with
-    /// [`Error::Serialization`] naming its size: the server would drop the connection.
-    /// Set it to the server's `proto-max-bulk-len` if that was changed.
+    /// Saver only: the largest value sent to the server, in bytes as stored (a channel value
+    /// or pending write with its small header, a checkpoint's or its metadata's JSON;
+    /// default [`REDIS_MAX_VALUE_BYTES`]). A larger one is refused before anything is sent,
+    /// with `Error::Serialization` naming its size: the server would drop the connection.
+    /// Set it to the server's `proto-max-bulk-len` if that was changed. (A store's items
+    /// have their own, smaller limit: `StoreConfig::max_value_bytes`.)
     pub max_value_bytes: usize,
+    /// Whether opening a saver or a store runs its `setup()` (default true). The saver needs
+    /// nothing set up; the store records (or upgrades) its key layout's version. With
+    /// `false`, a store opens only where `setup()` has run.
+    pub auto_setup: bool,
 }
 
 impl fmt::Debug for RedisConfig {
@@ -47,29 +97,47 @@ impl fmt::Debug for RedisConfig {
             .field("url", &redact_url(&self.url))
             .field("prefix", &self.prefix)
             .field("timeout", &self.timeout)
+            .field("connect_timeout", &self.connect_timeout)
             .field("ttl", &self.ttl)
             .field("serde", &self.serde)
             .field("persistence", &self.persistence)
             .field("max_value_bytes", &self.max_value_bytes)
+            .field("auto_setup", &self.auto_setup)
             .finish()
     }
 }
 
 impl RedisConfig {
-    /// Default settings for the server at `url`.
+    /// Default settings for the server at `url` (checked when connecting).
     pub fn new(url: impl Into<String>) -> Self {
         RedisConfig {
             url: url.into(),
             prefix: "waypoint".into(),
             timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(2),
             ttl: None,
             serde: Serde::default(),
             persistence: PersistenceCheck::default(),
             max_value_bytes: REDIS_MAX_VALUE_BYTES,
+            auto_setup: true,
         }
     }
 
-    /// Sets the key prefix (no `{` or `}`: they would break the threads' hash tags).
+    /// Default settings for the server at `url`, checked now: `Error::InvalidConfig` for a
+    /// URL that does not parse, a scheme not in [`URL_SCHEMES`], or one this build cannot
+    /// open (TLS, or a Unix socket off Unix).
+    pub fn from_url(url: &str) -> Result<Self> {
+        Ok(Self::parse(url)?)
+    }
+
+    /// [`Self::from_url`] with the crate's own error.
+    pub(crate) fn parse(url: &str) -> std::result::Result<Self, Fault> {
+        let config = RedisConfig::new(url);
+        config.client()?;
+        Ok(config)
+    }
+
+    /// Sets the key prefix (1 to 256 bytes, no `{` or `}`: they would break hash tags).
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
         self
@@ -81,13 +149,19 @@ impl RedisConfig {
         self
     }
 
-    /// Expires threads left alone for `ttl` (at least 1 ms).
+    /// Sets how long one connection attempt may take.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Expires the saver's threads left alone for `ttl` (at least 1 ms).
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.ttl = Some(ttl);
         self
     }
 
-    /// Sets the serde values are sealed and opened with.
+    /// Sets the serde the saver's values are sealed and opened with.
     pub fn serde(mut self, serde: Serde) -> Self {
         self.serde = serde;
         self
@@ -105,37 +179,133 @@ impl RedisConfig {
         self
     }
 
+    /// Sets whether opening a saver or a store runs its `setup()`.
+    pub fn auto_setup(mut self, auto_setup: bool) -> Self {
+        self.auto_setup = auto_setup;
+        self
+    }
+
     /// Checks the settings a server cannot check.
-    pub(crate) fn check(&self) -> Result<()> {
-        if self.prefix.is_empty() || self.prefix.contains(['{', '}']) {
-            return Err(Error::InvalidConfig(format!(
-                "the Redis key prefix `{}` must be non-empty and contain no `{{` or `}}`",
-                self.prefix
+    pub(crate) fn check(&self) -> std::result::Result<(), Fault> {
+        let prefix = &self.prefix;
+        if prefix.is_empty() || prefix.len() > MAX_PREFIX || prefix.contains(['{', '}']) {
+            return Err(Fault::Config(format!(
+                "the Redis key prefix `{prefix}` must be 1 to {MAX_PREFIX} bytes with no `{{` \
+                 or `}}`"
             )));
         }
-        if self.timeout.is_zero() {
-            return Err(Error::InvalidConfig(
-                "the Redis timeout must be positive".into(),
-            ));
+        if self.timeout.is_zero() || self.connect_timeout.is_zero() {
+            return Err(Fault::Config("the Redis timeouts must be positive".into()));
         }
         if self.max_value_bytes == 0 {
-            return Err(Error::InvalidConfig(
+            return Err(Fault::Config(
                 "the largest Redis value must be at least 1 byte".into(),
             ));
         }
         if let Some(ttl) = self.ttl
             && (ttl < Duration::from_millis(1) || ttl > MAX_TTL)
         {
-            return Err(Error::InvalidConfig(format!(
+            return Err(Fault::Config(format!(
                 "a thread ttl of {ttl:?} is out of range (1 ms to {MAX_TTL:?})"
             )));
         }
         Ok(())
     }
 
-    /// The ttl in milliseconds, 0 without one.
+    /// A client for the URL (nothing is sent yet), or why this build cannot open it.
+    pub(crate) fn client(&self) -> std::result::Result<redis::Client, Fault> {
+        let shown = redact_url(&self.url);
+        let scheme = self.url.split_once(':').map_or("", |(scheme, _)| scheme);
+        let refused = |why: String| Err(Fault::Config(format!("Redis URL {shown}: {why}")));
+        match SCHEMES.iter().find(|(name, _)| *name == scheme) {
+            None => {
+                return refused(format!(
+                    "not a Redis URL; use one of the schemes {} (e.g. redis://host:6379/0 or \
+                     redis+unix:///path/to/redis.sock)",
+                    URL_SCHEMES.join(", ")
+                ));
+            }
+            Some((_, Transport::Tls)) => {
+                return refused(format!(
+                    "`{scheme}://` is Redis over TLS, which this build does not include (its \
+                     redis crate has no TLS feature); use redis:// on a trusted network or a \
+                     TLS-terminating proxy in front of the server"
+                ));
+            }
+            Some((_, Transport::Unix)) if !cfg!(unix) => {
+                return refused(format!(
+                    "`{scheme}:` is a Unix socket, which this platform does not have"
+                ));
+            }
+            Some((_, Transport::Tcp | Transport::Unix)) => {}
+        }
+        redis::Client::open(self.url.as_str()).or_else(|e| refused(e.to_string()))
+    }
+
+    /// The thread ttl in milliseconds, 0 without one.
     pub(crate) fn ttl_ms(&self) -> u64 {
         self.ttl
             .map_or(0, |t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(url: &str) -> String {
+        match RedisConfig::from_url(url) {
+            Err(waypoint_checkpoint::Error::InvalidConfig(why)) => why,
+            other => panic!("{url}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn from_url_opens_the_schemes_this_build_can_reach() -> Result<()> {
+        for url in [
+            "redis://127.0.0.1:6379/0",
+            "redis://user:pw@host/3",
+            "valkey://[::1]:6380",
+        ] {
+            assert_eq!(RedisConfig::from_url(url)?.url, url);
+        }
+        for url in [
+            "redis+unix:///run/redis.sock",
+            "valkey+unix:///run/valkey.sock?db=2",
+            "unix:///tmp/redis.sock",
+        ] {
+            if cfg!(unix) {
+                RedisConfig::from_url(url)?;
+            } else {
+                assert!(refusal(url).contains("Unix socket"));
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn tls_urls_are_refused_with_the_reason() {
+        for url in ["rediss://:secret@host:6380/0", "valkeys://host"] {
+            let why = refusal(url);
+            assert!(why.contains("TLS"), "{why}");
+            assert!(!why.contains("secret"), "{why}");
+        }
+    }
+
+    #[test]
+    fn other_urls_are_refused_naming_the_schemes() {
+        for url in [
+            "postgres://h/db",
+            "redis",
+            "",
+            "sqlite:x.db",
+            "redis://:x:y:z",
+        ] {
+            let why = refusal(url);
+            assert!(why.contains("Redis URL"), "{url}: {why}");
+        }
+        assert!(refusal("mysql://h").contains("redis+unix"));
+        assert_eq!(URL_SCHEMES[0], "redis");
+        assert!(URL_SCHEMES.contains(&"rediss"));
     }
 }

@@ -1,37 +1,78 @@
-//! Redis checkpointer for Waypoint: [`RedisSaver`] implements
-//! [`waypoint_checkpoint::CheckpointSaver`] on plain Redis 7, without modules (no RedisJSON,
-//! no RediSearch), in a key layout of its own.
+//! Waypoint on Redis: [`RedisSaver`] implements [`waypoint_checkpoint::CheckpointSaver`] and
+//! `RedisStore` (feature `store`, on by default) implements `waypoint_store::Store`, both on
+//! plain Redis 7 without modules (no RedisJSON, no RediSearch), in key layouts of their own,
+//! over one connection layer, one [`RedisConfig`] and one error mapping.
 //!
 //! Every write is one Lua script (atomic: a `put` stores its values, checkpoint and index
-//! entries at once, a `save_batch` all of its saves). Reads that take one round trip
-//! (`get_tuple`) are scripts too, so they can renew the thread's ttl in the same call.
-//! Metadata filters are JSON containment, checked on the client over candidates read in
-//! pages from the sorted sets. Every optional operation is implemented except a
-//! backend-specific delta history (the generic walk over `get_tuple` serves it).
+//! entries at once, a `save_batch` all of its saves, a store batch all of its puts and
+//! deletes). Reads that take one round trip (`get_tuple`) are scripts too, so they can renew
+//! the thread's ttl in the same call. Metadata filters are JSON containment, checked on the
+//! client over candidates read in pages from the sorted sets. Every optional operation of
+//! the saver is implemented except a backend-specific delta history (the generic walk over
+//! `get_tuple` serves it).
 //!
 //! ```no_run
-//! # async fn demo() -> waypoint_checkpoint::Result<()> {
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
 //! use waypoint_checkpoint::{CheckpointConfig, CheckpointSaver};
 //! use waypoint_checkpoint_redis::{RedisConfig, RedisSaver};
 //!
 //! let saver = RedisSaver::connect(
-//!     RedisConfig::new("redis://127.0.0.1:6379/")
+//!     RedisConfig::from_url("redis://127.0.0.1:6379/")?
 //!         .prefix("tenant-a")
 //!         .ttl(Duration::from_secs(7 * 24 * 3600)),
 //! )
 //! .await?;
 //! saver.pin_thread("keep-forever").await?;
 //! assert!(saver.get_tuple(&CheckpointConfig::new("thread-1")).await?.is_none());
+//! # #[cfg(feature = "store")] {
+//!
+//! // The store (feature `store`) on the saver's connection, under the same prefix.
+//! use serde_json::json;
+//! use waypoint_store::{IndexConfig, StoreConfig, StoreExt};
+//!
+//! let store = saver.store(StoreConfig::new().index(IndexConfig::hashing(64))).await?;
+//! store.put(["users", "alice"], "prefs", json!({"theme": "dark"})).await?;
+//! # }
 //! # Ok(()) }
 //! ```
 //!
+//! # Opening, sharing, setting up
+//!
+//! | | saver | store |
+//! |---|---|---|
+//! | from a config | [`RedisSaver::connect`]`(RedisConfig)` | `RedisStore::connect(RedisConfig, StoreConfig)` |
+//! | from a URL | [`RedisSaver::from_url`]`(url)` | `RedisStore::from_url(url, StoreConfig)` |
+//! | on the saver's connection | | `RedisSaver::store(StoreConfig)` |
+//! | setup | [`RedisSaver::setup`] | `RedisStore::setup` |
+//!
+//! [`RedisConfig`] holds every setting of the connection (URL, prefix, timeouts, persistence
+//! check) and of the saver (thread ttl, serde, value limit); the store's own behaviour (index,
+//! TTL policy) is its `waypoint_store::StoreConfig`. `RedisSaver::store` opens a store on
+//! the saver's connection: one connection, one persistence check, one prefix.
+//!
+//! URLs: [`RedisConfig::from_url`] takes the schemes of [`URL_SCHEMES`]: `redis://` and
+//! `valkey://` (TCP), `redis+unix://`, `valkey+unix://` and `unix://` (a Unix socket, on Unix
+//! platforms); `rediss://` and `valkeys://` are recognised and refused, since this build has
+//! no TLS.
+//!
+//! Setup follows the rule of every Waypoint backend: with [`RedisConfig::auto_setup`] (the
+//! default), opening a saver or a store runs its idempotent `setup()`. The saver needs
+//! nothing set up (its keys are made as they are written); the store records the version of
+//! its key layout (upgrading an older one), so that older code refuses a layout it cannot
+//! write. With `auto_setup(false)` nothing is written on opening, and a store opens only
+//! where its `setup()` has run.
+//!
 //! # Key layout
 //!
-//! `P` is the prefix ([`RedisConfig::prefix`], default `waypoint`); `{T}` is the thread id
-//! with `%`, `{` and `}` percent-escaped, so it is always the whole hash tag and every key of a
-//! thread lives in one cluster slot. `<ns>` is written `<byte length>:<namespace>` so no
-//! namespace or id can make two names collide.
+//! `P` is the prefix ([`RedisConfig::prefix`], default `waypoint`; 1 to 256 bytes, no `{` or
+//! `}`). The saver's keys start with `P:`, the store's with `{P}:`: a saver key's first byte
+//! is the prefix's, never `{`, and every store key's is `{`, so under one prefix (or any
+//! two) no saver key is ever a store key.
+//!
+//! The saver: `{T}` is the thread id with `%`, `{` and `}` percent-escaped, so it is always
+//! the whole hash tag and every key of a thread lives in one cluster slot. `<ns>` is written
+//! `<byte length>:<namespace>` so no namespace or id can make two names collide.
 //!
 //! | Key | Type | Holds |
 //! |---|---|---|
@@ -49,6 +90,23 @@
 //! their ids. The global index is the only key outside a thread's slot: the scripts update
 //! it with the thread's keys, so this saver needs a standalone server (or a primary), not a
 //! Redis Cluster.
+//!
+//! The store: `{P}` is the hash tag, so a whole store lives in one cluster slot and a batch
+//! is one script. An item's id is its dot-joined namespace and key, each with NUL written as
+//! `00 01`, joined by `00 00`, so ids sort as (namespace, key) pairs. Times are integer
+//! microseconds since the epoch.
+//!
+//! | Key | Type | Holds |
+//! |---|---|---|
+//! | `{P}:i:<id>` | hash | `ns`, `key`, `value` (JSON text), `created`, `updated`, and `ttl` (minutes), `expires` when the item has a TTL |
+//! | `{P}:v:<id>` | hash | the item's vectors: field path to little-endian `f32`s |
+//! | `{P}:n:<namespace>` | sorted set | the ids of one namespace, scored `-updated`: newest first, ties by id |
+//! | `{P}:order` | sorted set | every id, scored the same way: the scan order of the whole store |
+//! | `{P}:namespaces` | sorted set | the namespaces holding items, all scored 0 (ordered bytewise, for prefix ranges) |
+//! | `{P}:expiry` | sorted set | the ids of items with a TTL, scored by `expires` |
+//! | `{P}:vectored` | set | the ids of items with vectors, read when the index loads |
+//! | `{P}:changes` | stream | the change feed: per batch or sweep, the ids whose vectors changed (`i` fields), entry ids `0-1`, `0-2`, ...; capped near 10,000 entries |
+//! | `{P}:meta` | hash | `layout`: the version of this layout, written by the store's `setup()` |
 //!
 //! # Expiry
 //!
@@ -79,27 +137,43 @@
 //! snapshots only, a restart loses everything since the last snapshot; with no persistence,
 //! everything. [`RedisSaver::connect`] reads `appendonly` and `appendfsync` (`CONFIG GET`)
 //! and, per [`RedisConfig::persistence`], warns through `tracing` (the default), refuses
-//! to connect, or does not look ([`check_persistence`]; the Redis store runs the same check).
+//! to connect, or does not look ([`check_persistence`]); a store opened on its own connection
+//! runs the same check, one opened by `RedisSaver::store` shares the saver's.
 //! A server that disallows `CONFIG` (as managed services often do) has unknown settings:
 //! a warning, or a refusal under [`PersistenceCheck::Require`].
 //!
-//! # Limits and secrets
+//! # Limits, errors and secrets
 //!
-//! A value over [`RedisConfig::max_value_bytes`] (default 512 MB, the server's own
+//! A saver's value over [`RedisConfig::max_value_bytes`] (default 512 MB, the server's own
 //! `proto-max-bulk-len`) is refused before anything is sent, with an error naming its size
-//! and the limit; the server would drop the connection otherwise. `Debug` of the config and
-//! every error show the URL with its password replaced by `***`.
+//! and the limit; the server would drop the connection otherwise. Errors follow one rule for
+//! the saver and the store: settings that cannot work (a URL, a prefix, a refused server)
+//! are `InvalidConfig`; a failed server or connection is `Backend { backend: "redis", .. }`
+//! naming the operation. `Debug` of the config and every error show the URL with its
+//! password replaced by `***`.
+//!
+//! # Features
+//!
+//! | Feature | Enables |
+//! |---|---|
+//! | `store` (default) | `RedisStore` and `RedisSaver::store` (depends on `waypoint-store`); without it the crate is the saver alone |
 
 mod config;
+mod connection;
 mod convert;
+mod error;
 mod keys;
 mod persistence;
 mod saver;
 mod scripts;
+#[cfg(feature = "store")]
+mod store;
 
-pub use config::{REDIS_MAX_VALUE_BYTES, RedisConfig};
+pub use config::{REDIS_MAX_VALUE_BYTES, RedisConfig, URL_SCHEMES};
 pub use persistence::{PersistenceCheck, PersistenceError, check_persistence};
 pub use saver::RedisSaver;
+#[cfg(feature = "store")]
+pub use store::RedisStore;
 
 /// The Redis client this crate is built on, for commands next to the saver's
 /// ([`RedisSaver::connection`]).

@@ -6,8 +6,8 @@ use std::time::{Duration, UNIX_EPOCH};
 use waypoint_checkpoint::metadata;
 
 use async_trait::async_trait;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{RedisError, ScriptInvocation, Value};
+use redis::aio::ConnectionManager;
+use redis::{ScriptInvocation, Value};
 use serde_json::Value as Json;
 use waypoint_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
@@ -15,21 +15,21 @@ use waypoint_checkpoint::{
     PruneStrategy, Result, Save, Serde, SerializedValue, Slot,
     raw::{
         PreparedPut, PreparedSave, PreparedWrites, check_fenced_saves, json_contains, lease_lost,
-        redact_url,
     },
     serde::{CHILD_CHANNEL, child_record_task},
 };
 
 use crate::config::RedisConfig;
+use crate::connection::{Connection, with_conn};
 use crate::convert::{
     self, Head, array, bytes, decode_value, decode_write, encode_value, encode_write, pairs,
     parse_fields, parse_metadata, required, text,
 };
+use crate::error::Fault;
 use crate::keys::{
     self, KeyKind, ThreadKeys, blob_field, enc, enc_successor, parse_blob_field,
     parse_global_member, parse_index_member, parse_write_field, write_field,
 };
-use crate::persistence::{PersistenceError, check_persistence};
 use crate::scripts;
 
 /// How long a lapsed lease stays renewable by its holder (unless someone takes it over).
@@ -44,33 +44,6 @@ const PAGE: usize = 512;
 /// How often `prune` and `delete_for_runs` re-plan a thread that changed under them.
 const APPLY_ATTEMPTS: usize = 8;
 
-/// Runs `$body` (a future of a `RedisResult`, using `$conn: ConnectionManager`) within the
-/// saver's timeout. A failure of the connection itself (the server restarted) makes the
-/// connection manager reconnect; with `retry = true` (idempotent operations) the body then
-/// runs once more, so a restart costs no failed call once the server is back.
-macro_rules! with_conn {
-    ($saver:expr, $what:expr, retry = $retry:expr, |$conn:ident| $body:expr) => {{
-        let saver = &$saver;
-        let work = async {
-            let mut attempts: u8 = if $retry { 2 } else { 1 };
-            loop {
-                attempts -= 1;
-                #[allow(unused_mut)]
-                let mut $conn = saver.conn.clone();
-                match $body.await {
-                    Err(e) if attempts > 0 && is_broken(&e) => continue,
-                    Err(e) => break Err(failure($what, e)),
-                    Ok(v) => break Ok(v),
-                }
-            }
-        };
-        match tokio::time::timeout(saver.config.timeout, work).await {
-            Ok(done) => done,
-            Err(_) => Err(timed_out($what, saver.config.timeout)),
-        }
-    }};
-}
-
 /// A checkpointer on a Redis 7 server (no modules), in a key layout of its own (see the
 /// crate docs): every key of a thread carries the thread's hash tag.
 ///
@@ -80,7 +53,7 @@ macro_rules! with_conn {
 /// saver recovers from a server restart without being rebuilt.
 #[derive(Clone)]
 pub struct RedisSaver {
-    conn: ConnectionManager,
+    db: Connection,
     config: RedisConfig,
 }
 
@@ -92,92 +65,6 @@ impl fmt::Debug for RedisSaver {
             .field("ttl", &self.config.ttl)
             .finish_non_exhaustive()
     }
-}
-
-/// What failed, kept as the source of [`Error::Backend`].
-#[derive(Debug)]
-struct Failure {
-    operation: &'static str,
-    /// The server, its URL redacted, when the operation is connecting.
-    server: Option<String>,
-    detail: String,
-    source: Option<RedisError>,
-}
-
-impl fmt::Display for Failure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.server {
-            Some(server) => write!(
-                f,
-                "`{}` to {server} failed: {}",
-                self.operation, self.detail
-            ),
-            None => write!(f, "`{}` failed: {}", self.operation, self.detail),
-        }
-    }
-}
-
-impl std::error::Error for Failure {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source
-            .as_ref()
-            .map(|e| e as &(dyn std::error::Error + 'static))
-    }
-}
-
-fn failure(operation: &'static str, e: RedisError) -> Error {
-    let detail = if is_broken(&e) {
-        format!("the Redis server is unreachable ({e})")
-    } else {
-        e.to_string()
-    };
-    Error::backend(
-        "redis",
-        Failure {
-            operation,
-            server: None,
-            detail,
-            source: Some(e),
-        },
-    )
-}
-
-/// `e`, a failure to connect, naming the server (`redacted`: its URL without secrets).
-fn at_server(e: Error, redacted: &str) -> Error {
-    match e {
-        Error::Backend { backend, source } => match source.downcast::<Failure>() {
-            Ok(mut failure) => {
-                failure.server = Some(redacted.to_owned());
-                Error::Backend {
-                    backend,
-                    source: failure,
-                }
-            }
-            Err(source) => Error::Backend { backend, source },
-        },
-        other => other,
-    }
-}
-
-fn timed_out(operation: &'static str, timeout: Duration) -> Error {
-    Error::backend(
-        "redis",
-        Failure {
-            operation,
-            server: None,
-            detail: format!("no answer from the Redis server within {timeout:?}"),
-            source: None,
-        },
-    )
-}
-
-/// Whether an error means the connection failed (rather than the command).
-fn is_broken(e: &RedisError) -> bool {
-    e.is_unrecoverable_error()
-        || e.is_io_error()
-        || e.is_connection_dropped()
-        || e.is_connection_refusal()
-        || e.is_timeout()
 }
 
 fn json_bytes(value: &impl serde::Serialize) -> Result<Vec<u8>> {
@@ -282,50 +169,33 @@ impl NsState {
 
 impl RedisSaver {
     /// Connects to the server `config` names, checks that it answers, and checks its
-    /// persistence settings per [`RedisConfig::persistence`].
+    /// persistence settings per [`RedisConfig::persistence`]. The saver needs nothing set
+    /// up ([`Self::setup`]), whatever [`RedisConfig::auto_setup`] says.
     pub async fn connect(config: RedisConfig) -> Result<Self> {
-        config.check()?;
-        let server = redact_url(&config.url);
-        let client = redis::Client::open(config.url.as_str())
-            .map_err(|e| Error::InvalidConfig(format!("invalid Redis URL {server}: {e}")))?;
-        Self::open(client, config)
-            .await
-            .map_err(|e| at_server(e, &server))
+        let db = Connection::open(&config).await?;
+        Ok(RedisSaver { db, config })
     }
 
-    async fn open(client: redis::Client, config: RedisConfig) -> Result<Self> {
-        // Few, short reconnection attempts per call: during an outage calls fail fast with
-        // a clear error instead of each waiting out a long backoff.
-        let manager = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(config.timeout))
-            .set_response_timeout(Some(config.timeout))
-            .set_number_of_retries(1)
-            .set_min_delay(Duration::from_millis(50))
-            .set_max_delay(Duration::from_millis(500));
-        let connecting = ConnectionManager::new_with_config(client, manager);
-        let conn = match tokio::time::timeout(config.timeout, connecting).await {
-            Ok(Ok(conn)) => conn,
-            Ok(Err(e)) => return Err(failure("connect", e)),
-            Err(_) => return Err(timed_out("connect", config.timeout)),
-        };
-        let saver = RedisSaver { conn, config };
-        let ping = redis::cmd("PING");
-        with_conn!(saver, "connect", retry = false, |conn| ping
-            .query_async::<Value>(&mut conn))?;
-        let server = redact_url(&saver.config.url);
-        let mut conn = saver.conn.clone();
-        let checking = check_persistence(&mut conn, saver.config.persistence, &server);
-        match tokio::time::timeout(saver.config.timeout, checking).await {
-            Ok(Ok(())) => Ok(saver),
-            Ok(Err(PersistenceError::Refused(why))) => Err(Error::InvalidConfig(why)),
-            Ok(Err(PersistenceError::Redis(e))) => Err(failure("connect", e)),
-            Err(_) => Err(timed_out("connect", saver.config.timeout)),
-        }
-    }
-
-    /// Connects to `redis://...` with default settings.
+    /// Connects to the server `url` names ([`RedisConfig::from_url`]) with default settings.
     pub async fn from_url(url: &str) -> Result<Self> {
-        Self::connect(RedisConfig::new(url)).await
+        Self::connect(RedisConfig::from_url(url)?).await
+    }
+
+    /// Prepares the server for the saver: there is nothing to create (its keys are made as
+    /// they are written, see the crate docs), so this only checks that the server answers.
+    /// Idempotent; present so every saver follows the same setup rule.
+    pub async fn setup(&self) -> Result<()> {
+        Ok(self.db.ping("setup").await?)
+    }
+
+    /// A store on this saver's connection and [`RedisConfig`] (prefix, timeouts,
+    /// `auto_setup`), with `store`'s index and TTL policy: one connection serves both.
+    #[cfg(feature = "store")]
+    pub async fn store(
+        &self,
+        store: waypoint_store::StoreConfig,
+    ) -> waypoint_store::Result<crate::RedisStore> {
+        crate::RedisStore::on(self.db.clone(), self.config.clone(), store).await
     }
 
     /// The serde values are sealed and opened with.
@@ -340,7 +210,7 @@ impl RedisSaver {
 
     /// The connection, for callers that want to run their own commands next to the saver.
     pub fn connection(&self) -> ConnectionManager {
-        self.conn.clone()
+        self.db.manager()
     }
 
     /// Keeps every key of `thread_id` (present and future) from expiring, until
@@ -367,7 +237,7 @@ impl RedisSaver {
             .arg(if pinned { "1" } else { "0" })
             .arg(self.config.ttl_ms());
         let what = if pinned { "pin_thread" } else { "unpin_thread" };
-        with_conn!(self, what, retry = true, |conn| inv
+        with_conn!(self.db, what, retry = true, |conn| inv
             .invoke_async::<Value>(&mut conn))?;
         Ok(())
     }
@@ -603,8 +473,8 @@ impl RedisSaver {
         // half-applied: a script runs whole or not at all) is safe to send again. A fenced
         // one whose first attempt landed but whose lease was taken over before the retry
         // reports `Conflict` although its writes (made while the lease held) are stored.
-        let reply: redis::Value =
-            with_conn!(self, what, retry = true, |conn| inv.invoke_async(&mut conn))?;
+        let reply: redis::Value = with_conn!(self.db, what, retry = true, |conn| inv
+            .invoke_async(&mut conn))?;
         match (fence, reply) {
             (Some(lease), redis::Value::Int(n)) if n < 0 => Err(lease_lost(lease)),
             (_, redis::Value::Int(_)) => Ok(()),
@@ -612,10 +482,9 @@ impl RedisSaver {
                 let newest = String::from_utf8_lossy(&newest);
                 Err(waypoint_checkpoint::raw::head_moved_in(saves, &newest))
             }
-            (_, other) => Err(Error::backend(
-                "redis",
-                format!("unexpected reply to a save: {other:?}"),
-            )),
+            (_, other) => {
+                Err(Fault::unexpected(what, format!("unexpected reply {other:?}")).into())
+            }
         }
     }
 
@@ -639,7 +508,7 @@ impl RedisSaver {
                 );
                 let mut cmd = redis::cmd("ZRANGEBYLEX");
                 cmd.arg(k.index()).arg(&low).arg(&high);
-                let reply: Vec<Vec<u8>> = with_conn!(self, "list", retry = true, |conn| cmd
+                let reply: Vec<Vec<u8>> = with_conn!(self.db, "list", retry = true, |conn| cmd
                     .query_async(&mut conn))?;
                 let mut out = Vec::with_capacity(reply.len());
                 for m in reply.iter().rev() {
@@ -658,7 +527,7 @@ impl RedisSaver {
             .arg("LIMIT")
             .arg(0)
             .arg(count);
-        let reply: Vec<Vec<u8>> = with_conn!(self, "list", retry = true, |conn| cmd
+        let reply: Vec<Vec<u8>> = with_conn!(self.db, "list", retry = true, |conn| cmd
             .query_async(&mut conn))?;
         reply
             .iter()
@@ -697,7 +566,7 @@ impl RedisSaver {
                 .arg("p")
                 .arg("b");
         }
-        let replies: Vec<Value> = with_conn!(self, "list", retry = true, |conn| pipe
+        let replies: Vec<Value> = with_conn!(self.db, "list", retry = true, |conn| pipe
             .query_async(&mut conn))?;
         let mut heads = Vec::new();
         let mut dangling = Vec::new();
@@ -821,7 +690,7 @@ impl RedisSaver {
                 .arg(k.global_member(id, ns))
                 .ignore();
         }
-        let replies: Vec<Value> = with_conn!(self, "list", retry = true, |conn| pipe
+        let replies: Vec<Value> = with_conn!(self.db, "list", retry = true, |conn| pipe
             .query_async(&mut conn))?;
         let mut replies = replies.into_iter();
         let mut writes = Vec::with_capacity(heads.len());
@@ -876,7 +745,7 @@ impl RedisSaver {
             .key(k.meta())
             .arg(&k.base)
             .arg(if light { "1" } else { "0" });
-        let reply: Value = with_conn!(self, "dump", retry = true, |conn| inv
+        let reply: Value = with_conn!(self.db, "dump", retry = true, |conn| inv
             .invoke_async(&mut conn))?;
         let mut items = array(reply)?.into_iter();
         let generation = required(items.next().unwrap_or(Value::Nil), "the thread generation")?;
@@ -1015,8 +884,8 @@ impl RedisSaver {
                     Removal::Global(m) => inv.arg("G").arg(m),
                 };
             }
-            let applied: i64 =
-                with_conn!(self, what, retry = true, |conn| inv.invoke_async(&mut conn))?;
+            let applied: i64 = with_conn!(self.db, what, retry = true, |conn| inv
+                .invoke_async(&mut conn))?;
             if applied == 1 {
                 return Ok(());
             }
@@ -1048,7 +917,7 @@ impl CheckpointSaver for RedisSaver {
         let (thread_id, ns) = (config.thread_id.as_str(), config.ns());
         let id = config.checkpoint_id.as_deref().unwrap_or("");
         let inv = self.read_invocation(&scripts::GET, thread_id, ns, id);
-        let reply: Value = with_conn!(self, "get_tuple", retry = true, |conn| inv
+        let reply: Value = with_conn!(self.db, "get_tuple", retry = true, |conn| inv
             .invoke_async(&mut conn))?;
         if matches!(reply, Value::Nil) {
             return Ok(None);
@@ -1110,7 +979,7 @@ impl CheckpointSaver for RedisSaver {
         for channel in out.keys() {
             inv.arg(channel);
         }
-        let reply: Value = with_conn!(self, "delta_channel_history", retry = true, |conn| inv
+        let reply: Value = with_conn!(self.db, "delta_channel_history", retry = true, |conn| inv
             .invoke_async(&mut conn))?;
         let mut items = array(reply)?.into_iter();
         let mut ancestors = Vec::new();
@@ -1214,7 +1083,7 @@ impl CheckpointSaver for RedisSaver {
             // Without a ttl the script's writes are unconditional: a MULTI/EXEC pipeline does
             // them atomically in one round trip, at a fraction of the script's server time.
             let pipe = self.put_pipeline(&put)?;
-            with_conn!(self, "put", retry = true, |conn| pipe
+            with_conn!(self.db, "put", retry = true, |conn| pipe
                 .query_async::<Value>(&mut conn))?;
             return Ok(put.config());
         }
@@ -1263,7 +1132,7 @@ impl CheckpointSaver for RedisSaver {
             .key(k.index())
             .key(self.global())
             .arg(&k.member);
-        with_conn!(self, "delete_thread", retry = true, |conn| inv
+        with_conn!(self.db, "delete_thread", retry = true, |conn| inv
             .invoke_async::<Value>(&mut conn))?;
         Ok(())
     }
@@ -1286,7 +1155,7 @@ impl CheckpointSaver for RedisSaver {
                 .arg(0)
                 .arg(PAGE);
             let members: Vec<Vec<u8>> =
-                with_conn!(self, "delete_for_runs", retry = true, |conn| cmd
+                with_conn!(self.db, "delete_for_runs", retry = true, |conn| cmd
                     .query_async(&mut conn))?;
             let Some(last) = members.last() else { break };
             lower = exclusive(last);
@@ -1300,9 +1169,10 @@ impl CheckpointSaver for RedisSaver {
                     .arg(self.keys(t).checkpoint(ns, id))
                     .arg("m");
             }
-            let replies: Vec<Value> = with_conn!(self, "delete_for_runs", retry = true, |conn| {
-                pipe.query_async(&mut conn)
-            })?;
+            let replies: Vec<Value> =
+                with_conn!(self.db, "delete_for_runs", retry = true, |conn| {
+                    pipe.query_async(&mut conn)
+                })?;
             for ((t, _, _), reply) in candidates.iter().zip(replies) {
                 let Some(m) = bytes(reply)? else { continue };
                 let meta = parse_metadata(&m)?;
@@ -1370,7 +1240,7 @@ impl CheckpointSaver for RedisSaver {
             let target_index = to.index();
             let mut cmd = redis::cmd("ZCARD");
             cmd.arg(&target_index);
-            let taken: i64 = with_conn!(self, "copy_thread", retry = true, |conn| cmd
+            let taken: i64 = with_conn!(self.db, "copy_thread", retry = true, |conn| cmd
                 .query_async(&mut conn))?;
             return if taken > 0 { Err(conflict()) } else { Ok(()) };
         }
@@ -1446,7 +1316,7 @@ impl CheckpointSaver for RedisSaver {
                 inv.arg(field).arg(value);
             }
         }
-        let copied: i64 = with_conn!(self, "copy_thread", retry = false, |conn| inv
+        let copied: i64 = with_conn!(self.db, "copy_thread", retry = false, |conn| inv
             .invoke_async(&mut conn))?;
         if copied == 0 {
             return Err(conflict());
@@ -1493,7 +1363,7 @@ impl CheckpointSaver for RedisSaver {
         let key = keys::lease(&self.config.prefix, thread_id);
         let mut inv = scripts::LEASE_ACQUIRE.prepare_invoke();
         inv.key(&key).arg(&token).arg(ttl_ms).arg(LEASE_GRACE_MS);
-        let expires: Option<i64> = with_conn!(self, "acquire_lease", retry = true, |conn| inv
+        let expires: Option<i64> = with_conn!(self.db, "acquire_lease", retry = true, |conn| inv
             .invoke_async(&mut conn))?;
         let Some(expires) = expires else {
             return Err(Error::Conflict(format!(
@@ -1515,7 +1385,7 @@ impl CheckpointSaver for RedisSaver {
             .arg(&lease.token)
             .arg(ttl_ms)
             .arg(LEASE_GRACE_MS);
-        let expires: Option<i64> = with_conn!(self, "renew_lease", retry = true, |conn| inv
+        let expires: Option<i64> = with_conn!(self.db, "renew_lease", retry = true, |conn| inv
             .invoke_async(&mut conn))?;
         let Some(expires) = expires else {
             return Err(Error::Conflict(format!(
@@ -1533,7 +1403,7 @@ impl CheckpointSaver for RedisSaver {
         let key = keys::lease(&self.config.prefix, &lease.thread_id);
         let mut inv = scripts::LEASE_RELEASE.prepare_invoke();
         inv.key(&key).arg(&lease.token);
-        with_conn!(self, "release_lease", retry = true, |conn| inv
+        with_conn!(self.db, "release_lease", retry = true, |conn| inv
             .invoke_async::<Value>(&mut conn))?;
         Ok(())
     }

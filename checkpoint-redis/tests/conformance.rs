@@ -19,7 +19,7 @@ mod direct {
 mod dyn_saver {
     use super::*;
     waypoint_checkpoint::checkpoint_conformance!(optional async {
-        Ok(common::saver(Serde::default())
+        Ok::<_, waypoint_checkpoint::Error>(common::saver(Serde::default())
             .await?
             .map(|s| Arc::new(s) as Arc<dyn CheckpointSaver>))
     });

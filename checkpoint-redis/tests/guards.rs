@@ -1,8 +1,8 @@
-//! What the saver refuses or hides, on real servers: values over the size limit (refused
-//! before anything is sent), passwords in URLs (never in `Debug` output or errors), servers
-//! that would lose acknowledged writes on a restart (`PersistenceCheck`, tried on servers
-//! this file starts and stops itself, so the shared ones are never changed), and tampered
-//! ciphertexts under a keyring (reads fail closed).
+//! What the saver and the store refuse or hide, on real servers: values over the size limit
+//! (refused before anything is sent), passwords in URLs (never in `Debug` output or errors),
+//! servers that would lose acknowledged writes on a restart (`PersistenceCheck`, tried on
+//! servers this file starts and stops itself, so the shared ones are never changed), and
+//! tampered ciphertexts under a keyring (reads fail closed).
 
 mod common;
 
@@ -156,10 +156,7 @@ fn assert_hidden(text: &str) {
 
 #[tokio::test]
 async fn passwords_never_show() -> Result<()> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
+    let port = waypoint_test_kit::free_port();
     let url = format!("redis://user:{PASSWORD}@127.0.0.1:{port}/0");
     let config = RedisConfig::new(&url).timeout(Duration::from_secs(1));
     let shown = format!("{config:?}");
@@ -182,7 +179,7 @@ async fn passwords_never_show() -> Result<()> {
     assert_hidden(&format!("{err} {err:?}"));
 
     // A server that refuses the password (the test server has none).
-    if let Some(test_url) = common::url("WAYPOINT_TEST_REDIS_URL") {
+    if let Some(test_url) = waypoint_test_kit::redis_url() {
         let with_password = test_url.replacen("redis://", &format!("redis://:{PASSWORD}@"), 1);
         let err = RedisSaver::connect(RedisConfig::new(with_password))
             .await
@@ -203,12 +200,8 @@ impl PrivateServer {
     /// Starts one with `args` after the port and directory; `None` when `redis-server` is not
     /// installed (a failure under `WAYPOINT_REQUIRE_BACKENDS=1`).
     fn start(args: &[&str]) -> Option<Self> {
-        let required = std::env::var("WAYPOINT_REQUIRE_BACKENDS").as_deref() == Ok("1");
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+        let port = waypoint_test_kit::free_port();
         let spawned = Command::new("redis-server")
             .args([
                 "--bind",
@@ -227,7 +220,10 @@ impl PrivateServer {
         let child = match spawned {
             Ok(child) => child,
             Err(e) => {
-                assert!(!required, "cannot start redis-server: {e}");
+                assert!(
+                    !waypoint_test_kit::backends_required(),
+                    "cannot start redis-server: {e}"
+                );
                 eprintln!("skipped: cannot start redis-server ({e})");
                 return None;
             }
@@ -459,4 +455,56 @@ async fn keyed_reads_fail_closed_on_tampered_values() -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The store's side of the same guards, with the same config and connection layer.
+#[cfg(feature = "store")]
+mod store {
+    use super::*;
+    use waypoint_checkpoint_redis::RedisStore;
+    use waypoint_store::{Error, StoreConfig};
+
+    #[tokio::test]
+    async fn passwords_never_show() {
+        let port = waypoint_test_kit::free_port();
+        let url = format!("redis://user:{PASSWORD}@127.0.0.1:{port}/0");
+        let config = RedisConfig::new(&url)
+            .timeout(Duration::from_secs(1))
+            .connect_timeout(Duration::from_millis(500));
+        // Nothing listens there.
+        let err = RedisStore::connect(config, StoreConfig::new())
+            .await
+            .expect_err("unreachable");
+        assert!(matches!(err, Error::Backend { .. }), "{err:?}");
+        assert_hidden(&format!("{err} {err:?}"));
+        assert!(err.to_string().contains("***@127.0.0.1"), "{err}");
+        let err = RedisStore::from_url(&format!("rediss://:{PASSWORD}@h/"), StoreConfig::new())
+            .await
+            .expect_err("no TLS in this build");
+        assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+        assert_hidden(&format!("{err} {err:?}"));
+    }
+
+    #[tokio::test]
+    async fn persistence_is_checked_at_connect() -> waypoint_store::Result<()> {
+        let Some(server) = PrivateServer::start(&["--appendonly", "no"]) else {
+            return Ok(());
+        };
+        let err = RedisStore::connect(server.config(PersistenceCheck::Require), StoreConfig::new())
+            .await
+            .expect_err("no AOF");
+        assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+        assert!(err.to_string().contains("appendonly=no"), "{err}");
+        RedisStore::connect(server.config(PersistenceCheck::Warn), StoreConfig::new()).await?;
+        RedisStore::connect(server.config(PersistenceCheck::Ignore), StoreConfig::new()).await?;
+        // The shared test server runs AOF with appendfsync everysec (scripts/services.sh).
+        if let Some(config) = common::config() {
+            RedisStore::connect(
+                config.persistence(PersistenceCheck::Require),
+                StoreConfig::new(),
+            )
+            .await?;
+        }
+        Ok(())
+    }
 }

@@ -2,11 +2,11 @@
 //! a put loop (clear errors during the outage, recovery after it with the same saver), the
 //! server SIGKILLed and restarted under concurrent writers (every acknowledged checkpoint is
 //! read back with its value by a fresh saver: the server runs AOF with `appendfsync
-//! everysec`, as `scripts/services.sh` starts it), and an unreachable server.
+//! everysec`, as `scripts/services.sh` starts it), the store's write loop across a restart,
+//! and an unreachable server (saver and store).
 
 mod common;
 
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,35 +19,6 @@ use waypoint_checkpoint_redis::{PersistenceCheck, RedisConfig, RedisSaver};
 
 /// Held by each test that takes the fault server away, so they never overlap.
 static FAULT_SERVER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// The fault server's URL; `None` (the test passes without running) when it is not set,
-/// a failure under `WAYPOINT_REQUIRE_BACKENDS=1`.
-fn fault_server() -> Option<String> {
-    match (
-        std::env::var("WAYPOINT_TEST_REDIS_FAULTS_URL"),
-        std::env::var("WAYPOINT_TEST_REDIS_FAULTS_CTL"),
-    ) {
-        (Ok(url), Ok(_)) => Some(url),
-        _ => {
-            assert!(
-                std::env::var("WAYPOINT_REQUIRE_BACKENDS").as_deref() != Ok("1"),
-                "WAYPOINT_TEST_REDIS_FAULTS_URL/_CTL are not set but WAYPOINT_REQUIRE_BACKENDS=1"
-            );
-            eprintln!("skipped: WAYPOINT_TEST_REDIS_FAULTS_URL/_CTL are not set");
-            None
-        }
-    }
-}
-
-fn ctl(action: &str) {
-    let script =
-        std::env::var("WAYPOINT_TEST_REDIS_FAULTS_CTL").expect("the server's control script");
-    let status = Command::new(&script)
-        .arg(action)
-        .status()
-        .expect("run the control script");
-    assert!(status.success(), "{script} {action} failed: {status}");
-}
 
 /// Puts the next checkpoint of a chain (one channel, a new version each step).
 async fn put_next(
@@ -71,11 +42,11 @@ async fn put_next(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_restart_mid_put_loop_fails_clearly_then_recovers() -> Result<()> {
     // A server of its own: stopping it must not disturb tests running on the shared one.
-    let Some(url) = fault_server() else {
+    let Some(server) = waypoint_test_kit::redis_faults() else {
         return Ok(());
     };
     let _alone = FAULT_SERVER.lock().await;
-    let config = RedisConfig::new(url).prefix(common::fresh_prefix());
+    let config = RedisConfig::new(server.url()).prefix(common::fresh_prefix());
     let timeout = Duration::from_secs(2);
     let saver = RedisSaver::connect(config.timeout(timeout)).await?;
     let thread = CheckpointConfig::new("restart").with_ns("");
@@ -89,10 +60,11 @@ async fn server_restart_mid_put_loop_fails_clearly_then_recovers() -> Result<()>
         if restarted.is_none() && start.elapsed() > Duration::from_secs(2) {
             // Taken away mid-loop; back two seconds later, from another thread, while the
             // loop keeps calling.
-            restarted = Some(std::thread::spawn(|| {
-                ctl("stop");
+            let server = server.clone();
+            restarted = Some(std::thread::spawn(move || {
+                server.ctl("stop");
                 std::thread::sleep(Duration::from_secs(2));
-                ctl("start");
+                server.ctl("start");
             }));
         }
         let call = Instant::now();
@@ -217,11 +189,11 @@ async fn kill_writer(
 /// checkpoints: a fresh saver finds every acknowledged checkpoint with its value.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_killed_mid_put_loop_loses_nothing_acknowledged() -> Result<()> {
-    let Some(url) = fault_server() else {
+    let Some(server) = waypoint_test_kit::redis_faults() else {
         return Ok(());
     };
     let _alone = FAULT_SERVER.lock().await;
-    let config = RedisConfig::new(url)
+    let config = RedisConfig::new(server.url())
         .prefix(common::fresh_prefix())
         .timeout(Duration::from_secs(2))
         .persistence(PersistenceCheck::Require);
@@ -233,11 +205,11 @@ async fn server_killed_mid_put_loop_loses_nothing_acknowledged() -> Result<()> {
         .collect();
     // Killed two seconds in, while the writers keep calling; back a second later.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let killed = tokio::task::spawn_blocking(|| {
+    let killed = tokio::task::spawn_blocking(move || {
         let killed_at = Instant::now();
-        ctl("kill");
+        server.ctl("kill");
         std::thread::sleep(Duration::from_secs(1));
-        ctl("start");
+        server.ctl("start");
         killed_at
     })
     .await
@@ -284,10 +256,7 @@ async fn server_killed_mid_put_loop_loses_nothing_acknowledged() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_server_fails_within_the_timeout() {
     // A port nothing listens on (bound, then released).
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
+    let port = waypoint_test_kit::free_port();
     let start = Instant::now();
     let err = RedisSaver::connect(
         RedisConfig::new(format!("redis://127.0.0.1:{port}/")).timeout(Duration::from_secs(1)),
@@ -296,4 +265,58 @@ async fn an_unreachable_server_fails_within_the_timeout() {
     .expect_err("nothing listens there");
     assert!(matches!(err, Error::Backend { .. }), "{err:?}");
     assert!(start.elapsed() < Duration::from_secs(3));
+}
+
+#[cfg(feature = "store")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn store_server_restart_mid_write_loop_fails_fast_then_recovers() -> waypoint_store::Result<()>
+{
+    use waypoint_checkpoint_redis::RedisStore;
+    use waypoint_store::conformance::{Restart, restart_mid_write_loop};
+    use waypoint_store::{IndexConfig, StoreConfig};
+
+    let Some(server) = waypoint_test_kit::redis_faults() else {
+        return Ok(());
+    };
+    let _alone = FAULT_SERVER.lock().await;
+    let timeout = Duration::from_secs(1);
+    let store = RedisStore::connect(
+        RedisConfig::new(server.url())
+            .prefix(common::fresh_prefix())
+            .timeout(timeout)
+            .connect_timeout(Duration::from_millis(500)),
+        StoreConfig::new().index(IndexConfig::hashing(32)),
+    )
+    .await?;
+    let summary = restart_mid_write_loop(
+        &store,
+        move |action: &str| server.ctl(action),
+        timeout + Duration::from_millis(500),
+        Restart::Empties,
+    )
+    .await?;
+    eprintln!("{summary}");
+    Ok(())
+}
+
+#[cfg(feature = "store")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_server_fails_the_store_within_the_timeout() {
+    use waypoint_checkpoint_redis::RedisStore;
+    use waypoint_store::{Error, StoreConfig};
+
+    let port = waypoint_test_kit::free_port();
+    let start = Instant::now();
+    let err = RedisStore::connect(
+        RedisConfig::new(format!("redis://127.0.0.1:{port}/")).timeout(Duration::from_secs(1)),
+        StoreConfig::new(),
+    )
+    .await
+    .expect_err("nothing listens there");
+    assert!(matches!(err, Error::Backend { .. }), "{err:?}");
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
+    );
 }

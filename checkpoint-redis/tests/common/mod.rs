@@ -1,36 +1,22 @@
-//! The live server the tests use, named by `scripts/test.sh`.
+//! What the tests of this crate share beyond `waypoint_test_kit` (which finds the servers
+//! `scripts/test.sh` starts): savers and configs on the shared Redis, and looks at its keys.
 
 #![allow(dead_code, unreachable_pub)]
 
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
+use redis::aio::ConnectionLike;
 use waypoint_checkpoint::{Keyring, Result, Serde};
 use waypoint_checkpoint_redis::{RedisConfig, RedisSaver};
 
-/// The URL in `var`; `None` (the tests pass without running) unless
-/// `WAYPOINT_REQUIRE_BACKENDS=1`, which makes a missing server a failure.
-pub fn url(var: &str) -> Option<String> {
-    match std::env::var(var) {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var("WAYPOINT_REQUIRE_BACKENDS").as_deref() == Ok("1") => {
-            panic!("{var} is not set but WAYPOINT_REQUIRE_BACKENDS=1: run scripts/test.sh")
-        }
-        _ => {
-            eprintln!("skipped: {var} is not set (scripts/test.sh starts a server)");
-            None
-        }
-    }
-}
-
 /// A fresh key prefix, so cases running at once on one server never see each other.
 pub fn fresh_prefix() -> String {
-    format!("wp-test-{}", uuid::Uuid::new_v4().simple())
+    waypoint_test_kit::fresh_name("wp-test")
 }
 
 /// Default settings on a fresh prefix of the test server; `None` without a server.
 pub fn config() -> Option<RedisConfig> {
-    Some(RedisConfig::new(url("WAYPOINT_TEST_REDIS_URL")?).prefix(fresh_prefix()))
+    Some(RedisConfig::new(waypoint_test_kit::redis_url()?).prefix(fresh_prefix()))
 }
 
 /// A saver on a fresh prefix of the test server; `None` without a server.
@@ -47,7 +33,7 @@ pub fn keyed() -> Result<Serde> {
 }
 
 /// Every key of the server matching `pattern`, by SCAN over the whole keyspace.
-pub async fn scan(conn: &mut ConnectionManager, pattern: &str) -> Vec<String> {
+pub async fn scan(conn: &mut impl ConnectionLike, pattern: &str) -> Vec<String> {
     let mut cursor: u64 = 0;
     let mut keys = Vec::new();
     loop {
@@ -71,7 +57,7 @@ pub async fn scan(conn: &mut ConnectionManager, pattern: &str) -> Vec<String> {
 }
 
 /// The remaining time to live of `key` in ms (-1: none, -2: no such key).
-pub async fn pttl(conn: &mut ConnectionManager, key: &str) -> i64 {
+pub async fn pttl(conn: &mut impl ConnectionLike, key: &str) -> i64 {
     redis::cmd("PTTL")
         .arg(key)
         .query_async(conn)

@@ -1,0 +1,131 @@
+//! The one error mapping of the crate: every driver error is classified here once, as a
+//! [`Fault`], which becomes the saver's [`waypoint_checkpoint::Error`] or the store's
+//! `waypoint_store::Error` by the same rule: settings that cannot work are `InvalidConfig`,
+//! a server or connection that failed is `Backend { backend: "redis", .. }` whose source
+//! names the operation (and the server, its URL redacted, when connecting).
+
+use std::fmt;
+use std::time::Duration;
+
+use redis::RedisError;
+
+/// The backend's name in errors.
+pub(crate) const BACKEND: &str = "redis";
+
+/// What went wrong talking to Redis, before it becomes the saver's or the store's error.
+#[derive(Debug)]
+pub(crate) enum Fault {
+    /// The settings cannot work: a URL this build cannot open, a bad prefix or limit, or a
+    /// server refused under `PersistenceCheck::Require`.
+    Config(String),
+    /// The server or the connection failed.
+    Backend(Failure),
+}
+
+/// An operation the server did not complete: the source of `Error::Backend`.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    operation: &'static str,
+    /// The server, its URL redacted, when the operation is connecting.
+    server: Option<String>,
+    detail: String,
+    source: Option<RedisError>,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.server {
+            Some(server) => write!(
+                f,
+                "`{}` to {server} failed: {}",
+                self.operation, self.detail
+            ),
+            None => write!(f, "`{}` failed: {}", self.operation, self.detail),
+        }
+    }
+}
+
+impl std::error::Error for Failure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_ref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+impl Fault {
+    /// `operation` failed with the driver error `e`.
+    pub(crate) fn driver(operation: &'static str, e: RedisError) -> Fault {
+        let detail = if is_broken(&e) {
+            format!("the Redis server is unreachable ({e})")
+        } else {
+            e.to_string()
+        };
+        Fault::Backend(Failure {
+            operation,
+            server: None,
+            detail,
+            source: Some(e),
+        })
+    }
+
+    /// `operation` got no answer within `timeout`.
+    pub(crate) fn timed_out(operation: &'static str, timeout: Duration) -> Fault {
+        Fault::Backend(Failure {
+            operation,
+            server: None,
+            detail: format!("no answer from the Redis server within {timeout:?}"),
+            source: None,
+        })
+    }
+
+    /// `operation` got a reply this code does not expect.
+    pub(crate) fn unexpected(operation: &'static str, detail: String) -> Fault {
+        Fault::Backend(Failure {
+            operation,
+            server: None,
+            detail,
+            source: None,
+        })
+    }
+
+    /// This fault, naming the server it happened on (`redacted`: its URL without secrets).
+    pub(crate) fn at(self, redacted: &str) -> Fault {
+        match self {
+            Fault::Backend(failure) => Fault::Backend(Failure {
+                server: Some(redacted.to_owned()),
+                ..failure
+            }),
+            config => config,
+        }
+    }
+}
+
+/// Whether an error means the connection failed (rather than the command), so that the
+/// operation may succeed on a new one.
+pub(crate) fn is_broken(e: &RedisError) -> bool {
+    e.is_unrecoverable_error()
+        || e.is_io_error()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_timeout()
+}
+
+impl From<Fault> for waypoint_checkpoint::Error {
+    fn from(fault: Fault) -> Self {
+        match fault {
+            Fault::Config(why) => waypoint_checkpoint::Error::InvalidConfig(why),
+            Fault::Backend(failure) => waypoint_checkpoint::Error::backend(BACKEND, failure),
+        }
+    }
+}
+
+#[cfg(feature = "store")]
+impl From<Fault> for waypoint_store::Error {
+    fn from(fault: Fault) -> Self {
+        match fault {
+            Fault::Config(why) => waypoint_store::Error::InvalidConfig(why),
+            Fault::Backend(failure) => waypoint_store::Error::backend(BACKEND, failure),
+        }
+    }
+}
