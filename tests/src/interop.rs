@@ -22,6 +22,7 @@ use waypoint_runtime::{
     BoxError, Command, CompileOptions, CompiledGraph, Context, END, ListOptions, Message,
     NodeResult, Outcome, Route, RunConfig, START, Send, State, StateGraph, StateSnapshot,
 };
+use waypoint_test_kit::{database_url, fresh_name};
 
 /// What the helpers return.
 pub type Result<T, E = BoxError> = std::result::Result<T, E>;
@@ -34,40 +35,15 @@ pub const WORKERS: i64 = 3;
 // ---------------------------------------------------------------------------------------
 // Where the test runs: servers, databases, interpreters
 
-/// The value of `var`, or `None` with the reason printed; a panic instead when
-/// `WAYPOINT_REQUIRE_BACKENDS=1`.
-pub fn required_env(var: &str) -> Option<String> {
-    match std::env::var(var) {
-        Ok(value) if !value.is_empty() => Some(value),
-        _ if std::env::var("WAYPOINT_REQUIRE_BACKENDS").as_deref() == Ok("1") => {
-            panic!("{var} is not set but WAYPOINT_REQUIRE_BACKENDS=1")
-        }
-        _ => {
-            eprintln!("skipped: {var} is not set (scripts/test.sh sets it)");
-            None
-        }
-    }
-}
-
 /// A new, empty database on the server of `WAYPOINT_TEST_POSTGRES_URL`, and its URL.
 pub async fn fresh_database(server: &str) -> Result<String> {
-    let name = format!("interop_lg_{}", uuid::Uuid::new_v4().simple());
+    let name = fresh_name("interop_lg");
     let admin = sqlx::PgPool::connect(server).await?;
     sqlx::query(&format!("CREATE DATABASE {name}"))
         .execute(&admin)
         .await?;
     admin.close().await;
-    let (address, query) = match server.split_once('?') {
-        Some((address, query)) => (address, Some(query)),
-        None => (server, None),
-    };
-    let (base, _) = address
-        .rsplit_once('/')
-        .ok_or("the server URL names no database")?;
-    Ok(match query {
-        Some(query) => format!("{base}/{name}?{query}"),
-        None => format!("{base}/{name}"),
-    })
+    Ok(database_url(server, &name))
 }
 
 /// Drops the database of `url` (made by [`fresh_database`] on `server`), ending its
@@ -122,10 +98,8 @@ pub struct PyApp {
 impl PyApp {
     /// Starts the app with `python` on the database at `url`.
     pub fn start(python: &str, url: &str) -> Result<PyApp> {
-        let stderr = std::env::temp_dir().join(format!(
-            "waypoint-interop-{}.stderr",
-            uuid::Uuid::new_v4().simple()
-        ));
+        let stderr =
+            std::env::temp_dir().join(format!("{}.stderr", fresh_name("waypoint_interop")));
         let mut child = Process::new(python)
             .arg(app_path())
             .arg("--serve")

@@ -1,11 +1,13 @@
 //! Opening each checkpointer for one case.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use waypoint_checkpoint::{CheckpointSaver, InMemorySaver};
 use waypoint_checkpoint_postgres::{PostgresConfig, PostgresSaver};
 use waypoint_checkpoint_redis::{RedisConfig, RedisSaver};
 use waypoint_checkpoint_sqlite::SqliteSaver;
+use waypoint_test_kit::{fresh_name, kept_temp_dir, postgres_url, redis_url};
 
 use crate::MaybeSaver;
 
@@ -14,11 +16,9 @@ pub async fn memory() -> MaybeSaver {
     Ok(Some(Arc::new(InMemorySaver::new())))
 }
 
-/// A SQLite saver on a new file in a temp dir that lives as long as the process.
+/// A SQLite saver on a new file in a temp dir that outlives the process.
 pub async fn sqlite() -> MaybeSaver {
-    let dir = tempfile::tempdir().map_err(|e| waypoint_checkpoint::Error::backend("sqlite", e))?;
-    let path = dir.keep().join("checkpoints.db");
-    let saver = SqliteSaver::from_path(&path).await?;
+    let saver = SqliteSaver::from_path(&sqlite_path()?).await?;
     Ok(Some(Arc::new(saver) as Arc<dyn CheckpointSaver>))
 }
 
@@ -28,7 +28,7 @@ pub async fn postgres() -> MaybeSaver {
     let Some(url) = postgres_url() else {
         return Ok(None);
     };
-    let schema = format!("wp_rt_{}", uuid::Uuid::new_v4().simple());
+    let schema = fresh_name("wp_rt");
     let saver =
         PostgresSaver::connect(PostgresConfig::new(url).schema(schema).max_connections(4)).await?;
     saver.setup().await?;
@@ -38,31 +38,12 @@ pub async fn postgres() -> MaybeSaver {
 /// A Redis saver on a fresh key prefix of the server in `WAYPOINT_TEST_REDIS_URL`; `None`
 /// without one, unless `WAYPOINT_REQUIRE_BACKENDS=1` makes that a failure.
 pub async fn redis() -> MaybeSaver {
-    let Some(url) = server_url("WAYPOINT_TEST_REDIS_URL") else {
+    let Some(url) = redis_url() else {
         return Ok(None);
     };
-    let prefix = format!("wp-rt-{}", uuid::Uuid::new_v4().simple());
+    let prefix = fresh_name("wp_rt");
     let saver = RedisSaver::connect(RedisConfig::new(url).prefix(prefix)).await?;
     Ok(Some(Arc::new(saver)))
-}
-
-/// The PostgreSQL test server's URL, if there is one.
-pub fn postgres_url() -> Option<String> {
-    server_url("WAYPOINT_TEST_POSTGRES_URL")
-}
-
-/// The test server `var` names, if there is one.
-fn server_url(var: &str) -> Option<String> {
-    match std::env::var(var) {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var("WAYPOINT_REQUIRE_BACKENDS").as_deref() == Ok("1") => {
-            panic!("{var} is not set but WAYPOINT_REQUIRE_BACKENDS=1")
-        }
-        _ => {
-            eprintln!("skipped: {var} is not set (scripts/test.sh starts a server)");
-            None
-        }
-    }
 }
 
 /// Opens the saver a spec names, so a second process can open the same one: `sqlite:PATH`,
@@ -89,25 +70,23 @@ pub async fn open_spec(spec: &str) -> waypoint_checkpoint::Result<Arc<dyn Checkp
 /// `redis`), set up; `None` when the test server for it is absent.
 pub async fn fresh_spec(kind: &str) -> waypoint_checkpoint::Result<Option<String>> {
     Ok(match kind {
-        "sqlite" => {
-            let dir = tempfile::tempdir()
-                .map_err(|e| waypoint_checkpoint::Error::backend("sqlite", e))?;
-            let path = dir.keep().join("checkpoints.db");
-            Some(format!("sqlite:{}", path.display()))
-        }
+        "sqlite" => Some(format!("sqlite:{}", sqlite_path()?.display())),
         "postgres" => match postgres_url() {
             Some(url) => {
-                let schema = format!("wp_rt_{}", uuid::Uuid::new_v4().simple());
+                let schema = fresh_name("wp_rt");
                 let config = PostgresConfig::new(url.clone()).schema(schema.clone());
                 PostgresSaver::connect(config).await?.setup().await?;
                 Some(format!("postgres:{url}#{schema}"))
             }
             None => None,
         },
-        "redis" => server_url("WAYPOINT_TEST_REDIS_URL").map(|url| {
-            let prefix = format!("wp-rt-{}", uuid::Uuid::new_v4().simple());
-            format!("redis:{url}#{prefix}")
-        }),
+        "redis" => redis_url().map(|url| format!("redis:{url}#{}", fresh_name("wp_rt"))),
         _ => None,
     })
+}
+
+/// A new database file's path, in a temp dir left in place so a second process can open it.
+fn sqlite_path() -> waypoint_checkpoint::Result<PathBuf> {
+    let dir = kept_temp_dir().map_err(|e| waypoint_checkpoint::Error::backend("sqlite", e))?;
+    Ok(dir.join("checkpoints.db"))
 }

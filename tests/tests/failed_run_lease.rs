@@ -4,7 +4,6 @@
 //!
 //! Uses the fault servers `scripts/test.sh` starts (stopped and restarted here).
 
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,40 +12,14 @@ use waypoint_checkpoint::CheckpointSaver;
 use waypoint_checkpoint_postgres::{PostgresConfig, PostgresSaver};
 use waypoint_checkpoint_redis::{RedisConfig, RedisSaver};
 use waypoint_runtime::RunConfig;
+use waypoint_test_kit::{FaultServer, fresh_name, postgres_faults, redis_faults};
 use waypoint_tests::{TestResult, obj, paused, thread};
-
-fn fault_server(var: &str) -> Option<(String, String)> {
-    let url = std::env::var(format!("{var}_URL"))
-        .ok()
-        .filter(|u| !u.is_empty());
-    let ctl = std::env::var(format!("{var}_CTL"))
-        .ok()
-        .filter(|c| !c.is_empty());
-    match (url, ctl) {
-        (Some(url), Some(ctl)) => Some((url, ctl)),
-        _ if std::env::var("WAYPOINT_REQUIRE_BACKENDS").as_deref() == Ok("1") => {
-            panic!("{var}_URL and _CTL are not set but WAYPOINT_REQUIRE_BACKENDS=1")
-        }
-        _ => {
-            eprintln!("skipped: {var}_URL is not set (scripts/test.sh starts a fault server)");
-            None
-        }
-    }
-}
-
-fn ctl(script: &str, action: &str) {
-    let status = Command::new(script)
-        .arg(action)
-        .status()
-        .expect("run the control script");
-    assert!(status.success(), "{script} {action}: {status}");
-}
 
 /// Runs a thread whose node outlives the server, restarts the server, and runs the thread
 /// again at once.
 async fn failed_run_frees_its_thread(
     saver: Arc<dyn CheckpointSaver>,
-    ctl_script: &str,
+    server: &FaultServer,
 ) -> TestResult {
     let t = thread();
     let graph = paused::graph(saver.clone(), "first", Duration::from_millis(1500), false)?;
@@ -56,9 +29,9 @@ async fn failed_run_frees_its_thread(
         async move { graph.invoke(Some(obj(json!({"who": ""}))), &config).await }
     });
     tokio::time::sleep(Duration::from_millis(500)).await;
-    ctl(ctl_script, "stop");
+    server.ctl("stop");
     let failed = run.await?;
-    ctl(ctl_script, "start");
+    server.ctl("start");
     assert!(failed.is_err(), "the run outlived its server: {failed:?}");
 
     // The same client runs the thread again right away: no Conflict from its own old lease.
@@ -83,28 +56,26 @@ async fn failed_run_frees_its_thread(
 
 #[tokio::test]
 async fn failed_run_frees_its_thread_redis() -> TestResult {
-    let Some((url, script)) = fault_server("WAYPOINT_TEST_REDIS_FAULTS") else {
+    let Some(server) = redis_faults() else {
         return Ok(());
     };
-    let prefix = format!("wp-lease-{}", uuid::Uuid::new_v4().simple());
-    let config = RedisConfig::new(url)
-        .prefix(prefix)
+    let config = RedisConfig::new(server.url())
+        .prefix(fresh_name("wp_lease"))
         .timeout(Duration::from_secs(2));
     let saver = Arc::new(RedisSaver::connect(config).await?);
-    failed_run_frees_its_thread(saver, &script).await
+    failed_run_frees_its_thread(saver, &server).await
 }
 
 #[tokio::test]
 async fn failed_run_frees_its_thread_postgres() -> TestResult {
-    let Some((url, script)) = fault_server("WAYPOINT_TEST_POSTGRES_FAULTS") else {
+    let Some(server) = postgres_faults() else {
         return Ok(());
     };
-    let schema = format!("wp_lease_{}", uuid::Uuid::new_v4().simple());
-    let config = PostgresConfig::new(url)
-        .schema(schema)
+    let config = PostgresConfig::new(server.url())
+        .schema(fresh_name("wp_lease"))
         .max_connections(4)
         .timeout(Duration::from_secs(2));
     let saver = PostgresSaver::connect(config).await?;
     saver.setup().await?;
-    failed_run_frees_its_thread(Arc::new(saver), &script).await
+    failed_run_frees_its_thread(Arc::new(saver), &server).await
 }

@@ -19,9 +19,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use waypoint_runtime::{Error, RunConfig};
+use waypoint_test_kit::{env_or_skip, postgres_url};
 use waypoint_tests::interop::{
     PyApp, Waypoint, assert_same_history, assert_same_state, counter_graph, drop_database,
-    fresh_database, input, masked, message_classes, required_env, run_once,
+    fresh_database, input, masked, message_classes, run_once,
 };
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -90,10 +91,10 @@ impl Session {
 /// Python's app and Waypoint's graphs on a fresh database (set up by Python first, as a
 /// LangGraph service's database would be), or `None` when a server or interpreter is missing.
 async fn open(python_var: &str) -> Result<Option<Session>, BoxError> {
-    let Some(server) = required_env("WAYPOINT_TEST_POSTGRES_URL") else {
+    let Some(server) = postgres_url() else {
         return Ok(None);
     };
-    let Some(python) = required_env(python_var) else {
+    let Some(python) = env_or_skip(python_var) else {
         return Ok(None);
     };
     let url = fresh_database(&server).await?;

@@ -12,7 +12,8 @@ use waypoint_runtime::{
     CompileOptions, CompiledGraph, Context, Error, JsonSchema, JsonState, RunConfig, START,
     StateGraph,
 };
-use waypoint_tests::{TestResult, obj, savers, thread};
+use waypoint_test_kit::{fresh_name, postgres_url};
+use waypoint_tests::{TestResult, obj, thread};
 
 fn slow_graph(
     saver: Arc<dyn CheckpointSaver>,
@@ -57,10 +58,10 @@ async fn two_sqlite_savers_on_one_file() -> TestResult {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_postgres_savers_on_one_schema() -> TestResult {
-    let Some(url) = savers::postgres_url() else {
+    let Some(url) = postgres_url() else {
         return Ok(());
     };
-    let schema = format!("wp_rt2_{}", uuid::Uuid::new_v4().simple());
+    let schema = fresh_name("wp_rt2");
     let open = || PostgresSaver::connect(PostgresConfig::new(url.clone()).schema(schema.clone()));
     let first = open().await?;
     first.setup().await?;
