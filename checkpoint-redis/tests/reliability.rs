@@ -257,14 +257,34 @@ async fn server_killed_mid_put_loop_loses_nothing_acknowledged() -> Result<()> {
 async fn an_unreachable_server_fails_within_the_timeout() {
     // A port nothing listens on (bound, then released).
     let port = waypoint_test_kit::free_port();
+    let config =
+        RedisConfig::new(format!("redis://127.0.0.1:{port}/")).timeout(Duration::from_secs(1));
     let start = Instant::now();
-    let err = RedisSaver::connect(
-        RedisConfig::new(format!("redis://127.0.0.1:{port}/")).timeout(Duration::from_secs(1)),
-    )
-    .await
-    .expect_err("nothing listens there");
+    let err = RedisSaver::connect(config.clone())
+        .await
+        .expect_err("nothing listens there");
     assert!(matches!(err, Error::Backend { .. }), "{err:?}");
     assert!(start.elapsed() < Duration::from_secs(3));
+
+    #[cfg(feature = "store")]
+    {
+        let start = Instant::now();
+        let err = waypoint_checkpoint_redis::RedisStore::connect(
+            config,
+            waypoint_store::StoreConfig::new(),
+        )
+        .await
+        .expect_err("nothing listens there");
+        assert!(
+            matches!(err, waypoint_store::Error::Backend { .. }),
+            "{err:?}"
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            start.elapsed()
+        );
+    }
 }
 
 #[cfg(feature = "store")]
@@ -297,26 +317,4 @@ async fn store_server_restart_mid_write_loop_fails_fast_then_recovers() -> waypo
     .await?;
     eprintln!("{summary}");
     Ok(())
-}
-
-#[cfg(feature = "store")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unreachable_server_fails_the_store_within_the_timeout() {
-    use waypoint_checkpoint_redis::RedisStore;
-    use waypoint_store::{Error, StoreConfig};
-
-    let port = waypoint_test_kit::free_port();
-    let start = Instant::now();
-    let err = RedisStore::connect(
-        RedisConfig::new(format!("redis://127.0.0.1:{port}/")).timeout(Duration::from_secs(1)),
-        StoreConfig::new(),
-    )
-    .await
-    .expect_err("nothing listens there");
-    assert!(matches!(err, Error::Backend { .. }), "{err:?}");
-    assert!(
-        start.elapsed() < Duration::from_secs(2),
-        "{:?}",
-        start.elapsed()
-    );
 }
