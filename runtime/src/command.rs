@@ -2,8 +2,8 @@
 
 use serde_json::Value;
 
-use crate::State;
 use crate::interrupt::Resume;
+use crate::state::State;
 
 /// A task for `node` with its own input state (LangGraph's `Send`, for map-reduce).
 #[derive(Clone, Debug)]

@@ -1,7 +1,12 @@
-//! The per-call configuration: which thread and checkpoint, limits, durability, user keys.
+//! The options of a graph and of each call: the checkpointer, store and codec a graph is
+//! compiled with; which thread and checkpoint a call reads, its limits, durability and user
+//! keys.
+
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
-use waypoint_checkpoint::CheckpointConfig;
+use waypoint_checkpoint::{CheckpointConfig, CheckpointSaver, Serde};
+use waypoint_store::Store;
 
 /// Default cap on super-steps per run (LangGraph's `recursion_limit`).
 pub const DEFAULT_RECURSION_LIMIT: usize = 25;
@@ -45,7 +50,7 @@ pub struct RunConfig {
     /// `Error::Conflict`.
     pub wait_for_thread: Option<std::time::Duration>,
     /// How long the run's claim on its thread lasts without renewal (default
-    /// [`LEASE_TTL`](crate::LEASE_TTL)); a run paused longer than this may lose the thread,
+    /// [`LEASE_TTL`](crate::lease::LEASE_TTL)); a run paused longer than this may lose the thread,
     /// and then fails with `Error::Conflict` at its next write instead of writing.
     pub lease_ttl: std::time::Duration,
 }
@@ -63,7 +68,7 @@ impl Default for RunConfig {
             interrupt_before: None,
             interrupt_after: None,
             wait_for_thread: None,
-            lease_ttl: crate::LEASE_TTL,
+            lease_ttl: crate::lease::LEASE_TTL,
         }
     }
 }
@@ -163,5 +168,86 @@ impl From<&CheckpointConfig> for RunConfig {
 impl From<CheckpointConfig> for RunConfig {
     fn from(config: CheckpointConfig) -> Self {
         RunConfig::from(&config)
+    }
+}
+
+/// Options of [`StateGraph::compile`](crate::StateGraph::compile).
+#[derive(Clone, Default)]
+pub struct CompileOptions {
+    /// Where checkpoints go; without one, runs keep no history and threads are not resumable.
+    pub checkpointer: Option<Arc<dyn CheckpointSaver>>,
+    /// The long-term store nodes reach through [`Context::store`](crate::Context::store).
+    pub store: Option<Arc<dyn Store>>,
+    /// How channel values are encoded (MessagePack by default; sealed when keyed). Left at
+    /// its default format on a checkpointer shared with Python LangGraph
+    /// ([`CheckpointSaver::langgraph_values`], PostgreSQL's default), LangGraph's encoding
+    /// (`Format::LangGraph`) is used instead.
+    pub serde: Serde,
+    /// Nodes to pause before (static breakpoints; see the human-in-the-loop issue).
+    pub interrupt_before: Vec<String>,
+    /// Nodes to pause after.
+    pub interrupt_after: Vec<String>,
+    /// How appending channels (`append`, `add_messages`) are stored. Left at its default on
+    /// a checkpointer shared with Python LangGraph, they are stored whole
+    /// ([`DeltaPolicy::off`](crate::DeltaPolicy::off)): Python reads no Waypoint deltas.
+    pub delta: crate::delta::DeltaPolicy,
+}
+
+impl std::fmt::Debug for CompileOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompileOptions")
+            .field("checkpointer", &self.checkpointer)
+            .field("store", &self.store.is_some())
+            .field("serde", &self.serde)
+            .finish()
+    }
+}
+
+impl CompileOptions {
+    /// Options with `checkpointer`.
+    pub fn with_checkpointer(checkpointer: impl CheckpointSaver + 'static) -> Self {
+        CompileOptions {
+            checkpointer: Some(Arc::new(checkpointer)),
+            ..CompileOptions::default()
+        }
+    }
+
+    /// The same options with `checkpointer`.
+    pub fn checkpointer(mut self, checkpointer: Arc<dyn CheckpointSaver>) -> Self {
+        self.checkpointer = Some(checkpointer);
+        self
+    }
+
+    /// The same options with `store`.
+    pub fn store(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// The same options with `serde`.
+    pub fn serde(mut self, serde: Serde) -> Self {
+        self.serde = serde;
+        self
+    }
+
+    /// The options with the defaults a checkpointer shared with Python LangGraph asks for:
+    /// LangGraph's encoding instead of the default format, appending channels stored whole
+    /// instead of the default delta policy. Settings changed from their defaults are kept.
+    pub(crate) fn for_checkpointer(mut self) -> Self {
+        if self
+            .checkpointer
+            .as_ref()
+            .is_some_and(|c| c.langgraph_values())
+        {
+            if self.serde.format() == waypoint_checkpoint::Format::default() {
+                self.serde = self
+                    .serde
+                    .with_format(waypoint_checkpoint::Format::LangGraph);
+            }
+            if self.delta == crate::delta::DeltaPolicy::default() {
+                self.delta = crate::delta::DeltaPolicy::off();
+            }
+        }
+        self
     }
 }

@@ -1,28 +1,20 @@
 //! What a running node can reach: its run's config, the store, the custom and messages
 //! streams.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use serde::Serialize;
 use serde_json::Value;
+use waypoint_checkpoint::{BoxError, CheckpointSaver};
 use waypoint_store::Store;
 
-use std::collections::BTreeMap;
-
-use waypoint_checkpoint::{BoxError, CheckpointSaver};
-
+use crate::config::RunConfig;
 use crate::interrupt::{Interrupt, SharedScratch};
 use crate::messages::AiMessageChunk;
-use crate::pregel::{CompiledGraph, NS_SEP};
-use crate::pregel::run::Nested;
-use crate::stream::MessageMetadata;
-use crate::{Input, RunConfig, State};
-
-/// Where `write_custom` values go: the node name and the value.
-pub(crate) type CustomSink = Arc<dyn Fn(&str, Value) + Send + Sync>;
-
-/// Where `stream_message` chunks go.
-pub(crate) type MessageSink = Arc<dyn Fn(AiMessageChunk, MessageMetadata) + Send + Sync>;
+use crate::state::State;
+use crate::stream::{CustomSink, MessageMetadata, MessageSink};
 
 /// The context passed to every node call.
 #[derive(Clone)]
@@ -79,9 +71,9 @@ impl Context {
     }
 
     /// The store, or an error saying the graph was compiled without one.
-    pub fn require_store(&self) -> crate::Result<&Arc<dyn Store>> {
+    pub fn require_store(&self) -> crate::error::Result<&Arc<dyn Store>> {
         self.store.as_ref().ok_or_else(|| {
-            crate::Error::InvalidConfig(format!(
+            crate::error::Error::InvalidConfig(format!(
                 "node `{}` needs a store: compile the graph with CompileOptions::store",
                 self.node
             ))
@@ -124,55 +116,10 @@ impl Context {
     /// down.
     pub async fn call<S2: State>(
         &self,
-        graph: &CompiledGraph<S2>,
+        graph: &impl Subgraph<S2>,
         input: Option<S2::Update>,
     ) -> Result<Arc<S2>, BoxError> {
-        let Some(site) = &self.call else {
-            return Ok(graph.invoke(input, &self.config).await?.values);
-        };
-        let ns = match site.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
-            0 => site.task_ns.clone(),
-            k => format!("{}{NS_SEP}{k}", site.task_ns),
-        };
-        let mut config = RunConfig {
-            checkpoint_ns: ns.clone(),
-            checkpoint_id: None,
-            ..(*self.config).clone()
-        };
-        let fresh = self.scratch.as_ref().and_then(|s| {
-            s.lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .fresh_for_subgraph()
-        });
-        let input = match site.checkpoint_map.get(&ns) {
-            Some(id) => {
-                config.checkpoint_id = Some(id.clone());
-                Input::Continue
-            }
-            None => Input::from(input),
-        };
-        let nested = Nested {
-            saver: site.saver.clone(),
-            parents: site.parents.clone(),
-            checkpoint_map: Arc::clone(&site.checkpoint_map),
-            continue_unfinished: !site.replaying,
-            start_over: site.replaying && !site.checkpoint_map.contains_key(&ns),
-            resume: fresh,
-        };
-        let outcome = graph
-            .run_nested(input, &config, &crate::stream::Emitter::none(), nested)
-            .await?;
-        let mut interrupts = outcome.interrupts.into_iter();
-        match interrupts.next() {
-            Some(first) => {
-                if let Some(scratch) = &self.scratch {
-                    let mut scratch = scratch.lock().unwrap_or_else(|p| p.into_inner());
-                    scratch.bubbled = std::iter::once(first.clone()).chain(interrupts).collect();
-                }
-                Err(Box::new(first))
-            }
-            None => Ok(outcome.values),
-        }
+        graph.run_from(self, input).await
     }
 
     /// Sends a piece of the message this node is producing to the `messages` stream (dropped
@@ -197,5 +144,28 @@ impl Context {
                 serde_json::to_value(value).unwrap_or_else(|e| Value::String(e.to_string()));
             sink(&self.node, value);
         }
+    }
+}
+
+/// A graph a node can run as its subgraph with [`Context::call`]: a
+/// [`CompiledGraph`](crate::CompiledGraph).
+///
+/// Declared here, below the loop, so that a node's context can run a graph without the
+/// context knowing the loop; the compiled graph implements it.
+pub trait Subgraph<S: State>: sealed::RunFrom<S> {}
+
+pub(crate) mod sealed {
+    use super::*;
+
+    /// How a [`Subgraph`](super::Subgraph) runs; sealed, so only the runtime's graphs are
+    /// subgraphs.
+    pub trait RunFrom<S: State>: Send + Sync {
+        /// Runs the graph from the node whose context is `ctx`, with `input`, and returns its
+        /// final state, or its interrupt as the error.
+        fn run_from<'a>(
+            &'a self,
+            ctx: &'a Context,
+            input: Option<S::Update>,
+        ) -> BoxFuture<'a, Result<Arc<S>, BoxError>>;
     }
 }

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use waypoint_checkpoint::{CheckpointSaver, Fenced, Lease};
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// How long a lease lasts without renewal; a killed process holds its thread this long.
 pub const LEASE_TTL: Duration = Duration::from_secs(30);

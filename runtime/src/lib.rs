@@ -44,13 +44,13 @@
 // The derive's generated code names `::waypoint_runtime`, also inside this crate's tests.
 extern crate self as waypoint_runtime;
 
+mod builder;
 mod cache;
 mod command;
 mod config;
 mod context;
 mod delta;
 mod error;
-mod graph;
 mod interrupt;
 mod lease;
 pub mod messages;
@@ -58,17 +58,18 @@ mod pregel;
 pub mod state;
 mod stream;
 
+pub use builder::{PathMap, Route, StateGraph};
 pub use command::{Command, Goto, Send};
-pub use config::{DEFAULT_RECURSION_LIMIT, Durability, RunConfig};
-pub use context::Context;
+pub use config::{CompileOptions, DEFAULT_RECURSION_LIMIT, Durability, RunConfig};
+pub use context::{Context, Subgraph};
 pub use delta::DeltaPolicy;
 pub use error::{Error, Result};
-pub use graph::{CompileOptions, END, NodeResult, PathMap, Route, START, StateGraph};
-pub use pregel::history::{StateSnapshot, TaskInfo};
 pub use interrupt::{Input, Interrupt, Outcome, Resume};
 pub use lease::LEASE_TTL;
 pub use messages::{Message, MessagesState, MessagesStateUpdate, add_messages};
 pub use pregel::CompiledGraph;
+pub use pregel::graph::{END, NodeResult, START};
+pub use pregel::snapshot::{StateSnapshot, TaskInfo};
 pub use state::{ChannelSpec, JsonSchema, JsonState, State, reducers};
 pub use stream::{MessageMetadata, StreamMode, StreamPart};
 pub use waypoint_checkpoint::{BoxError, ListOptions, Serde, SerializedValue};

@@ -18,7 +18,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use waypoint_checkpoint::{Serde, SerializedValue};
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// One channel of a state: its name and whether a reducer combines its writes.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -2,15 +2,19 @@
 
 use std::sync::Arc;
 
-use futures::Stream;
-use futures::channel::mpsc::{UnboundedSender, unbounded};
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
 use serde_json::Value;
 
-use crate::context::{CustomSink, MessageSink};
-use crate::interrupt::{Input, Interrupt};
+use crate::error::Result;
+use crate::interrupt::Interrupt;
 use crate::messages::AiMessageChunk;
-use crate::pregel::CompiledGraph;
-use crate::{Result, RunConfig, State};
+use crate::state::State;
+
+/// Where `write_custom` values go: the node name and the value.
+pub(crate) type CustomSink = Arc<dyn Fn(&str, Value) + Send + Sync>;
+
+/// Where `stream_message` chunks go.
+pub(crate) type MessageSink = Arc<dyn Fn(AiMessageChunk, MessageMetadata) + Send + Sync>;
 
 /// What a stream carries (LangGraph's `stream_mode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -107,8 +111,28 @@ pub(crate) struct Emitter<S: State> {
 }
 
 impl<S: State> Emitter<S> {
+    /// An emitter that sends nothing (`invoke`, subgraphs).
     pub(crate) fn none() -> Self {
         Emitter { modes: 0, tx: None }
+    }
+
+    /// An emitter of `modes`, and the stream that receives its items.
+    pub(crate) fn channel(
+        modes: &[StreamMode],
+    ) -> (Self, UnboundedReceiver<Result<StreamPart<S>>>) {
+        let (tx, rx) = unbounded();
+        let emitter = Emitter {
+            modes: modes.iter().fold(0, |bits, m| bits | m.bit()),
+            tx: Some(tx),
+        };
+        (emitter, rx)
+    }
+
+    /// Ends the stream with a failed run's error.
+    pub(crate) fn fail(&self, err: crate::error::Error) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.unbounded_send(Err(err));
+        }
     }
 
     pub(crate) fn wants(&self, mode: StreamMode) -> bool {
@@ -170,33 +194,5 @@ impl<S: State> Emitter<S> {
                 value,
             }));
         }))
-    }
-}
-
-impl<S: State> CompiledGraph<S> {
-    /// Runs the graph like [`CompiledGraph::invoke`], yielding items of the requested modes
-    /// as they happen; a failed run ends the stream with its error.
-    ///
-    /// The run is spawned on the current tokio runtime and goes on if the stream is dropped.
-    pub fn stream(
-        &self,
-        input: impl Into<Input<S>>,
-        config: &RunConfig,
-        modes: &[StreamMode],
-    ) -> impl Stream<Item = Result<StreamPart<S>>> + std::marker::Send + 'static {
-        let (tx, rx) = unbounded();
-        let emitter = Emitter {
-            modes: modes.iter().fold(0, |bits, m| bits | m.bit()),
-            tx: Some(tx.clone()),
-        };
-        let graph = self.clone();
-        let config = config.clone();
-        let input = input.into();
-        tokio::spawn(async move {
-            if let Err(err) = graph.run(input, &config, &emitter).await {
-                let _ = tx.unbounded_send(Err(err));
-            }
-        });
-        rx
     }
 }

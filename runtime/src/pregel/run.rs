@@ -1,27 +1,51 @@
 //! One run of the loop on one thread: loading the thread, the steps, interrupts and
-//! breakpoints, saving checkpoints in the chosen durability, and what a subgraph inherits.
+//! breakpoints, handing saves to the run's durability, and what a subgraph inherits.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
-use waypoint_checkpoint::metadata;
 
 use futures::future::join_all;
 use waypoint_checkpoint::{
     CheckpointConfig, CheckpointMetadata, CheckpointSaver, CheckpointSource, PendingWrite, Save,
-    SerializedValue, Slot, channels,
+    SerializedValue, Slot, channels, metadata,
 };
 
 use crate::command::Command;
 use crate::config::{Durability, RunConfig};
-use crate::context::{CallSite, Context, CustomSink, MessageSink};
-use crate::interrupt::{Input, Interrupt, Resume, Scratch, SharedScratch};
-use crate::pregel::{
-    CompiledGraph, Frame, INPUT, INTERRUPT_SEEN, SavedTask, StepEnd, Task, TaskEnd, TaskOutput,
-    UnsavedWrites, decode, dump, open,
-};
+use crate::context::{CallSite, Context};
+use crate::error::{Error, Result};
+use crate::interrupt::{Input, Interrupt, Outcome, Resume, Scratch, SharedScratch};
+use crate::lease::LeaseGuard;
+use crate::pregel::codec::{decode, dump, open};
+use crate::pregel::frame::Frame;
+use crate::pregel::graph::{Graph, INPUT};
+use crate::pregel::step::{self, SavedTask, Task, TaskOutput};
 use crate::state::State;
-use crate::stream::{Emitter, StreamMode};
-use crate::{Error, Result};
+use crate::stream::{CustomSink, Emitter, MessageSink, StreamMode};
+
+/// The `versions_seen` entry recording the channel versions at the last resume, so a
+/// static breakpoint does not fire again for a step it already paused.
+const INTERRUPT_SEEN: &str = channels::INTERRUPT;
+
+/// How a step ended.
+enum StepEnd<S: State> {
+    /// Every task finished: their outputs, in task order, and the bytes they wrote to each
+    /// appending channel.
+    Done(Vec<TaskOutput<S>>, BTreeMap<String, u64>),
+    /// Some tasks paused; the step does not end in a checkpoint.
+    Interrupted(Vec<Interrupt>),
+}
+
+/// How one task of a step ended.
+enum TaskEnd<S: State> {
+    Done(TaskOutput<S>),
+    /// Paused: its own interrupt, or every interrupt of a subgraph it called.
+    Interrupted(Vec<Interrupt>),
+    Failed(Error),
+}
+
+/// A task's writes not yet saved (exit durability): task id, task path and writes.
+type UnsavedWrites = (String, String, Vec<(String, SerializedValue)>);
 
 /// What a subgraph run inherits from the node that calls it.
 #[derive(Clone, Default)]
@@ -42,14 +66,52 @@ pub(crate) struct Nested {
     pub(crate) resume: Option<Resume>,
 }
 
+/// Runs `graph` until it finishes or pauses: as the root graph (with a default `nested`),
+/// or as a subgraph of a node's task.
+pub(crate) async fn run<S: State>(
+    graph: &Graph<S>,
+    input: Input<S>,
+    config: &RunConfig,
+    emitter: &Emitter<S>,
+    nested: Nested,
+) -> Result<Outcome<S>> {
+    let mut run = Run::new(graph, config, emitter, nested)?;
+    // The root run holds the thread's lease; its subgraphs write under it.
+    let lease = match run.saver() {
+        Some((saver, thread)) if run.nested.parents.is_empty() => {
+            let (wait, ttl) = (config.wait_for_thread, config.lease_ttl);
+            LeaseGuard::acquire(saver, thread, wait, ttl).await?
+        }
+        _ => None,
+    };
+    // Every write of the run (its subgraphs' too) proves the lease still holds.
+    if let Some(lease) = &lease {
+        run.nested.saver = Some(lease.fenced());
+    }
+    let result = run.execute(input).await;
+    // Exit durability (and a failed run) still leave the thread where the run stopped.
+    let finished = run.finish().await;
+    if let Some(lease) = lease {
+        lease.release().await;
+    }
+    let interrupts = result?;
+    finished?;
+    run.remember();
+    Ok(Outcome {
+        values: run.frame.state,
+        interrupted: interrupts.is_some(),
+        interrupts: interrupts.unwrap_or_default(),
+    })
+}
+
 /// One run of the loop on one thread.
-pub(crate) struct Run<'g, S: State> {
-    graph: &'g CompiledGraph<S>,
+struct Run<'g, S: State> {
+    graph: &'g Graph<S>,
     config: Arc<RunConfig>,
     emitter: &'g Emitter<S>,
     thread: Option<String>,
     ns: String,
-    pub(crate) frame: Frame<S>,
+    frame: Frame<S>,
     /// Writes of finished tasks in exit durability, kept until the final put.
     exit_writes: Vec<UnsavedWrites>,
     custom: Option<CustomSink>,
@@ -63,7 +125,7 @@ pub(crate) struct Run<'g, S: State> {
     /// Sync durability: writes that go with the next checkpoint, in its transaction.
     step_writes: Vec<Save>,
     /// What a subgraph run inherits; default for a root run.
-    pub(crate) nested: Nested,
+    nested: Nested,
     /// Whether the current step replays a past checkpoint (its subgraphs start over).
     replaying: bool,
 }
@@ -115,8 +177,8 @@ impl Writer {
 }
 
 impl<'g, S: State> Run<'g, S> {
-    pub(crate) fn new(
-        graph: &'g CompiledGraph<S>,
+    fn new(
+        graph: &'g Graph<S>,
         config: &RunConfig,
         emitter: &'g Emitter<S>,
         nested: Nested,
@@ -133,7 +195,7 @@ impl<'g, S: State> Run<'g, S> {
             emitter,
             thread,
             ns: config.checkpoint_ns.clone(),
-            frame: graph.fresh_frame(),
+            frame: Frame::fresh(graph),
             exit_writes: Vec::new(),
             custom,
             messages,
@@ -148,11 +210,10 @@ impl<'g, S: State> Run<'g, S> {
 
     /// Keeps the state the run ended at, when it is the thread's stored latest checkpoint
     /// and has channels a load would otherwise rebuild from history.
-    pub(crate) fn remember(&self) {
+    fn remember(&self) {
         let frame = &self.frame;
         let appending = self
             .graph
-            .inner
             .channel_names
             .iter()
             .any(|c| self.graph.is_delta(c));
@@ -163,18 +224,17 @@ impl<'g, S: State> Run<'g, S> {
             frame.checkpoint_id == frame.persisted_id,
         ) {
             self.graph
-                .inner
                 .cache
                 .put(thread, &self.ns, id.clone(), Arc::clone(&frame.state));
         }
     }
 
-    pub(crate) fn saver(&self) -> Option<(&Arc<dyn CheckpointSaver>, &str)> {
+    fn saver(&self) -> Option<(&Arc<dyn CheckpointSaver>, &str)> {
         let saver = self
             .nested
             .saver
             .as_ref()
-            .or(self.graph.inner.checkpointer.as_ref());
+            .or(self.graph.checkpointer.as_ref());
         match (saver, &self.thread) {
             (Some(saver), Some(thread)) => Some((saver, thread.as_str())),
             _ => None,
@@ -186,7 +246,7 @@ impl<'g, S: State> Run<'g, S> {
     }
 
     /// Runs the loop; `Some(interrupts)` when the run paused instead of finishing.
-    pub(crate) async fn execute(&mut self, input: Input<S>) -> Result<Option<Vec<Interrupt>>> {
+    async fn execute(&mut self, input: Input<S>) -> Result<Option<Vec<Interrupt>>> {
         if matches!(input, Input::Continue) {
             self.travel_into_subgraph().await?;
         }
@@ -196,7 +256,7 @@ impl<'g, S: State> Run<'g, S> {
             match saver.get_tuple(&config).await? {
                 Some(tuple) => {
                     let saver = Arc::clone(saver);
-                    self.frame = self.graph.load(&saver, tuple, true).await?;
+                    self.frame = Frame::load(self.graph, &saver, tuple, true).await?;
                 }
                 None if replaying => {
                     return Err(Error::InvalidConfig(format!(
@@ -218,7 +278,7 @@ impl<'g, S: State> Run<'g, S> {
             other => other,
         };
         let mut skip_done = !replaying;
-        let unfinished = !self.graph.prepare(&self.frame, &self.ns).is_empty();
+        let unfinished = !step::prepare(self.graph, &self.frame, &self.ns).is_empty();
         let input = match input {
             // A subgraph called again by a node that re-runs picks up where it stopped.
             Input::Update(_) if self.nested.continue_unfinished && unfinished => Input::Continue,
@@ -263,14 +323,14 @@ impl<'g, S: State> Run<'g, S> {
 
         let mut steps = 0usize;
         loop {
-            let tasks = self.graph.prepare(&self.frame, &self.ns);
+            let tasks = step::prepare(self.graph, &self.frame, &self.ns);
             if tasks.is_empty() {
                 return Ok(None);
             }
             if self.breakpoint(
                 &tasks,
                 &self.config.interrupt_before,
-                &self.graph.inner.interrupt_before,
+                &self.graph.interrupt_before,
             ) {
                 self.emitter.interrupts(&[]);
                 return Ok(Some(Vec::new()));
@@ -313,15 +373,14 @@ impl<'g, S: State> Run<'g, S> {
             }
             skip_done = true;
             self.emit_updates(&tasks, &outputs);
-            let version = self.graph.next_version(&self.frame)?;
-            self.graph
-                .apply(&mut self.frame, &tasks, outputs, &version)?;
+            let version = self.frame.next_version(self.graph)?;
+            step::apply(self.graph, &mut self.frame, &tasks, outputs, &version)?;
             self.checkpoint(CheckpointSource::Loop, step).await?;
             self.emitter.values(&self.frame.state);
             if self.breakpoint(
                 &tasks,
                 &self.config.interrupt_after,
-                &self.graph.inner.interrupt_after,
+                &self.graph.interrupt_after,
             ) {
                 self.emitter.interrupts(&[]);
                 return Ok(Some(Vec::new()));
@@ -388,12 +447,11 @@ impl<'g, S: State> Run<'g, S> {
         if !self.frame.pending.is_empty() {
             self.frame.snapshot_all = true;
         }
-        let version = self.graph.next_version(&self.frame)?;
+        let version = self.frame.next_version(self.graph)?;
         if !self.frame.triggered.is_empty() || !self.frame.sends.is_empty() {
-            let stale = self.graph.prepare(&self.frame, &self.ns);
+            let stale = step::prepare(self.graph, &self.frame, &self.ns);
             let outputs = stale.iter().map(|_| TaskOutput::default()).collect();
-            self.graph
-                .apply(&mut self.frame, &stale, outputs, &version)?;
+            step::apply(self.graph, &mut self.frame, &stale, outputs, &version)?;
         }
         self.frame.input = Some(update);
         self.frame.versions.insert(INPUT.to_owned(), version);
@@ -437,7 +495,7 @@ impl<'g, S: State> Run<'g, S> {
     /// queues them for this run. Answers by id are not stored (LangGraph stores none): they
     /// are returned, for this run's tasks.
     async fn save_command(&mut self, command: Command<S>) -> Result<Option<Resume>> {
-        let inner = &self.graph.inner;
+        let inner = self.graph;
         let mut writes = Vec::new();
         let mut by_id = None;
         match &command.resume {
@@ -453,9 +511,13 @@ impl<'g, S: State> Run<'g, S> {
             Some(resume @ Resume::ById(_)) => by_id = Some(resume.clone()),
             None => {}
         }
-        let routed = self
-            .graph
-            .route(&inner.start, &self.frame.state, None, command.goto)?;
+        let routed = step::route(
+            self.graph,
+            &inner.start,
+            &self.frame.state,
+            None,
+            command.goto,
+        )?;
         let output = TaskOutput {
             update: command.update,
             triggers: routed
@@ -466,7 +528,7 @@ impl<'g, S: State> Run<'g, S> {
             sends: routed.sends,
         };
         if output.update.is_some() || !output.triggers.is_empty() || !output.sends.is_empty() {
-            writes.extend(self.graph.encode_writes(&self.frame.state, &output)?);
+            writes.extend(step::encode_writes(self.graph, &self.frame.state, &output)?);
         }
         // Update writes of an earlier resume of this checkpoint were applied then: a new
         // command replaces them.
@@ -496,7 +558,7 @@ impl<'g, S: State> Run<'g, S> {
 
     /// Pending interrupts of the frame's checkpoint, by task id.
     fn pending_interrupts(&self) -> Result<BTreeMap<String, Vec<Interrupt>>> {
-        self.graph.read_interrupts(&self.frame)
+        self.frame.read_interrupts(self.graph)
     }
 
     /// Applies the writes of no task (a resume command's update and routing) before the next
@@ -518,7 +580,7 @@ impl<'g, S: State> Run<'g, S> {
                 // The value of a `Command(resume=...)`, from either side.
                 let value = self.open_write(write, &checkpoint_id, position)?;
                 resume = Some(Resume::One(decode(
-                    &self.graph.inner.serde,
+                    &self.graph.serde,
                     &value,
                     channels::RESUME,
                 )?));
@@ -535,14 +597,11 @@ impl<'g, S: State> Run<'g, S> {
             .copied()
             .filter(|w| w.channel != channels::RESUME)
             .collect();
-        let saved = self
-            .graph
-            .decode_writes(&self.frame.state, &rest, open_slot)?;
+        let saved = step::decode_writes(self.graph, &self.frame.state, &rest, open_slot)?;
         self.resume = resume;
         if let SavedTask::Done(output) = saved {
-            let version = self.graph.next_version(&self.frame)?;
-            self.graph
-                .apply(&mut self.frame, &[], vec![output], &version)?;
+            let version = self.frame.next_version(self.graph)?;
+            step::apply(self.graph, &mut self.frame, &[], vec![output], &version)?;
         }
         Ok(())
     }
@@ -586,7 +645,7 @@ impl<'g, S: State> Run<'g, S> {
                     // A write's slot is its position among its task's writes.
                     let open_slot =
                         |w: &PendingWrite, position| self.open_write(w, checkpoint_id, position);
-                    match graph.decode_writes(&self.frame.state, own, open_slot)? {
+                    match step::decode_writes(graph, &self.frame.state, own, open_slot)? {
                         SavedTask::Done(output) => return Ok((TaskEnd::Done(output), Vec::new())),
                         SavedTask::Unfinished { answered: earlier } => answered = earlier,
                     }
@@ -605,10 +664,10 @@ impl<'g, S: State> Run<'g, S> {
                 if self.saver().is_none() {
                     return Ok((end, Vec::new()));
                 }
-                let serde = &graph.inner.serde;
+                let serde = &graph.serde;
                 let writes = match &end {
                     TaskEnd::Done(output) => {
-                        let mut writes = graph.encode_writes(&self.frame.state, output)?;
+                        let mut writes = step::encode_writes(graph, &self.frame.state, output)?;
                         for (channel, value) in &writes {
                             if graph.is_delta(channel) {
                                 let mut counted =
@@ -703,10 +762,11 @@ impl<'g, S: State> Run<'g, S> {
 
     /// Calls one task's node and routes its result.
     async fn run_task(&self, task: &Task<S>, scratch: SharedScratch) -> TaskEnd<S> {
-        let inner = &self.graph.inner;
+        let inner = self.graph;
         let Some(index) = task.node else {
             // The start task writes the input and follows START's edges.
-            return match self.graph.route(
+            return match step::route(
+                self.graph,
                 &inner.start,
                 &self.frame.state,
                 self.frame.input.as_ref(),
@@ -770,7 +830,8 @@ impl<'g, S: State> Run<'g, S> {
                 };
             }
         };
-        match self.graph.route(
+        match step::route(
+            self.graph,
             node,
             &self.frame.state,
             command.update.as_ref(),
@@ -798,7 +859,7 @@ impl<'g, S: State> Run<'g, S> {
             channel: &write.channel,
             idx: channels::write_index(&write.channel, position),
         };
-        open(&self.graph.inner.serde, &write.value, &slot, &write.channel)
+        open(&self.graph.serde, &write.value, &slot, &write.channel)
     }
 
     fn seal_writes(
@@ -807,7 +868,7 @@ impl<'g, S: State> Run<'g, S> {
         checkpoint_id: &str,
         task_id: &str,
     ) -> Result<Vec<(String, SerializedValue)>> {
-        let serde = &self.graph.inner.serde;
+        let serde = &self.graph.serde;
         let Some(thread) = self.thread.as_deref().filter(|_| serde.is_encrypted()) else {
             return Ok(writes);
         };
@@ -906,9 +967,7 @@ impl<'g, S: State> Run<'g, S> {
 
     /// The debug event of the frame's checkpoint.
     fn checkpoint_event(&self) -> serde_json::Value {
-        let next: Vec<String> = self
-            .graph
-            .prepare(&self.frame, &self.ns)
+        let next: Vec<String> = step::prepare(self.graph, &self.frame, &self.ns)
             .into_iter()
             .map(|t| t.name)
             .collect();
@@ -938,13 +997,9 @@ impl<'g, S: State> Run<'g, S> {
         // Exit durability keeps no step writes, so appending channels store their values.
         let snapshot_all = std::mem::take(&mut self.frame.snapshot_all)
             || self.config.durability == Durability::Exit;
-        let (checkpoint, new_versions) = self.graph.build_checkpoint(
-            &mut self.frame,
-            changed,
-            snapshot_all,
-            &thread,
-            &self.ns,
-        )?;
+        let (checkpoint, new_versions) =
+            self.frame
+                .build_checkpoint(self.graph, changed, snapshot_all, &thread, &self.ns)?;
         let frame = &self.frame;
         let mut metadata = CheckpointMetadata::new(self.last_source, frame.step);
         crate::delta::write_counters(&frame.delta, &mut metadata.extra);
@@ -985,7 +1040,7 @@ impl<'g, S: State> Run<'g, S> {
 
     /// At the end of a run: waits for background saves (async durability), or writes the
     /// last checkpoint and its writes (exit durability).
-    pub(crate) async fn finish(&mut self) -> Result<()> {
+    async fn finish(&mut self) -> Result<()> {
         if let Some(writer) = self.writer.take() {
             writer.close().await?;
         }

@@ -10,8 +10,10 @@ use std::process::{Command, Stdio};
 use serde_json::{Value, json};
 use waypoint_checkpoint::{Format, Serde, SerializedValue};
 
-use super::*;
 use crate::interrupt::{Interrupt, interrupt_id, xxh3_hex};
+use crate::pregel::codec::{SendPacket, SendRef};
+use crate::pregel::graph::{BRANCH_PREFIX, INPUT, START};
+use crate::pregel::step::{PULL, PUSH, TaskKind, checkpoint_id_bytes, task_id, task_ns, task_path};
 
 /// The interpreter named by `var`; `None` (with the reason printed) when unset, a failure
 /// when `WAYPOINT_REQUIRE_BACKENDS=1` and `required`.

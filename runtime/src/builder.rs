@@ -1,29 +1,18 @@
 //! Building a graph: nodes, edges, conditional edges, and `compile`.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
-use waypoint_checkpoint::{BoxError, CheckpointSaver, Serde};
-use waypoint_store::Store;
+use waypoint_checkpoint::BoxError;
 
 use crate::command::{Command, Goto};
+use crate::config::CompileOptions;
 use crate::context::Context;
+use crate::error::{Error, Result};
 use crate::pregel::CompiledGraph;
+use crate::pregel::graph::{Branch, END, Node, NodeFn, NodeResult, RouterFn, START};
 use crate::state::{JsonSchema, JsonState, State};
-use crate::{Error, Result};
-
-/// The virtual node a graph starts from.
-pub const START: &str = "__start__";
-/// The virtual node that ends a branch.
-pub const END: &str = "__end__";
-
-/// What a node returns: its command (or update) or any error.
-pub type NodeResult<O> = std::result::Result<O, BoxError>;
-
-pub(crate) type NodeFn<S> =
-    Arc<dyn Fn(Arc<S>, Context) -> BoxFuture<'static, NodeResult<Command<S>>> + Send + Sync>;
 
 /// What a node takes as its state: `S` (a copy) or `Arc<S>` (shared, no copy; the better
 /// choice for large states such as long conversations).
@@ -43,7 +32,6 @@ impl<S: State> NodeInput<S> for Arc<S> {
         Arc::clone(state)
     }
 }
-pub(crate) type RouterFn<S> = Arc<dyn Fn(&S) -> Vec<Goto<S>> + Send + Sync>;
 
 /// Where a router sends the graph: node names (or mapped keys) and `Send`s.
 #[derive(Clone, Debug)]
@@ -74,8 +62,8 @@ impl<S: State, T: Into<Goto<S>>> From<Vec<T>> for Route<S> {
     }
 }
 
-impl<S: State> From<crate::Send<S>> for Route<S> {
-    fn from(send: crate::Send<S>) -> Self {
+impl<S: State> From<crate::command::Send<S>> for Route<S> {
+    fn from(send: crate::command::Send<S>) -> Self {
         Route(vec![Goto::Send(send)])
     }
 }
@@ -141,99 +129,12 @@ fn project<A: serde::Serialize, T: serde::de::DeserializeOwned>(
     Ok(serde_json::from_value(json)?)
 }
 
-/// A conditional edge as built.
-pub(crate) struct Branch<S: State> {
-    pub(crate) router: RouterFn<S>,
-    pub(crate) map: Option<HashMap<String, String>>,
-}
-
 /// A node as built.
 pub(crate) struct NodeSpec<S: State> {
     pub(crate) name: String,
     pub(crate) func: NodeFn<S>,
     /// Nodes its `Command`s may go to (only used to check reachability).
     pub(crate) destinations: Vec<String>,
-}
-
-/// Options of [`StateGraph::compile`].
-#[derive(Clone, Default)]
-pub struct CompileOptions {
-    /// Where checkpoints go; without one, runs keep no history and threads are not resumable.
-    pub checkpointer: Option<Arc<dyn CheckpointSaver>>,
-    /// The long-term store nodes reach through [`Context::store`].
-    pub store: Option<Arc<dyn Store>>,
-    /// How channel values are encoded (MessagePack by default; sealed when keyed). Left at
-    /// its default format on a checkpointer shared with Python LangGraph
-    /// ([`CheckpointSaver::langgraph_values`], PostgreSQL's default), LangGraph's encoding
-    /// (`Format::LangGraph`) is used instead.
-    pub serde: Serde,
-    /// Nodes to pause before (static breakpoints; see the human-in-the-loop issue).
-    pub interrupt_before: Vec<String>,
-    /// Nodes to pause after.
-    pub interrupt_after: Vec<String>,
-    /// How appending channels (`append`, `add_messages`) are stored. Left at its default on
-    /// a checkpointer shared with Python LangGraph, they are stored whole
-    /// ([`DeltaPolicy::off`](crate::DeltaPolicy::off)): Python reads no Waypoint deltas.
-    pub delta: crate::DeltaPolicy,
-}
-
-impl std::fmt::Debug for CompileOptions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CompileOptions")
-            .field("checkpointer", &self.checkpointer)
-            .field("store", &self.store.is_some())
-            .field("serde", &self.serde)
-            .finish()
-    }
-}
-
-impl CompileOptions {
-    /// Options with `checkpointer`.
-    pub fn with_checkpointer(checkpointer: impl CheckpointSaver + 'static) -> Self {
-        CompileOptions {
-            checkpointer: Some(Arc::new(checkpointer)),
-            ..CompileOptions::default()
-        }
-    }
-
-    /// The same options with `checkpointer`.
-    pub fn checkpointer(mut self, checkpointer: Arc<dyn CheckpointSaver>) -> Self {
-        self.checkpointer = Some(checkpointer);
-        self
-    }
-
-    /// The same options with `store`.
-    pub fn store(mut self, store: Arc<dyn Store>) -> Self {
-        self.store = Some(store);
-        self
-    }
-
-    /// The same options with `serde`.
-    pub fn serde(mut self, serde: Serde) -> Self {
-        self.serde = serde;
-        self
-    }
-
-    /// The options with the defaults a checkpointer shared with Python LangGraph asks for:
-    /// LangGraph's encoding instead of the default format, appending channels stored whole
-    /// instead of the default delta policy. Settings changed from their defaults are kept.
-    fn for_checkpointer(mut self) -> Self {
-        if self
-            .checkpointer
-            .as_ref()
-            .is_some_and(|c| c.langgraph_values())
-        {
-            if self.serde.format() == waypoint_checkpoint::Format::default() {
-                self.serde = self
-                    .serde
-                    .with_format(waypoint_checkpoint::Format::LangGraph);
-            }
-            if self.delta == crate::DeltaPolicy::default() {
-                self.delta = crate::DeltaPolicy::off();
-            }
-        }
-        self
-    }
 }
 
 /// A graph under construction over state `S`.
@@ -443,12 +344,12 @@ impl<S: State> StateGraph<S> {
         }
         self.check_reachable()?;
 
-        let mut nodes: Vec<crate::pregel::Node<S>> = self
+        let mut nodes: Vec<Node<S>> = self
             .nodes
             .into_iter()
-            .map(|spec| crate::pregel::Node::new(spec.name, Some(spec.func)))
+            .map(|spec| Node::new(spec.name, Some(spec.func)))
             .collect();
-        let mut start = crate::pregel::Node::new(START.to_owned(), None);
+        let mut start = Node::new(START.to_owned(), None);
         for (from, to) in self.edges {
             if to == END {
                 continue;

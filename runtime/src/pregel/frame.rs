@@ -1,0 +1,498 @@
+//! The frame: a thread's channels at one checkpoint, decoded, as a run changes them; loading
+//! it from a checkpoint tuple (rebuilding appending channels from their history), reading
+//! its pending interrupts, and building the checkpoint it becomes.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use serde_json::Value;
+use waypoint_checkpoint::{
+    ChannelVersion, ChannelVersions, Checkpoint, CheckpointSaver, CheckpointSource,
+    CheckpointTuple, PendingWrite, SerializedValue, Slot, channels, metadata,
+};
+
+use crate::delta::DeltaCounter;
+use crate::error::{Error, Result};
+use crate::interrupt::Interrupt;
+use crate::state::State;
+
+use super::codec::{SendPacket, SendRef, channel_slot, decode, is_control, null_value, open};
+use super::graph::{BRANCH_PREFIX, Graph, INPUT, START};
+
+/// The channels of a thread at one checkpoint, decoded.
+pub(crate) struct Frame<S: State> {
+    /// Shared with the step's tasks, so a node's input costs no copy; changed only at the
+    /// barrier, when the tasks have let go of it.
+    pub(crate) state: Arc<S>,
+    pub(crate) versions: BTreeMap<String, ChannelVersion>,
+    pub(crate) seen: BTreeMap<String, BTreeMap<String, ChannelVersion>>,
+    pub(crate) input: Option<S::Update>,
+    /// Node indices whose trigger channel is set.
+    pub(crate) triggered: BTreeSet<usize>,
+    pub(crate) sends: Vec<(String, S)>,
+    pub(crate) step: i64,
+    /// The checkpoint this frame is (`None` before the first).
+    pub(crate) checkpoint_id: Option<String>,
+    /// Writes saved against that checkpoint.
+    pub(crate) pending: Vec<PendingWrite>,
+    /// Channels changed since the last checkpoint that reached the saver.
+    pub(crate) dirty: BTreeSet<String>,
+    /// The last checkpoint that reached the saver (the parent of the next put).
+    pub(crate) persisted_id: Option<String>,
+    /// The thread and namespace of that checkpoint (to open sealed writes).
+    pub(crate) thread: Option<String>,
+    pub(crate) ns: String,
+    /// For a fork made to replay a checkpoint: that checkpoint's id. Task ids derive from
+    /// it, so the replayed tasks keep their ids (and their subgraphs their namespaces).
+    pub(crate) task_base: Option<String>,
+    /// The loaded checkpoint has format version 1, whose task ids LangGraph derived with
+    /// sha1 instead of xxh3.
+    pub(crate) legacy_ids: bool,
+    /// Why the loaded checkpoint was written.
+    pub(crate) source: Option<CheckpointSource>,
+    /// Appending channels: what they wrote since their last snapshot.
+    pub(crate) delta: BTreeMap<String, DeltaCounter>,
+    /// Appending channels the loaded checkpoint did not store (rebuilt from history).
+    pub(crate) missing: Vec<String>,
+    /// The next checkpoint stores every appending channel's value.
+    pub(crate) snapshot_all: bool,
+}
+
+impl<S: State> Frame<S> {
+    /// A frame with no checkpoint: the template state.
+    pub(crate) fn fresh(graph: &Graph<S>) -> Self {
+        Frame {
+            state: Arc::new(graph.template.clone()),
+            versions: BTreeMap::new(),
+            seen: BTreeMap::new(),
+            input: None,
+            triggered: BTreeSet::new(),
+            sends: Vec::new(),
+            step: -2,
+            checkpoint_id: None,
+            pending: Vec::new(),
+            dirty: BTreeSet::new(),
+            persisted_id: None,
+            thread: None,
+            ns: String::new(),
+            task_base: None,
+            legacy_ids: false,
+            source: None,
+            delta: BTreeMap::new(),
+            missing: Vec::new(),
+            snapshot_all: false,
+        }
+    }
+
+    /// Decodes a stored checkpoint into a frame; its appending channels the checkpoint did
+    /// not store are left `missing`.
+    pub(crate) fn decode(graph: &Graph<S>, tuple: CheckpointTuple) -> Result<Self> {
+        let CheckpointTuple {
+            config,
+            checkpoint,
+            metadata,
+            pending_writes,
+            ..
+        } = tuple;
+        let mut frame = Frame::fresh(graph);
+        let thread = config.thread_id.as_str();
+        let ns = config.checkpoint_ns.as_deref().unwrap_or("");
+        for (name, stored) in &checkpoint.channel_values {
+            let slot = channel_slot(thread, ns, name, &checkpoint.channel_versions);
+            if let Some(i) = frame.state.channel_index(name) {
+                let value = open(&graph.serde, stored, &slot, name)?;
+                Arc::make_mut(&mut frame.state).load_channel(i, &value, &graph.serde)?;
+            } else if name == INPUT {
+                let value = open(&graph.serde, stored, &slot, name)?;
+                frame.input = Some(decode(&graph.serde, &value, name)?);
+            } else if let Some(node) = name.strip_prefix(BRANCH_PREFIX) {
+                if let Some(&i) = graph.index.get(node) {
+                    frame.triggered.insert(i);
+                }
+            } else if name == channels::TASKS {
+                let value = open(&graph.serde, stored, &slot, name)?;
+                let sends: Vec<SendPacket<S>> = decode(&graph.serde, &value, name)?;
+                frame.sends = sends.into_iter().map(|p| (p.0, p.1)).collect();
+            }
+        }
+        frame.missing = graph
+            .channel_names
+            .iter()
+            .filter(|name| {
+                graph.is_delta(name)
+                    && checkpoint.channel_versions.contains_key(*name)
+                    && !checkpoint.channel_values.contains_key(*name)
+            })
+            .cloned()
+            .collect();
+        frame.legacy_ids = checkpoint.v <= 1;
+        frame.versions = checkpoint.channel_versions;
+        frame.seen = checkpoint.versions_seen;
+        frame.step = metadata.step.unwrap_or(-1);
+        frame.checkpoint_id = Some(checkpoint.id.clone());
+        frame.persisted_id = Some(checkpoint.id);
+        frame.pending = pending_writes;
+        frame.thread = Some(thread.to_owned());
+        frame.ns = ns.to_owned();
+        frame.source = metadata.source;
+        frame.delta = crate::delta::read_counters(&metadata.extra);
+        frame.task_base = metadata
+            .extra
+            .get(metadata::FORKED_FROM)
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        Ok(frame)
+    }
+
+    /// Decodes a stored checkpoint, rebuilding its appending channels from their history.
+    ///
+    /// A run continuing the thread takes the cached state (`take`), so it alone holds it and
+    /// changes it in place; readers (`get_state`, `update_state`) leave it for the next run.
+    pub(crate) async fn load(
+        graph: &Graph<S>,
+        saver: &Arc<dyn CheckpointSaver>,
+        tuple: CheckpointTuple,
+        take: bool,
+    ) -> Result<Self> {
+        let config = tuple.config.clone();
+        let mut frame = Frame::decode(graph, tuple)?;
+        if frame.missing.is_empty() {
+            return Ok(frame);
+        }
+        let cached = match (&frame.thread, &frame.checkpoint_id) {
+            (Some(thread), Some(id)) => graph.cache.lookup(thread, &frame.ns, id, take),
+            _ => None,
+        };
+        match cached {
+            // The cached state is the state at this very checkpoint.
+            Some(cached) => {
+                frame.state = cached;
+                frame.missing.clear();
+            }
+            None => {
+                let history = saver.delta_channel_history(&config, &frame.missing).await?;
+                for (channel, history) in history {
+                    let (seed, writes) = (history.seed.as_ref(), &history.writes);
+                    replay(
+                        graph,
+                        Arc::make_mut(&mut frame.state),
+                        &channel,
+                        seed,
+                        writes,
+                    )?;
+                }
+                frame.missing.clear();
+            }
+        }
+        Ok(frame)
+    }
+
+    /// The next version for a step's changes: one past the greatest version in the frame.
+    pub(crate) fn next_version(&self, graph: &Graph<S>) -> Result<ChannelVersion> {
+        // Every change of a step takes one version, so the newest is the one with the
+        // greatest counter; comparing counters alone avoids re-parsing on each comparison.
+        let max = self
+            .versions
+            .values()
+            .max_by_key(|v| v.counter().unwrap_or(0));
+        Ok(match &graph.checkpointer {
+            Some(saver) => saver.next_version(max)?,
+            None => ChannelVersion::next(max)?,
+        })
+    }
+
+    /// The checkpoint of the frame with the `changed` channels' values, and their versions.
+    ///
+    /// An appending channel stores its value only when a snapshot is due, or for every such
+    /// channel (with a new version, so the value gets its own blob) when `snapshot_all`;
+    /// otherwise its step writes stand for it. Updates the frame's delta counters.
+    pub(crate) fn build_checkpoint(
+        &mut self,
+        graph: &Graph<S>,
+        mut changed: BTreeSet<String>,
+        snapshot_all: bool,
+        thread: &str,
+        ns: &str,
+    ) -> Result<(Checkpoint, ChannelVersions)> {
+        let appending: Vec<String> = graph
+            .channel_names
+            .iter()
+            .filter(|c| graph.is_delta(c))
+            .cloned()
+            .collect();
+        if snapshot_all {
+            let stored: Vec<&String> = appending
+                .iter()
+                .filter(|c| self.versions.contains_key(*c))
+                .collect();
+            if !stored.is_empty() {
+                let version = self.next_version(graph)?;
+                for channel in stored {
+                    self.versions.insert(channel.clone(), version.clone());
+                    changed.insert(channel.clone());
+                }
+            }
+        }
+        let mut omit = BTreeSet::new();
+        for channel in appending.iter().filter(|c| changed.contains(*c)) {
+            let counter = self.delta.entry(channel.clone()).or_default();
+            if !snapshot_all && !counter.due(&graph.delta) {
+                omit.insert(channel.clone());
+            }
+        }
+        let values = self.values(graph, &changed, &omit, thread, ns)?;
+        for channel in appending
+            .iter()
+            .filter(|c| changed.contains(*c) && !omit.contains(*c))
+        {
+            let size = values.get(channel).map_or(0, |v| v.bytes.len() as u64);
+            self.delta
+                .entry(channel.clone())
+                .or_default()
+                .snapshot(size);
+        }
+        self.delta.retain(|c, _| appending.contains(c));
+        let mut checkpoint = Checkpoint::new(self.step);
+        checkpoint.id = self.checkpoint_id.clone().unwrap_or(checkpoint.id);
+        checkpoint.channel_values = values;
+        checkpoint.channel_versions = self.versions.clone();
+        checkpoint.versions_seen = self.seen.clone();
+        checkpoint.updated_channels = Some(changed.iter().cloned().collect());
+        let new_versions = changed
+            .iter()
+            .filter_map(|c| self.versions.get(c).map(|v| (c.clone(), v.clone())))
+            .collect();
+        Ok((checkpoint, new_versions))
+    }
+
+    /// Encodes the frame's `channels_to_write` (those with a value) for a checkpoint.
+    fn values(
+        &self,
+        graph: &Graph<S>,
+        channels_to_write: &BTreeSet<String>,
+        omit: &BTreeSet<String>,
+        thread: &str,
+        ns: &str,
+    ) -> Result<BTreeMap<String, SerializedValue>> {
+        let mut values = BTreeMap::new();
+        for name in channels_to_write {
+            let value = if omit.contains(name) {
+                None
+            } else if let Some(i) = self.state.channel_index(name) {
+                self.state.dump_channel(i, &graph.serde)?
+            } else if name == INPUT {
+                match &self.input {
+                    Some(input) => Some(
+                        graph
+                            .serde
+                            .dumps(input)
+                            .map_err(|e| crate::state::channel_error(name, e))?,
+                    ),
+                    None => None,
+                }
+            } else if let Some(node) = name.strip_prefix(BRANCH_PREFIX) {
+                graph
+                    .index
+                    .get(node)
+                    .filter(|i| self.triggered.contains(i))
+                    .map(|_| null_value())
+            } else if name == channels::TASKS && !self.sends.is_empty() {
+                let sends: Vec<SendRef<'_, S>> =
+                    self.sends.iter().map(|(n, a)| SendRef(n, a)).collect();
+                Some(
+                    graph
+                        .serde
+                        .dumps(&sends)
+                        .map_err(|e| crate::state::channel_error(name, e))?,
+                )
+            } else {
+                None
+            };
+            if let Some(value) = value {
+                let slot = channel_slot(thread, ns, name, &self.versions);
+                let value = graph
+                    .serde
+                    .seal(&value, &slot)
+                    .map_err(|e| crate::state::channel_error(name, e))?;
+                values.insert(name.clone(), value);
+            }
+        }
+        Ok(values)
+    }
+
+    /// The `__interrupt__` writes of the frame's checkpoint that are pending, as LangGraph
+    /// reads them: those of tasks that have not finished (a task with an output write has).
+    fn interrupt_writes(&self) -> Vec<&PendingWrite> {
+        let finished: BTreeSet<&str> = self
+            .pending
+            .iter()
+            .filter(|w| w.task_id != channels::NULL_TASK_ID && !is_control(&w.channel))
+            .map(|w| w.task_id.as_str())
+            .collect();
+        self.pending
+            .iter()
+            .filter(|w| {
+                w.channel == channels::INTERRUPT
+                    && w.task_id != channels::NULL_TASK_ID
+                    && !finished.contains(w.task_id.as_str())
+            })
+            .collect()
+    }
+
+    /// The interrupts pending on the frame's checkpoint, by task id (see
+    /// [`Self::interrupt_writes`]). An interrupt write that cannot be read is an error naming
+    /// its task.
+    pub(crate) fn read_interrupts(
+        &self,
+        graph: &Graph<S>,
+    ) -> Result<BTreeMap<String, Vec<Interrupt>>> {
+        let mut out: BTreeMap<String, Vec<Interrupt>> = BTreeMap::new();
+        for write in self.interrupt_writes() {
+            let interrupts = self.read_interrupt_write(graph, write).map_err(|e| {
+                Error::InvalidUpdate(format!(
+                    "the interrupt of task `{}` cannot be read: {e}",
+                    write.task_id
+                ))
+            })?;
+            out.entry(write.task_id.clone())
+                .or_default()
+                .extend(interrupts);
+        }
+        Ok(out)
+    }
+
+    /// [`Self::read_interrupts`] for display, which cannot fail: an interrupt write that
+    /// cannot be read shows as an interrupt with no id whose value says why.
+    pub(crate) fn pending_interrupts(&self, graph: &Graph<S>) -> BTreeMap<String, Vec<Interrupt>> {
+        let mut out: BTreeMap<String, Vec<Interrupt>> = BTreeMap::new();
+        for write in self.interrupt_writes() {
+            let interrupts = self.read_interrupt_write(graph, write).unwrap_or_else(|e| {
+                vec![Interrupt::new(
+                    Value::String(format!("<cannot decode interrupt: {e}>")),
+                    "",
+                )]
+            });
+            out.entry(write.task_id.clone())
+                .or_default()
+                .extend(interrupts);
+        }
+        out
+    }
+
+    /// The interrupts of one `__interrupt__` write: a list (LangGraph writes a tuple), or a
+    /// single interrupt.
+    fn read_interrupt_write(
+        &self,
+        graph: &Graph<S>,
+        write: &PendingWrite,
+    ) -> Result<Vec<Interrupt>> {
+        // Interrupt values are sealed like any write.
+        let value = match (&self.thread, &self.checkpoint_id) {
+            (Some(thread), Some(checkpoint_id)) => open(
+                &graph.serde,
+                &write.value,
+                &Slot::Write {
+                    thread_id: thread,
+                    checkpoint_ns: &self.ns,
+                    checkpoint_id,
+                    task_id: &write.task_id,
+                    channel: &write.channel,
+                    idx: channels::write_index(&write.channel, 0),
+                },
+                &write.channel,
+            )?,
+            _ => write.value.clone(),
+        };
+        let raw: Value = decode(&graph.serde, &value, &write.channel)?;
+        let items = match raw {
+            Value::Array(items) if items.iter().all(|i| !i.is_string()) => items,
+            single => vec![single],
+        };
+        items
+            .into_iter()
+            .map(|item| {
+                Interrupt::from_value(item).map_err(|e| {
+                    crate::state::channel_error(
+                        channels::INTERRUPT,
+                        waypoint_checkpoint::Error::serialization(value.type_tag.as_ref(), e),
+                    )
+                })
+            })
+            .collect()
+    }
+
+    /// The node whose writes the state saw last, for `update_state` without `as_node`.
+    pub(crate) fn last_writer(&self, graph: &Graph<S>) -> Result<String> {
+        let mut best: Option<(&ChannelVersion, Vec<&str>)> = None;
+        for (node, seen) in &self.seen {
+            if node != START && !graph.index.contains_key(node) {
+                continue;
+            }
+            let Some(version) = seen.values().max() else {
+                continue;
+            };
+            match &mut best {
+                Some((v, names)) if version.counter() == v.counter() => names.push(node),
+                Some((v, _)) if version.counter() < v.counter() => {}
+                _ => best = Some((version, vec![node])),
+            }
+        }
+        match best {
+            None => Ok(START.to_owned()),
+            Some((_, names)) if names.len() == 1 => Ok(names[0].to_owned()),
+            Some((_, names)) => Err(Error::InvalidUpdate(format!(
+                "ambiguous update: nodes {names:?} ran last; pass as_node"
+            ))),
+        }
+    }
+}
+
+/// Sets an appending channel to `seed` (its stored value; empty when `None`) followed by
+/// `writes`, folded through its reducer.
+fn replay<S: State>(
+    graph: &Graph<S>,
+    state: &mut S,
+    channel: &str,
+    seed: Option<&SerializedValue>,
+    writes: &[PendingWrite],
+) -> Result<()> {
+    let serde = &graph.serde;
+    let Some(i) = state.channel_index(channel) else {
+        return Ok(());
+    };
+    match seed {
+        Some(seed) => state.load_channel(i, seed, serde)?,
+        None => {
+            if let Some(empty) = graph.template.dump_channel(i, serde)? {
+                state.load_channel(i, &empty, serde)?;
+            }
+        }
+    }
+    for write in writes {
+        let mut update = S::Update::default();
+        state.load_write(&mut update, i, &write.value, serde)?;
+        state.apply(update)?;
+    }
+    Ok(())
+}
+
+/// Sets an appending channel to `parent`'s value of it plus the parent's step `writes`.
+pub(crate) fn extend_from<S: State>(
+    graph: &Graph<S>,
+    state: &mut S,
+    parent: &S,
+    channel: &str,
+    writes: &[PendingWrite],
+) -> Result<()> {
+    let serde = &graph.serde;
+    let Some(i) = state.channel_index(channel) else {
+        return Ok(());
+    };
+    state.copy_channel(parent, i, serde)?;
+    for write in writes.iter().filter(|w| w.channel == channel) {
+        let mut update = S::Update::default();
+        state.load_write(&mut update, i, &write.value, serde)?;
+        state.apply(update)?;
+    }
+    Ok(())
+}
