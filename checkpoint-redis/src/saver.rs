@@ -47,8 +47,9 @@ const APPLY_ATTEMPTS: usize = 8;
 /// A checkpointer on a Redis 7 server (no modules), in a key layout of its own (see the
 /// crate docs): every key of a thread carries the thread's hash tag.
 ///
-/// Operations share one multiplexed connection that reconnects by itself. Each has a
-/// deadline ([`RedisConfig::timeout`]) and fails with [`Error::Backend`] while the server is
+/// Operations share one multiplexed connection that reconnects by itself (clones, and the
+/// stores `RedisSaver::store` opens, share it too). Each has a deadline
+/// ([`RedisConfig::timeout`]) and fails with [`Error::Backend`] while the server is
 /// unreachable; idempotent operations are retried once after a broken connection, so the
 /// saver recovers from a server restart without being rebuilt.
 #[derive(Clone)]
