@@ -12,6 +12,7 @@
 //! from the top down:
 //!
 //! - `run`: one run of the loop on a thread (loading, steps, interrupts, breakpoints);
+//! - `durability`: when the run's writes and checkpoints reach the checkpointer;
 //! - `snapshot`: a checkpoint as the caller sees it ([`StateSnapshot`]);
 //! - `step`: one super-step's algorithm (which tasks run, routing, folding writes);
 //! - `frame`: a thread's channels at one checkpoint, decoded, and the checkpoint it becomes;
@@ -44,6 +45,7 @@ use snapshot::{Head, StateSnapshot};
 use step::NS_SEP;
 
 mod codec;
+mod durability;
 mod frame;
 pub(crate) mod graph;
 mod run;

@@ -1,22 +1,23 @@
 //! One run of the loop on one thread: loading the thread, the steps, interrupts and
 //! breakpoints, handing saves to the run's durability, and what a subgraph inherits.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use futures::future::join_all;
 use waypoint_checkpoint::{
-    CheckpointConfig, CheckpointMetadata, CheckpointSaver, CheckpointSource, PendingWrite, Save,
-    SerializedValue, Slot, channels, metadata,
+    CheckpointConfig, CheckpointSaver, CheckpointSource, PendingWrite, SerializedValue, Slot,
+    channels,
 };
 
 use crate::command::Command;
-use crate::config::{Durability, RunConfig};
+use crate::config::RunConfig;
 use crate::context::{CallSite, Context};
 use crate::error::{Error, Result};
 use crate::interrupt::{Input, Interrupt, Outcome, Resume, Scratch, SharedScratch};
 use crate::lease::LeaseGuard;
 use crate::pregel::codec::{decode, dump, open};
+use crate::pregel::durability::{Saves, Target, TaskWrites};
 use crate::pregel::frame::Frame;
 use crate::pregel::graph::{Graph, INPUT};
 use crate::pregel::step::{self, SavedTask, Task, TaskOutput};
@@ -43,9 +44,6 @@ enum TaskEnd<S: State> {
     Interrupted(Vec<Interrupt>),
     Failed(Error),
 }
-
-/// A task's writes not yet saved (exit durability): task id, task path and writes.
-type UnsavedWrites = (String, String, Vec<(String, SerializedValue)>);
 
 /// What a subgraph run inherits from the node that calls it.
 #[derive(Clone, Default)]
@@ -90,7 +88,11 @@ pub(crate) async fn run<S: State>(
     }
     let result = run.execute(input).await;
     // Exit durability (and a failed run) still leave the thread where the run stopped.
-    let finished = run.finish().await;
+    let target = run.target();
+    let finished = run
+        .saves
+        .finish(target.as_ref(), graph, &mut run.frame)
+        .await;
     if let Some(lease) = lease {
         lease.release().await;
     }
@@ -112,68 +114,18 @@ struct Run<'g, S: State> {
     thread: Option<String>,
     ns: String,
     frame: Frame<S>,
-    /// Writes of finished tasks in exit durability, kept until the final put.
-    exit_writes: Vec<UnsavedWrites>,
     custom: Option<CustomSink>,
     messages: Option<MessageSink>,
     /// Why the frame's checkpoint was made.
     last_source: CheckpointSource,
-    /// Async durability: the background writer, started with the first save.
-    writer: Option<Writer>,
     /// The resume command's answers, for the interrupted tasks.
     resume: Option<Resume>,
-    /// Sync durability: writes that go with the next checkpoint, in its transaction.
-    step_writes: Vec<Save>,
+    /// When its writes and checkpoints are saved.
+    saves: Saves,
     /// What a subgraph run inherits; default for a root run.
     nested: Nested,
     /// Whether the current step replays a past checkpoint (its subgraphs start over).
     replaying: bool,
-}
-
-/// Saves at most this many calls in one batch (one transaction).
-const MAX_BATCH: usize = 256;
-
-/// The background writer of async durability: saves leave in order, and whatever queued
-/// up while the previous batch was being written goes out together in one `save_batch`
-/// (one commit), so a slow commit is shared by several steps.
-struct Writer {
-    queue: tokio::sync::mpsc::UnboundedSender<Save>,
-    task: tokio::task::JoinHandle<Result<()>>,
-}
-
-impl Writer {
-    fn spawn(saver: Arc<dyn CheckpointSaver>) -> Self {
-        let (queue, mut rx) = tokio::sync::mpsc::unbounded_channel::<Save>();
-        let task = tokio::spawn(async move {
-            while let Some(save) = rx.recv().await {
-                let mut batch = vec![save];
-                while batch.len() < MAX_BATCH {
-                    match rx.try_recv() {
-                        Ok(save) => batch.push(save),
-                        Err(_) => break,
-                    }
-                }
-                // After a failure nothing more is written: a later checkpoint without the
-                // one before it would break the thread's chain.
-                saver.save_batch(batch).await?;
-            }
-            Ok(())
-        });
-        Writer { queue, task }
-    }
-
-    /// Queues a save; a writer that already failed reports it when the run finishes.
-    fn send(&self, save: Save) {
-        let _ = self.queue.send(save);
-    }
-
-    /// Waits until everything queued is saved.
-    async fn close(self) -> Result<()> {
-        drop(self.queue);
-        self.task
-            .await
-            .map_err(|e| Error::Checkpoint(waypoint_checkpoint::Error::backend("runtime", e)))?
-    }
 }
 
 impl<'g, S: State> Run<'g, S> {
@@ -196,13 +148,11 @@ impl<'g, S: State> Run<'g, S> {
             thread,
             ns: config.checkpoint_ns.clone(),
             frame: Frame::fresh(graph),
-            exit_writes: Vec::new(),
             custom,
             messages,
             last_source: CheckpointSource::Loop,
-            writer: None,
             resume: None,
-            step_writes: Vec::new(),
+            saves: Saves::new(config.durability),
             nested,
             replaying: false,
         })
@@ -229,6 +179,7 @@ impl<'g, S: State> Run<'g, S> {
         }
     }
 
+    /// The saver the run writes to (its parent's, in a subgraph) and its thread.
     fn saver(&self) -> Option<(&Arc<dyn CheckpointSaver>, &str)> {
         let saver = self
             .nested
@@ -241,8 +192,17 @@ impl<'g, S: State> Run<'g, S> {
         }
     }
 
-    fn sync(&self) -> bool {
-        self.config.durability == Durability::Sync
+    /// Where the run saves: `None` without a checkpointer.
+    fn target(&self) -> Option<Target> {
+        let (saver, thread) = self.saver()?;
+        Some(Target {
+            saver: Arc::clone(saver),
+            thread: thread.to_owned(),
+            ns: self.ns.clone(),
+            parents: self.nested.parents.clone(),
+            run_id: self.config.run_id.clone(),
+            source: self.last_source,
+        })
     }
 
     /// Runs the loop; `Some(interrupts)` when the run paused instead of finishing.
@@ -349,7 +309,9 @@ impl<'g, S: State> Run<'g, S> {
                 });
             }
             let (outputs, unsaved) = self.run_tasks(&tasks, skip_done).await;
-            self.keep_writes(unsaved);
+            let target = self.target();
+            let checkpoint_id = self.frame.checkpoint_id.as_deref().unwrap_or("");
+            self.saves.barrier(target.as_ref(), checkpoint_id, unsaved);
             let outputs = match outputs? {
                 StepEnd::Done(outputs, delta_bytes) => {
                     for (channel, bytes) in delta_bytes {
@@ -434,10 +396,10 @@ impl<'g, S: State> Run<'g, S> {
         self.frame.snapshot_all = true;
         self.last_source = CheckpointSource::Fork;
         self.replaying = true;
-        if self.config.durability != Durability::Exit {
-            self.persist(BTreeSet::new()).await?;
-        }
-        Ok(())
+        let target = self.target();
+        self.saves
+            .checkpoint(target.as_ref(), self.graph, &mut self.frame)
+            .await
     }
 
     /// Starts a new run with `update` as input: the input checkpoint.
@@ -495,7 +457,7 @@ impl<'g, S: State> Run<'g, S> {
     /// queues them for this run. Answers by id are not stored (LangGraph stores none): they
     /// are returned, for this run's tasks.
     async fn save_command(&mut self, command: Command<S>) -> Result<Option<Resume>> {
-        let inner = self.graph;
+        let graph = self.graph;
         let mut writes = Vec::new();
         let mut by_id = None;
         match &command.resume {
@@ -506,29 +468,23 @@ impl<'g, S: State> Run<'g, S> {
                         "{pending} interrupts are pending; resume them by id with Command::resume_by_id"
                     )));
                 }
-                writes.push(dump(&inner.serde, channels::RESUME, value)?);
+                writes.push(dump(&graph.serde, channels::RESUME, value)?);
             }
             Some(resume @ Resume::ById(_)) => by_id = Some(resume.clone()),
             None => {}
         }
-        let routed = step::route(
-            self.graph,
-            &inner.start,
-            &self.frame.state,
-            None,
-            command.goto,
-        )?;
+        let routed = step::route(graph, &graph.start, &self.frame.state, None, command.goto)?;
         let output = TaskOutput {
             update: command.update,
             triggers: routed
                 .triggers
                 .into_iter()
-                .filter(|i| !inner.start.edges.contains(i))
+                .filter(|i| !graph.start.edges.contains(i))
                 .collect(),
             sends: routed.sends,
         };
         if output.update.is_some() || !output.triggers.is_empty() || !output.sends.is_empty() {
-            writes.extend(step::encode_writes(self.graph, &self.frame.state, &output)?);
+            writes.extend(step::encode_writes(graph, &self.frame.state, &output)?);
         }
         // Update writes of an earlier resume of this checkpoint were applied then: a new
         // command replaces them.
@@ -606,14 +562,15 @@ impl<'g, S: State> Run<'g, S> {
         Ok(())
     }
 
-    /// Runs a step's tasks concurrently; each task's writes are saved as it finishes
-    /// (in sync durability) or returned for later. Tasks whose writes the checkpoint already
-    /// holds are not run again (unless replaying). A failure wins over interrupts.
+    /// Runs a step's tasks concurrently; each task's writes go to the run's saves as it
+    /// finishes, and those not saved yet are returned, in task order. Tasks whose writes the
+    /// checkpoint already holds are not run again (unless replaying). A failure wins over
+    /// interrupts.
     async fn run_tasks(
         &self,
         tasks: &[Task<S>],
         skip_done: bool,
-    ) -> (Result<StepEnd<S>>, Vec<UnsavedWrites>) {
+    ) -> (Result<StepEnd<S>>, Vec<TaskWrites>) {
         let graph = self.graph;
         let mut saved: HashMap<&str, Vec<&PendingWrite>> = HashMap::new();
         if skip_done {
@@ -622,6 +579,8 @@ impl<'g, S: State> Run<'g, S> {
             }
         }
         let checkpoint_id = self.frame.checkpoint_id.as_deref().unwrap_or("");
+        let target = self.target();
+        let target = target.as_ref();
         let interrupted = if self.resume.is_some() {
             match self.pending_interrupts() {
                 Ok(interrupted) => interrupted,
@@ -646,7 +605,7 @@ impl<'g, S: State> Run<'g, S> {
                     let open_slot =
                         |w: &PendingWrite, position| self.open_write(w, checkpoint_id, position);
                     match step::decode_writes(graph, &self.frame.state, own, open_slot)? {
-                        SavedTask::Done(output) => return Ok((TaskEnd::Done(output), Vec::new())),
+                        SavedTask::Done(output) => return Ok((TaskEnd::Done(output), None)),
                         SavedTask::Unfinished { answered: earlier } => answered = earlier,
                     }
                 }
@@ -661,9 +620,9 @@ impl<'g, S: State> Run<'g, S> {
                 };
                 let scratch = Scratch::new(&task.ns, answered, fresh);
                 let end = self.run_task(task, Arc::clone(&scratch)).await;
-                if self.saver().is_none() {
-                    return Ok((end, Vec::new()));
-                }
+                let Some(target) = target else {
+                    return Ok((end, None));
+                };
                 let serde = &graph.serde;
                 let writes = match &end {
                     TaskEnd::Done(output) => {
@@ -681,10 +640,10 @@ impl<'g, S: State> Run<'g, S> {
                             // everything but the appended items, which it leaves to these.
                             writes.retain(|(channel, _)| graph.is_delta(channel));
                             if writes.is_empty() {
-                                return Ok((end, Vec::new()));
+                                return Ok((end, None));
                             }
                             let writes = self.seal_writes(writes, checkpoint_id, &task.id)?;
-                            return Ok((end, vec![(task.id.clone(), task.path.clone(), writes)]));
+                            return Ok((end, Some(task_writes(task, writes))));
                         }
                         writes
                     }
@@ -715,16 +674,11 @@ impl<'g, S: State> Run<'g, S> {
                 // `(task_path, task_id, idx)` order, the order `apply` folds a step's tasks in,
                 // so a delta history replays parallel appends as the step made them.
                 let writes = self.seal_writes(writes, checkpoint_id, &task.id)?;
-                match self.saver() {
-                    Some((saver, thread)) if self.sync() => {
-                        let config = CheckpointConfig::of(thread, &self.ns, checkpoint_id);
-                        saver
-                            .put_writes(&config, writes, &task.id, &task.path)
-                            .await?;
-                        Ok::<_, Error>((end, Vec::new()))
-                    }
-                    _ => Ok((end, vec![(task.id.clone(), task.path.clone(), writes)])),
-                }
+                let unsaved = self
+                    .saves
+                    .task_done(target, checkpoint_id, task_writes(task, writes))
+                    .await?;
+                Ok::<_, Error>((end, unsaved))
             }
         });
         let results = join_all(futures).await;
@@ -762,12 +716,12 @@ impl<'g, S: State> Run<'g, S> {
 
     /// Calls one task's node and routes its result.
     async fn run_task(&self, task: &Task<S>, scratch: SharedScratch) -> TaskEnd<S> {
-        let inner = self.graph;
+        let graph = self.graph;
         let Some(index) = task.node else {
             // The start task writes the input and follows START's edges.
             return match step::route(
-                self.graph,
-                &inner.start,
+                graph,
+                &graph.start,
                 &self.frame.state,
                 self.frame.input.as_ref(),
                 Vec::new(),
@@ -776,13 +730,13 @@ impl<'g, S: State> Run<'g, S> {
                 Err(err) => TaskEnd::Failed(err),
             };
         };
-        let node = &inner.nodes[index];
+        let node = &graph.nodes[index];
         let Some(func) = &node.func else {
             return TaskEnd::Done(TaskOutput::default());
         };
         let ctx = Context {
             config: Arc::clone(&self.config),
-            store: inner.store.clone(),
+            store: graph.store.clone(),
             custom: self.custom.clone(),
             messages: self.messages.clone(),
             node: Arc::from(node.name.as_str()),
@@ -903,7 +857,7 @@ impl<'g, S: State> Run<'g, S> {
         }
     }
 
-    /// Makes the frame a new checkpoint, and writes it unless durability is exit-only.
+    /// Makes the frame a new checkpoint, saved as the run's durability says.
     async fn checkpoint(&mut self, source: CheckpointSource, step: i64) -> Result<()> {
         self.frame.step = step;
         self.frame.checkpoint_id = Some(waypoint_checkpoint::checkpoint_id(step));
@@ -911,58 +865,14 @@ impl<'g, S: State> Run<'g, S> {
         self.frame.legacy_ids = false;
         self.replaying = false;
         self.frame.pending.clear();
-        self.exit_writes.clear();
         self.resume = None;
         self.last_source = source;
-        if self.config.durability != Durability::Exit {
-            let changed = std::mem::take(&mut self.frame.dirty);
-            self.persist(changed).await?;
-        }
+        let target = self.target();
+        self.saves
+            .checkpoint(target.as_ref(), self.graph, &mut self.frame)
+            .await?;
         self.emitter.debug(|| self.checkpoint_event());
         Ok(())
-    }
-
-    /// Writes that `run_tasks` did not save: in the background (async durability) or at
-    /// the end of the run (exit durability).
-    fn keep_writes(&mut self, unsaved: Vec<UnsavedWrites>) {
-        if self.config.durability == Durability::Exit {
-            self.exit_writes.extend(unsaved);
-            return;
-        }
-        let Some((_, thread)) = self.saver() else {
-            return;
-        };
-        let config = CheckpointConfig::of(
-            thread,
-            &self.ns,
-            self.frame.checkpoint_id.as_deref().unwrap_or(""),
-        );
-        for (task_id, task_path, writes) in unsaved {
-            let save = Save::Writes {
-                config: config.clone(),
-                writes,
-                task_id,
-                task_path,
-            };
-            match self.config.durability {
-                Durability::Async => self.background(save),
-                // Written with the step's checkpoint, in one transaction.
-                _ => self.step_writes.push(save),
-            }
-        }
-    }
-
-    /// Hands a save to the background writer, starting it if needed.
-    fn background(&mut self, save: Save) {
-        if self.writer.is_none() {
-            let Some((saver, _)) = self.saver() else {
-                return;
-            };
-            self.writer = Some(Writer::spawn(Arc::clone(saver)));
-        }
-        if let Some(writer) = &self.writer {
-            writer.send(save);
-        }
     }
 
     /// The debug event of the frame's checkpoint.
@@ -986,86 +896,13 @@ impl<'g, S: State> Run<'g, S> {
             },
         })
     }
+}
 
-    /// Writes the frame's checkpoint with `channels` changed since the last one stored.
-    async fn persist(&mut self, changed: BTreeSet<String>) -> Result<()> {
-        let Some((saver, thread)) = self.saver() else {
-            return Ok(());
-        };
-        let saver = Arc::clone(saver);
-        let thread = thread.to_owned();
-        // Exit durability keeps no step writes, so appending channels store their values.
-        let snapshot_all = std::mem::take(&mut self.frame.snapshot_all)
-            || self.config.durability == Durability::Exit;
-        let (checkpoint, new_versions) =
-            self.frame
-                .build_checkpoint(self.graph, changed, snapshot_all, &thread, &self.ns)?;
-        let frame = &self.frame;
-        let mut metadata = CheckpointMetadata::new(self.last_source, frame.step);
-        crate::delta::write_counters(&frame.delta, &mut metadata.extra);
-        metadata.parents = Some(self.nested.parents.clone());
-        if let (CheckpointSource::Fork, Some(base)) = (self.last_source, &frame.task_base) {
-            metadata = metadata.with(metadata::FORKED_FROM, base.clone());
-        }
-        if let Some(run_id) = &self.config.run_id {
-            metadata = metadata.with_run_id(run_id.clone());
-        }
-        let parent = CheckpointConfig {
-            thread_id: thread,
-            checkpoint_ns: Some(self.ns.clone()),
-            checkpoint_id: frame.persisted_id.clone(),
-        };
-        if self.config.durability == Durability::Sync && self.step_writes.is_empty() {
-            saver
-                .put(&parent, checkpoint, metadata, new_versions)
-                .await?;
-        } else {
-            let put = Save::Put {
-                config: parent,
-                checkpoint,
-                metadata,
-                new_versions,
-            };
-            if self.config.durability == Durability::Async {
-                self.background(put);
-            } else {
-                let mut batch = std::mem::take(&mut self.step_writes);
-                batch.push(put);
-                saver.save_batch(batch).await?;
-            }
-        }
-        self.frame.persisted_id = self.frame.checkpoint_id.clone();
-        Ok(())
-    }
-
-    /// At the end of a run: waits for background saves (async durability), or writes the
-    /// last checkpoint and its writes (exit durability).
-    async fn finish(&mut self) -> Result<()> {
-        if let Some(writer) = self.writer.take() {
-            writer.close().await?;
-        }
-        if self.config.durability != Durability::Exit
-            || self.frame.dirty.is_empty() && self.exit_writes.is_empty()
-        {
-            return Ok(());
-        }
-        if !self.frame.dirty.is_empty() {
-            let dirty = std::mem::take(&mut self.frame.dirty);
-            self.persist(dirty).await?;
-        }
-        let unsaved = std::mem::take(&mut self.exit_writes);
-        if let Some((saver, thread)) = self.saver() {
-            let config = CheckpointConfig::of(
-                thread,
-                &self.ns,
-                self.frame.checkpoint_id.as_deref().unwrap_or(""),
-            );
-            for (task_id, task_path, writes) in unsaved {
-                saver
-                    .put_writes(&config, writes, &task_id, &task_path)
-                    .await?;
-            }
-        }
-        Ok(())
+/// A task's `writes`, to save under its id and path.
+fn task_writes<S: State>(task: &Task<S>, writes: Vec<(String, SerializedValue)>) -> TaskWrites {
+    TaskWrites {
+        task_id: task.id.clone(),
+        task_path: task.path.clone(),
+        writes,
     }
 }

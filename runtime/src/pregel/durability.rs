@@ -1,0 +1,327 @@
+//! When a run's writes and checkpoints reach the checkpointer: the three [`Durability`]
+//! modes, and the one place where they differ.
+//!
+//! The loop tells [`Saves`] what happened (a task finished, a step reached its barrier, the
+//! frame became a checkpoint, the run ended) and each mode saves accordingly:
+//!
+//! | event           | `Sync`                              | `Async`               | `Exit`                  |
+//! |-----------------|-------------------------------------|-----------------------|-------------------------|
+//! | task finished   | its writes saved before it returns  | kept for the barrier  | kept for the barrier    |
+//! | barrier         | the writes go with the checkpoint   | queued                | kept until the end      |
+//! | checkpoint      | saved (with those writes, one batch)| queued                | not saved               |
+//! | run ends        | nothing left                        | waits for the queue   | last checkpoint, writes |
+//!
+//! A step's sole task hands its writes to the barrier in every mode: the step's checkpoint is
+//! the very next write and holds them (see `Run::run_tasks`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use waypoint_checkpoint::{
+    ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSaver,
+    CheckpointSource, Save, SerializedValue, metadata,
+};
+
+use crate::config::Durability;
+use crate::error::{Error, Result};
+use crate::pregel::frame::Frame;
+use crate::pregel::graph::Graph;
+use crate::state::State;
+
+/// Saves at most this many calls in one batch (one transaction).
+const MAX_BATCH: usize = 256;
+
+/// One task's writes not saved yet.
+pub(crate) struct TaskWrites {
+    pub(crate) task_id: String,
+    /// LangGraph's task path, which orders a step's writes.
+    pub(crate) task_path: String,
+    pub(crate) writes: Vec<(String, SerializedValue)>,
+}
+
+/// Where a run saves, and what its checkpoints' metadata say besides the frame.
+pub(crate) struct Target {
+    pub(crate) saver: Arc<dyn CheckpointSaver>,
+    pub(crate) thread: String,
+    pub(crate) ns: String,
+    /// Namespace to checkpoint id of every ancestor graph (the `parents` metadata).
+    pub(crate) parents: BTreeMap<String, String>,
+    pub(crate) run_id: Option<String>,
+    /// Why the frame's checkpoint was made.
+    pub(crate) source: CheckpointSource,
+}
+
+impl Target {
+    /// The config of checkpoint `checkpoint_id` on this target.
+    fn at(&self, checkpoint_id: &str) -> CheckpointConfig {
+        CheckpointConfig::of(&self.thread, &self.ns, checkpoint_id)
+    }
+}
+
+/// A run's saves in its durability mode, with what the mode holds between them.
+pub(crate) enum Saves {
+    /// Each save completes before the run goes on.
+    Sync {
+        /// Writes that go with the next checkpoint, in its transaction.
+        with_checkpoint: Vec<Save>,
+    },
+    /// Saves go, in order, to a background writer started with the first.
+    Async { writer: Option<Writer> },
+    /// Nothing is saved before the run ends.
+    Exit {
+        /// Writes of the tasks since the last checkpoint.
+        kept: Vec<TaskWrites>,
+    },
+}
+
+impl Saves {
+    /// The saves of a run in `durability`.
+    pub(crate) fn new(durability: Durability) -> Self {
+        match durability {
+            Durability::Sync => Saves::Sync {
+                with_checkpoint: Vec::new(),
+            },
+            Durability::Async => Saves::Async { writer: None },
+            Durability::Exit => Saves::Exit { kept: Vec::new() },
+        }
+    }
+
+    /// A task finished with `writes`, against checkpoint `checkpoint_id`: sync saves them
+    /// now; the others hand them back, for [`Saves::barrier`] in task order.
+    pub(crate) async fn task_done(
+        &self,
+        to: &Target,
+        checkpoint_id: &str,
+        writes: TaskWrites,
+    ) -> Result<Option<TaskWrites>> {
+        match self {
+            Saves::Sync { .. } => {
+                to.saver
+                    .put_writes(
+                        &to.at(checkpoint_id),
+                        writes.writes,
+                        &writes.task_id,
+                        &writes.task_path,
+                    )
+                    .await?;
+                Ok(None)
+            }
+            Saves::Async { .. } | Saves::Exit { .. } => Ok(Some(writes)),
+        }
+    }
+
+    /// A step's tasks are done; `unsaved` are their writes not saved yet, in task order,
+    /// against checkpoint `checkpoint_id`: sync writes them with the step's checkpoint, async
+    /// queues them, exit keeps them until the end.
+    pub(crate) fn barrier(
+        &mut self,
+        to: Option<&Target>,
+        checkpoint_id: &str,
+        unsaved: Vec<TaskWrites>,
+    ) {
+        if let Saves::Exit { kept } = self {
+            kept.extend(unsaved);
+            return;
+        }
+        let Some(to) = to else {
+            return;
+        };
+        let config = to.at(checkpoint_id);
+        for TaskWrites {
+            task_id,
+            task_path,
+            writes,
+        } in unsaved
+        {
+            let save = Save::Writes {
+                config: config.clone(),
+                writes,
+                task_id,
+                task_path,
+            };
+            match self {
+                Saves::Sync { with_checkpoint } => with_checkpoint.push(save),
+                Saves::Async { writer } => Writer::send(writer, &to.saver, save),
+                Saves::Exit { .. } => {}
+            }
+        }
+    }
+
+    /// The frame became a new checkpoint: sync writes it (in one batch with the step's
+    /// writes), async queues it; exit leaves it for the end of the run, and drops the writes
+    /// kept against the checkpoint before.
+    pub(crate) async fn checkpoint<S: State>(
+        &mut self,
+        to: Option<&Target>,
+        graph: &Graph<S>,
+        frame: &mut Frame<S>,
+    ) -> Result<()> {
+        if let Saves::Exit { kept } = self {
+            kept.clear();
+            return Ok(());
+        }
+        let changed = std::mem::take(&mut frame.dirty);
+        let Some(to) = to else {
+            return Ok(());
+        };
+        let put = self.put(to, graph, frame, changed)?;
+        match self {
+            Saves::Sync { with_checkpoint } if with_checkpoint.is_empty() => {
+                to.saver
+                    .put(&put.parent, put.checkpoint, put.metadata, put.new_versions)
+                    .await?;
+            }
+            Saves::Sync { with_checkpoint } => {
+                let mut batch = std::mem::take(with_checkpoint);
+                batch.push(put.into_save());
+                to.saver.save_batch(batch).await?;
+            }
+            Saves::Async { writer } => Writer::send(writer, &to.saver, put.into_save()),
+            Saves::Exit { .. } => {}
+        }
+        frame.persisted_id = frame.checkpoint_id.clone();
+        Ok(())
+    }
+
+    /// The run ends (finished, failed or paused): async waits until its queue is saved; exit
+    /// writes the last checkpoint, if the run changed the frame, and the writes kept since.
+    pub(crate) async fn finish<S: State>(
+        &mut self,
+        to: Option<&Target>,
+        graph: &Graph<S>,
+        frame: &mut Frame<S>,
+    ) -> Result<()> {
+        let kept = match self {
+            Saves::Sync { .. } => return Ok(()),
+            Saves::Async { writer } => {
+                return match writer.take() {
+                    Some(writer) => writer.close().await,
+                    None => Ok(()),
+                };
+            }
+            Saves::Exit { kept } => std::mem::take(kept),
+        };
+        let Some(to) = to else {
+            return Ok(());
+        };
+        if !frame.dirty.is_empty() {
+            let dirty = std::mem::take(&mut frame.dirty);
+            let put = self.put(to, graph, frame, dirty)?;
+            to.saver.save_batch(vec![put.into_save()]).await?;
+            frame.persisted_id = frame.checkpoint_id.clone();
+        }
+        let config = to.at(frame.checkpoint_id.as_deref().unwrap_or(""));
+        for TaskWrites {
+            task_id,
+            task_path,
+            writes,
+        } in kept
+        {
+            to.saver
+                .put_writes(&config, writes, &task_id, &task_path)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// The put of the frame's checkpoint with `changed` channels changed since the last one
+    /// stored, its parent that one.
+    fn put<S: State>(
+        &self,
+        to: &Target,
+        graph: &Graph<S>,
+        frame: &mut Frame<S>,
+        changed: BTreeSet<String>,
+    ) -> Result<Put> {
+        // Exit durability keeps no step writes, so appending channels store their values.
+        let snapshot_all =
+            std::mem::take(&mut frame.snapshot_all) || matches!(self, Saves::Exit { .. });
+        let (checkpoint, new_versions) =
+            frame.build_checkpoint(graph, changed, snapshot_all, &to.thread, &to.ns)?;
+        let mut metadata = CheckpointMetadata::new(to.source, frame.step);
+        crate::delta::write_counters(&frame.delta, &mut metadata.extra);
+        metadata.parents = Some(to.parents.clone());
+        if let (CheckpointSource::Fork, Some(base)) = (to.source, &frame.task_base) {
+            metadata = metadata.with(metadata::FORKED_FROM, base.clone());
+        }
+        if let Some(run_id) = &to.run_id {
+            metadata = metadata.with_run_id(run_id.clone());
+        }
+        Ok(Put {
+            parent: CheckpointConfig {
+                thread_id: to.thread.clone(),
+                checkpoint_ns: Some(to.ns.clone()),
+                checkpoint_id: frame.persisted_id.clone(),
+            },
+            checkpoint,
+            metadata,
+            new_versions,
+        })
+    }
+}
+
+/// The put of one checkpoint: the arguments of [`CheckpointSaver::put`].
+struct Put {
+    /// The last checkpoint stored, the new one's parent.
+    parent: CheckpointConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    new_versions: ChannelVersions,
+}
+
+impl Put {
+    /// The put as one save of a batch.
+    fn into_save(self) -> Save {
+        Save::Put {
+            config: self.parent,
+            checkpoint: self.checkpoint,
+            metadata: self.metadata,
+            new_versions: self.new_versions,
+        }
+    }
+}
+
+/// The background writer of async durability: saves leave in order, and whatever queued
+/// up while the previous batch was being written goes out together in one `save_batch`
+/// (one commit), so a slow commit is shared by several steps.
+pub(crate) struct Writer {
+    queue: tokio::sync::mpsc::UnboundedSender<Save>,
+    task: tokio::task::JoinHandle<Result<()>>,
+}
+
+impl Writer {
+    fn spawn(saver: Arc<dyn CheckpointSaver>) -> Self {
+        let (queue, mut rx) = tokio::sync::mpsc::unbounded_channel::<Save>();
+        let task = tokio::spawn(async move {
+            while let Some(save) = rx.recv().await {
+                let mut batch = vec![save];
+                while batch.len() < MAX_BATCH {
+                    match rx.try_recv() {
+                        Ok(save) => batch.push(save),
+                        Err(_) => break,
+                    }
+                }
+                // After a failure nothing more is written: a later checkpoint without the
+                // one before it would break the thread's chain.
+                saver.save_batch(batch).await?;
+            }
+            Ok(())
+        });
+        Writer { queue, task }
+    }
+
+    /// Queues a save on `writer`, starting it if needed; a writer that already failed
+    /// reports it when the run finishes.
+    fn send(writer: &mut Option<Writer>, saver: &Arc<dyn CheckpointSaver>, save: Save) {
+        let writer = writer.get_or_insert_with(|| Writer::spawn(Arc::clone(saver)));
+        let _ = writer.queue.send(save);
+    }
+
+    /// Waits until everything queued is saved.
+    async fn close(self) -> Result<()> {
+        drop(self.queue);
+        self.task
+            .await
+            .map_err(|e| Error::Checkpoint(waypoint_checkpoint::Error::backend("runtime", e)))?
+    }
+}
