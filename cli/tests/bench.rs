@@ -1,12 +1,11 @@
 //! `waypoint bench` end to end: the real binary with the hidden `--smoke` sizes into a
 //! temporary folder, against the test servers when they are set.
 
-mod common;
-
 use std::path::Path;
 use std::process::{Command, Output};
 
 use serde_json::Value;
+use waypoint_test_kit::{postgres_url, redis_url};
 
 /// Every group's name, in report order.
 const GROUPS: [&str; 5] = ["serde", "checkpoint", "store", "hnsw", "runtime"];
@@ -35,8 +34,8 @@ fn read(path: &Path) -> String {
 #[test]
 fn smoke_run_writes_every_table_chart_and_sample() {
     let out = tempfile::tempdir().expect("temp dir");
-    let postgres = common::url("WAYPOINT_TEST_POSTGRES_URL");
-    let redis = common::url("WAYPOINT_TEST_REDIS_URL");
+    let postgres = postgres_url();
+    let redis = redis_url();
     let mut args = Vec::new();
     let mut backends = vec!["memory", "sqlite"];
     if let Some(url) = &postgres {

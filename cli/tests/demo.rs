@@ -1,9 +1,9 @@
 //! `waypoint demo` end to end: the real binary on temporary databases of every backend.
 
-mod common;
-
 use std::path::Path;
 use std::process::{Command, Output};
+
+use waypoint_test_kit::{database_url, fresh_name, postgres_url, redis_url};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -177,19 +177,21 @@ fn the_demo_runs_in_memory() -> TestResult {
 
 #[test]
 fn the_demo_runs_on_postgres() -> TestResult {
-    let Some(server) = common::url("WAYPOINT_TEST_POSTGRES_URL") else {
+    let Some(server) = postgres_url() else {
         return Ok(());
     };
     // A fresh database, so the demo also creates its tables from nothing.
-    let name = format!("demo_{}", uuid::Uuid::new_v4().simple());
+    let name = fresh_name("demo");
     let runtime = tokio::runtime::Runtime::new()?;
     let admin = runtime.block_on(waypoint_checkpoint_postgres::PostgresSaver::from_url(
         &server,
     ))?;
     runtime.block_on(sqlx::query(&format!("CREATE DATABASE {name}")).execute(admin.pool()))?;
-    let (base, _) = server.rsplit_once('/').ok_or("a URL with a database")?;
     let dir = tempfile::tempdir()?;
-    let out = waypoint(&["demo", "--url", &format!("{base}/{name}")], dir.path());
+    let out = waypoint(
+        &["demo", "--url", &database_url(&server, &name)],
+        dir.path(),
+    );
     runtime.block_on(
         sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)")).execute(admin.pool()),
     )?;
@@ -199,7 +201,7 @@ fn the_demo_runs_on_postgres() -> TestResult {
 
 #[test]
 fn the_demo_runs_on_redis() -> TestResult {
-    let Some(server) = common::url("WAYPOINT_TEST_REDIS_URL") else {
+    let Some(server) = redis_url() else {
         return Ok(());
     };
     // The run id in every thread id and namespace keeps this run apart from others.

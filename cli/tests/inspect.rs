@@ -1,9 +1,7 @@
 //! End to end: the `waypoint threads` and `waypoint store` commands, run as the real binary
 //! against databases the runtime (or Python LangGraph) wrote.
 
-mod common;
-
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::Arc;
 
@@ -17,6 +15,7 @@ use waypoint_runtime::{
     RunConfig, START, StateGraph,
 };
 use waypoint_store::{IndexConfig, StoreConfig, StoreExt};
+use waypoint_test_kit::{fresh_name, postgres_url, python, redis_url};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -40,7 +39,7 @@ async fn backends() -> Vec<Backend> {
         private: true,
         _dir: Some(dir),
     }];
-    if let Some(url) = common::url("WAYPOINT_TEST_POSTGRES_URL") {
+    if let Some(url) = postgres_url() {
         let saver = PostgresSaver::from_url(&url).await.expect("postgres");
         saver.setup().await.expect("setup");
         out.push(Backend {
@@ -50,7 +49,7 @@ async fn backends() -> Vec<Backend> {
             _dir: None,
         });
     }
-    if let Some(url) = common::url("WAYPOINT_TEST_REDIS_URL") {
+    if let Some(url) = redis_url() {
         let saver = RedisSaver::from_url(&url).await.expect("redis");
         out.push(Backend {
             url,
@@ -67,10 +66,6 @@ fn obj(value: Value) -> Map<String, Value> {
         Value::Object(map) => map,
         _ => Map::new(),
     }
-}
-
-fn fresh(name: &str) -> String {
-    format!("{name}-{}", uuid::Uuid::new_v4().simple())
 }
 
 /// `ask` interrupts with a question; `after` logs. `log` appends (stored as deltas).
@@ -134,7 +129,7 @@ async fn threads_list_show_history_match_the_runtime() -> TestResult {
     for backend in backends().await {
         let url = backend.url.as_str();
         let graph = ask_graph(Arc::clone(&backend.saver));
-        let thread = fresh("ask");
+        let thread = fresh_name("ask");
         let config = RunConfig::thread(&thread);
         let out = graph
             .invoke(Some(obj(json!({"log": ["start"]}))), &config)
@@ -230,7 +225,7 @@ async fn fork_copy_prune_delete() -> TestResult {
     for backend in backends().await {
         let url = backend.url.as_str();
         let graph = ask_graph(Arc::clone(&backend.saver));
-        let thread = fresh("fork");
+        let thread = fresh_name("fork");
         let config = RunConfig::thread(&thread);
         graph
             .invoke(Some(obj(json!({"log": ["start"]}))), &config)
@@ -246,7 +241,7 @@ async fn fork_copy_prune_delete() -> TestResult {
             .and_then(|s| s.config.checkpoint_id.clone())
             .expect("a checkpoint before ask");
 
-        let copy = fresh("copy");
+        let copy = fresh_name("copy");
         let forked = json_of(
             url,
             &["threads", "fork", &thread, "--at", &at, "--into", &copy],
@@ -277,7 +272,7 @@ async fn fork_copy_prune_delete() -> TestResult {
         assert_eq!(out.get("log"), Some(&json!(["start", "ask", "after"])));
 
         // Copy, prune, delete.
-        let copy2 = fresh("copy2");
+        let copy2 = fresh_name("copy2");
         let copied = json_of(url, &["threads", "copy", &thread, &copy2]);
         assert_eq!(copied["target"], json!(copy2));
         fails(
@@ -308,7 +303,7 @@ async fn fork_copy_prune_delete() -> TestResult {
 async fn unknown_threads_and_bad_targets_are_one_line_errors() -> TestResult {
     for backend in backends().await {
         let url = backend.url.as_str();
-        let ghost = fresh("ghost");
+        let ghost = fresh_name("ghost");
         for args in [
             vec!["threads", "show", &ghost],
             vec!["threads", "history", &ghost],
@@ -320,7 +315,7 @@ async fn unknown_threads_and_bad_targets_are_one_line_errors() -> TestResult {
             fails(url, &args, "unknown thread");
         }
         let graph = ask_graph(Arc::clone(&backend.saver));
-        let thread = fresh("t");
+        let thread = fresh_name("t");
         graph
             .invoke(Some(obj(json!({}))), &RunConfig::thread(&thread))
             .await?;
@@ -479,16 +474,16 @@ async fn store_ls_and_search() -> TestResult {
 /// as messages and other Python objects keep their class.
 #[tokio::test]
 async fn reads_what_python_langgraph_wrote() -> TestResult {
-    let Some(server_url) = common::url("WAYPOINT_TEST_POSTGRES_URL") else {
+    let Some(server_url) = postgres_url() else {
         return Ok(());
     };
-    let Some(python) = common::url("WAYPOINT_TEST_PYTHON") else {
+    let Some(python) = python() else {
         return Ok(());
     };
     let script =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/langgraph_interrupted.py");
-    let name = format!("inspect_{}", uuid::Uuid::new_v4().simple());
-    let out = Command::new(PathBuf::from(python))
+    let name = fresh_name("inspect");
+    let out = Command::new(python)
         .arg(&script)
         .args([server_url.as_str(), &name, "py-thread"])
         .output()?;

@@ -2,10 +2,10 @@
 //! stderr, the bench report), whichever backend, subcommand or failure, while its errors still
 //! say which host and what went wrong.
 
-mod common;
-
 use std::path::Path;
 use std::process::{Command, Output};
+
+use waypoint_test_kit::{postgres_url, redis_url};
 
 /// The password every URL here carries.
 const SECRET: &str = "hunter2";
@@ -175,7 +175,7 @@ fn host_port(url: &str) -> String {
 
 #[test]
 fn live_postgres_takes_a_password_and_never_shows_it() {
-    let Some(server) = common::url("WAYPOINT_TEST_POSTGRES_URL") else {
+    let Some(server) = postgres_url() else {
         return;
     };
     let dir = tempfile::tempdir().expect("temp dir");
@@ -225,7 +225,7 @@ fn live_postgres_takes_a_password_and_never_shows_it() {
 
 #[test]
 fn live_redis_refuses_or_takes_a_password_and_never_shows_it() {
-    let Some(server) = common::url("WAYPOINT_TEST_REDIS_URL") else {
+    let Some(server) = redis_url() else {
         return;
     };
     let dir = tempfile::tempdir().expect("temp dir");
