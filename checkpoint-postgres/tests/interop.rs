@@ -5,8 +5,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::{Value, json};
 use waypoint_checkpoint::{
@@ -14,43 +12,6 @@ use waypoint_checkpoint::{
     CheckpointTuple, ListOptions, Result, Serde,
 };
 use waypoint_checkpoint_postgres::PostgresSaver;
-
-/// A fresh database on the test server and its URL; `None` without a server or Python.
-async fn fresh_database() -> Option<(String, PathBuf)> {
-    let url = common::url("WAYPOINT_TEST_POSTGRES_URL")?;
-    let python = PathBuf::from(common::url("WAYPOINT_TEST_PYTHON")?);
-    let name = format!("interop_{}", uuid::Uuid::new_v4().simple());
-    let admin = PostgresSaver::from_url(&url).await.expect("server");
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(admin.pool())
-        .await
-        .expect("create database");
-    let (base, _) = url.rsplit_once('/').expect("URL with a database");
-    Some((format!("{base}/{name}"), python))
-}
-
-/// Runs one of the Python fixtures and returns the JSON it wrote.
-fn run_python(python: &Path, script: &str, url: &str, thread: &str) -> Value {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop");
-    let out = tempfile_path(script);
-    let output = Command::new(python)
-        .arg(dir.join(script))
-        .args([url, thread])
-        .arg(&out)
-        .output()
-        .expect("run python");
-    assert!(
-        output.status.success(),
-        "{script} failed:\n{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&std::fs::read(&out).expect("output")).expect("JSON output")
-}
-
-fn tempfile_path(script: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("{script}-{}.json", uuid::Uuid::new_v4().simple()))
-}
 
 /// A tuple's channel values decoded to JSON.
 fn values_of(t: &CheckpointTuple) -> Result<BTreeMap<String, Value>> {
@@ -94,10 +55,10 @@ fn map_of(v: &Value) -> BTreeMap<String, Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_langgraph_thread_reads_back_as_python_reports_it() -> Result<()> {
-    let Some((url, python)) = fresh_database().await else {
+    let Some((url, python)) = common::fresh_database("interop").await else {
         return Ok(());
     };
-    let history = run_python(&python, "python_writes.py", &url, "py-thread");
+    let history = common::run_python(&python, "python_writes.py", &[&url, "py-thread"]);
     let history = history.as_array().expect("history list");
     assert_eq!(history.len(), 10, "two runs of a three-node graph");
 
@@ -159,7 +120,7 @@ async fn a_langgraph_thread_reads_back_as_python_reports_it() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rust_thread_reads_back_in_langgraph() -> Result<()> {
-    let Some((url, python)) = fresh_database().await else {
+    let Some((url, python)) = common::fresh_database("interop").await else {
         return Ok(());
     };
     let saver = PostgresSaver::from_url(&url).await?;
@@ -204,7 +165,7 @@ async fn a_rust_thread_reads_back_in_langgraph() -> Result<()> {
         )
         .await?;
 
-    let read = run_python(&python, "python_reads.py", &url, "rs-thread");
+    let read = common::run_python(&python, "python_reads.py", &[&url, "rs-thread"]);
     let tuples = read["tuples"].as_array().expect("tuples");
     let ours = saver
         .list(

@@ -18,7 +18,7 @@ fn is_conflict<T>(r: &Result<T>) -> bool {
 
 /// `n` savers with their own pools on one fresh, set-up schema; `None` without a server.
 async fn savers(n: usize, prepared: bool) -> Result<Option<(String, Vec<Arc<PostgresSaver>>)>> {
-    let Some(url) = common::url("WAYPOINT_TEST_POSTGRES_URL") else {
+    let Some(url) = waypoint_test_kit::postgres_url() else {
         return Ok(None);
     };
     let schema = common::fresh_schema();
@@ -142,24 +142,15 @@ async fn expiry_is_the_servers_and_the_table_is_waypoints() -> Result<()> {
     Ok(())
 }
 
-fn ctl(var: &str, action: &str) {
-    let script = std::env::var(var).expect("the control script of the fault server");
-    let status = std::process::Command::new(&script)
-        .arg(action)
-        .status()
-        .expect("run the control script");
-    assert!(status.success(), "{script} {action} failed: {status}");
-}
-
 /// A server restart breaks the pooled connection: each lease operation is retried once on a
 /// fresh one, and the lease survives (it is a table row, not a session lock).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leases_survive_a_server_restart() -> Result<()> {
-    let Some(url) = common::url("WAYPOINT_TEST_POSTGRES_FAULTS_URL") else {
+    let Some(faults) = waypoint_test_kit::postgres_faults() else {
         return Ok(());
     };
     let saver = PostgresSaver::connect(
-        PostgresConfig::new(&url)
+        PostgresConfig::new(faults.url())
             .schema(common::fresh_schema())
             .max_connections(1)
             .timeout(Duration::from_secs(5)),
@@ -168,8 +159,8 @@ async fn leases_survive_a_server_restart() -> Result<()> {
     saver.setup().await?;
     let held = saver.acquire_lease("held", LONG).await?;
     let restart = || {
-        ctl("WAYPOINT_TEST_POSTGRES_FAULTS_CTL", "stop");
-        ctl("WAYPOINT_TEST_POSTGRES_FAULTS_CTL", "start");
+        faults.ctl("stop");
+        faults.ctl("start");
     };
     tokio::task::block_in_place(restart);
     let renewed = saver.renew_lease(&held, LONG).await?;

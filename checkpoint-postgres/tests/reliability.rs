@@ -5,7 +5,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -60,15 +59,6 @@ impl Chain {
     }
 }
 
-fn ctl(var: &str, action: &str) {
-    let script = std::env::var(var).expect("the control script of the fault server");
-    let status = Command::new(&script)
-        .arg(action)
-        .status()
-        .expect("run the control script");
-    assert!(status.success(), "{script} {action} failed: {status}");
-}
-
 /// Checkpoints of `thread` whose channel versions lack a stored value row.
 async fn checkpoints_without_blobs(saver: &PostgresSaver, thread: &str) -> i64 {
     sqlx::query_scalar(
@@ -85,12 +75,12 @@ async fn checkpoints_without_blobs(saver: &PostgresSaver, thread: &str) -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_restart_mid_write_loop_fails_fast_then_recovers() -> Result<()> {
-    let Some(url) = common::url("WAYPOINT_TEST_POSTGRES_FAULTS_URL") else {
+    let Some(faults) = waypoint_test_kit::postgres_faults() else {
         return Ok(());
     };
     let timeout = Duration::from_secs(2);
     let saver = PostgresSaver::connect(
-        PostgresConfig::new(url)
+        PostgresConfig::new(faults.url())
             .schema(common::fresh_schema())
             .timeout(timeout),
     )
@@ -106,10 +96,11 @@ async fn server_restart_mid_write_loop_fails_fast_then_recovers() -> Result<()> 
             // Taken away mid-loop; back two seconds later, from another thread, while the
             // loop keeps calling.
             stopped = true;
-            restarted = Some(std::thread::spawn(|| {
-                ctl("WAYPOINT_TEST_POSTGRES_FAULTS_CTL", "stop");
+            let faults = faults.clone();
+            restarted = Some(std::thread::spawn(move || {
+                faults.ctl("stop");
                 std::thread::sleep(Duration::from_secs(2));
-                ctl("WAYPOINT_TEST_POSTGRES_FAULTS_CTL", "start");
+                faults.ctl("start");
                 Instant::now()
             }));
         }
@@ -176,10 +167,7 @@ async fn server_restart_mid_write_loop_fails_fast_then_recovers() -> Result<()> 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_server_fails_within_the_timeout() {
     // A port nothing listens on (bound, then released).
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
+    let port = waypoint_test_kit::free_port();
     let start = Instant::now();
     let err = PostgresSaver::connect(
         PostgresConfig::new(format!("postgres://nobody@127.0.0.1:{port}/none"))
@@ -193,16 +181,22 @@ async fn an_unreachable_server_fails_within_the_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn setup_is_idempotent_and_safe_when_run_at_once() -> Result<()> {
-    let Some(url) = common::url("WAYPOINT_TEST_POSTGRES_URL") else {
+    let Some(url) = waypoint_test_kit::postgres_url() else {
         return Ok(());
     };
     let schema = common::fresh_schema();
     let mut savers = Vec::new();
     for _ in 0..4 {
-        // Separate pools: separate sessions, as separate processes would have.
+        // Separate pools: separate sessions, as separate processes would have; none set up
+        // on connecting, so the four setups below race.
         savers.push(
-            PostgresSaver::connect(PostgresConfig::new(&url).schema(&schema).max_connections(1))
-                .await?,
+            PostgresSaver::connect(
+                PostgresConfig::new(&url)
+                    .schema(&schema)
+                    .max_connections(1)
+                    .auto_setup(false),
+            )
+            .await?,
         );
     }
     let runs = savers.iter().map(|s| s.setup());
@@ -242,11 +236,12 @@ async fn setup_is_idempotent_and_safe_when_run_at_once() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_setup_operations_say_so() -> Result<()> {
-    let Some(url) = common::url("WAYPOINT_TEST_POSTGRES_URL") else {
+    let Some(url) = waypoint_test_kit::postgres_url() else {
         return Ok(());
     };
+    let schema = common::fresh_schema();
     let saver =
-        PostgresSaver::connect(PostgresConfig::new(url).schema(common::fresh_schema())).await?;
+        PostgresSaver::connect(PostgresConfig::new(url).schema(&schema).auto_setup(false)).await?;
     let err = saver
         .get_tuple(&CheckpointConfig::new("t"))
         .await
@@ -254,6 +249,45 @@ async fn without_setup_operations_say_so() -> Result<()> {
     assert!(
         matches!(&err, Error::InvalidConfig(m) if m.contains("setup()")),
         "{err:?}"
+    );
+    let created: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_namespace WHERE nspname = $1")
+        .bind(&schema)
+        .fetch_one(saver.pool())
+        .await
+        .expect("count");
+    assert_eq!(created, 0, "auto_setup(false) created the schema");
+    // Setting up later makes the same saver usable.
+    saver.setup().await?;
+    assert!(
+        saver
+            .get_tuple(&CheckpointConfig::new("t"))
+            .await?
+            .is_none()
+    );
+    Ok(())
+}
+
+/// Connecting sets the tables up (auto_setup is on by default): no setup() call needed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connecting_sets_up_by_default() -> Result<()> {
+    let Some(url) = waypoint_test_kit::postgres_url() else {
+        return Ok(());
+    };
+    let saver =
+        PostgresSaver::connect(PostgresConfig::new(url).schema(common::fresh_schema())).await?;
+    assert!(
+        saver
+            .get_tuple(&CheckpointConfig::new("t"))
+            .await?
+            .is_none()
+    );
+    let version: i32 = sqlx::query_scalar("SELECT max(v) FROM checkpoint_migrations")
+        .fetch_one(saver.pool())
+        .await
+        .expect("version");
+    assert_eq!(
+        version,
+        waypoint_checkpoint_postgres::LANGGRAPH_SCHEMA_VERSION
     );
     Ok(())
 }
@@ -425,7 +459,7 @@ async fn corrupt_rows_fail_reads_clearly() -> Result<()> {
 /// prepared statements.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unprepared_statements_work() -> Result<()> {
-    let Some(url) = common::url("WAYPOINT_TEST_POSTGRES_URL") else {
+    let Some(url) = waypoint_test_kit::postgres_url() else {
         return Ok(());
     };
     let saver = PostgresSaver::connect(
@@ -587,10 +621,7 @@ async fn ids_postgres_cannot_store_are_refused_clearly() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn passwords_never_show() {
     let secret = "hunter2-secret";
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
+    let port = waypoint_test_kit::free_port();
     let url = format!("postgres://app:{secret}@127.0.0.1:{port}/db?sslmode=disable");
     let config = PostgresConfig::new(&url).timeout(Duration::from_secs(1));
     let shown = format!("{config:?}");
@@ -612,10 +643,10 @@ async fn passwords_never_show() {
     }
     let shown = format!("{unreachable} {unreachable:?}");
     assert!(!shown.contains(secret), "{shown}");
-    if let Some(url) = common::url("WAYPOINT_TEST_POSTGRES_URL") {
+    if let Some(url) = waypoint_test_kit::postgres_url() {
         // The test server trusts every login: a password is ignored, and never shown.
         let with_password = url.replacen("waypoint@", &format!("waypoint:{secret}@"), 1);
-        let saver = PostgresSaver::connect(PostgresConfig::new(with_password))
+        let saver = PostgresSaver::connect(PostgresConfig::new(with_password).auto_setup(false))
             .await
             .expect("connect");
         let shown = format!("{saver:?}");
@@ -627,14 +658,15 @@ async fn passwords_never_show() {
 /// beside it) is refused in one line, and nothing in it changes.
 #[tokio::test]
 async fn a_foreign_checkpoints_table_is_refused_untouched() -> Result<()> {
-    let Some(url) = common::url("WAYPOINT_TEST_POSTGRES_URL") else {
+    let Some(url) = waypoint_test_kit::postgres_url() else {
         return Ok(());
     };
     let schema = common::fresh_schema();
     let saver = PostgresSaver::connect(
         PostgresConfig::new(url)
             .schema(schema.clone())
-            .max_connections(2),
+            .max_connections(2)
+            .auto_setup(false),
     )
     .await?;
     let pool = saver.pool();

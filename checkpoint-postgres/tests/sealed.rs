@@ -26,7 +26,7 @@ fn authenticated() -> Result<Serde> {
 
 /// A saver on `schema` of the test server (set up); `None` without a server.
 async fn saver_on(schema: &str, serde: Serde) -> Result<Option<PostgresSaver>> {
-    let Some(url) = common::url("WAYPOINT_TEST_POSTGRES_URL") else {
+    let Some(url) = waypoint_test_kit::postgres_url() else {
         return Ok(None);
     };
     let config = PostgresConfig::new(url)

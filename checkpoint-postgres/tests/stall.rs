@@ -7,7 +7,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -18,6 +17,7 @@ use waypoint_checkpoint::{
     CheckpointSource, Error, Lease, Result, Save, Serde,
 };
 use waypoint_checkpoint_postgres::{PostgresConfig, PostgresSaver};
+use waypoint_test_kit::FaultServer;
 
 /// The operation deadline of the savers under test.
 const DEADLINE: Duration = Duration::from_secs(1);
@@ -29,22 +29,13 @@ const WRITERS: usize = 4;
 /// One case at a time on the fault server.
 static FAULT_SERVER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-fn ctl(action: &str) {
-    let script = std::env::var("WAYPOINT_TEST_POSTGRES_FAULTS_CTL")
-        .expect("the control script of the fault server");
-    let status = Command::new(&script)
-        .arg(action)
-        .status()
-        .expect("run the control script");
-    assert!(status.success(), "{script} {action} failed: {status}");
-}
-
 /// Hangs the server for `STALL`, from a blocking thread; returns when it answers again.
-async fn stall_server() {
-    tokio::task::spawn_blocking(|| {
-        ctl("pause");
+async fn stall_server(faults: &FaultServer) {
+    let faults = faults.clone();
+    tokio::task::spawn_blocking(move || {
+        faults.ctl("pause");
         std::thread::sleep(STALL);
-        ctl("resume");
+        faults.ctl("resume");
     })
     .await
     .expect("stall");
@@ -133,12 +124,13 @@ async fn idle_in_transaction(saver: &PostgresSaver) -> i64 {
 /// finds every acknowledged checkpoint with its value and write.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stall_past_the_deadline_loses_no_acknowledged_write() -> Result<()> {
-    let Some(url) = common::url("WAYPOINT_TEST_POSTGRES_FAULTS_URL") else {
+    let Some(faults) = waypoint_test_kit::postgres_faults() else {
         return Ok(());
     };
+    let url = faults.url();
     let _turn = FAULT_SERVER.lock().await;
     let schema = common::fresh_schema();
-    let saver = saver(&url, &schema).await?;
+    let saver = saver(url, &schema).await?;
     saver.setup().await?;
     let timeout: String = sqlx::query_scalar("SHOW idle_in_transaction_session_timeout")
         .fetch_one(saver.pool())
@@ -202,7 +194,7 @@ async fn a_stall_past_the_deadline_loses_no_acknowledged_write() -> Result<()> {
         }));
     }
     tokio::time::sleep(Duration::from_millis(700)).await;
-    stall_server().await;
+    stall_server(&faults).await;
     resumed.store(true, Ordering::Relaxed);
     tokio::time::sleep(Duration::from_millis(1500)).await;
     stop.store(true, Ordering::Relaxed);
@@ -215,7 +207,7 @@ async fn a_stall_past_the_deadline_loses_no_acknowledged_write() -> Result<()> {
     }
     let idle = idle_in_transaction(&saver).await;
     // Acknowledged means committed: another saver sees it now, and after this one is gone.
-    let fresh = self::saver(&url, &schema).await?;
+    let fresh = self::saver(url, &schema).await?;
     let lost_now = lost(&fresh, &acked).await?;
     saver.pool().close().await;
     let lost = lost_now.max(lost(&fresh, &acked).await?);
@@ -235,12 +227,13 @@ async fn a_stall_past_the_deadline_loses_no_acknowledged_write() -> Result<()> {
 /// at once, by a new run, and every save the old run had acknowledged is there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stall_mid_run_leaves_the_thread_usable_at_once() -> Result<()> {
-    let Some(url) = common::url("WAYPOINT_TEST_POSTGRES_FAULTS_URL") else {
+    let Some(faults) = waypoint_test_kit::postgres_faults() else {
         return Ok(());
     };
+    let url = faults.url();
     let _turn = FAULT_SERVER.lock().await;
     let schema = common::fresh_schema();
-    let saver = saver(&url, &schema).await?;
+    let saver = saver(url, &schema).await?;
     saver.setup().await?;
     let thread = "leased";
     let lease = saver.acquire_lease(thread, Duration::from_secs(60)).await?;
@@ -271,7 +264,7 @@ async fn a_stall_mid_run_leaves_the_thread_usable_at_once() -> Result<()> {
         }));
     }
     tokio::time::sleep(Duration::from_millis(700)).await;
-    stall_server().await;
+    stall_server(&faults).await;
     stop.store(true, Ordering::Relaxed);
     let mut acked = Vec::new();
     for run in runs {
@@ -297,7 +290,7 @@ async fn a_stall_mid_run_leaves_the_thread_usable_at_once() -> Result<()> {
         "a session idles in a transaction"
     );
 
-    let fresh = self::saver(&url, &schema).await?;
+    let fresh = self::saver(url, &schema).await?;
     let lost_now = lost(&fresh, &acked).await?;
     saver.pool().close().await;
     let lost = lost_now.max(lost(&fresh, &acked).await?);
