@@ -131,6 +131,11 @@ impl Context {
                 node: self.node.to_string(),
                 step: self.step,
                 namespace: self.config.checkpoint_ns.clone(),
+                checkpoint_ns: self
+                    .call
+                    .as_ref()
+                    .map(|site| site.task_ns.clone())
+                    .unwrap_or_default(),
                 id: chunk.id.clone(),
             };
             sink(chunk, metadata);
@@ -157,7 +162,7 @@ pub trait Subgraph<S: State>: sealed::RunFrom<S> {}
 pub(crate) mod sealed {
     use super::*;
 
-    /// How a [`Subgraph`](super::Subgraph) runs; sealed, so only the runtime's graphs are
+    /// How a [`Subgraph`] runs; sealed, so only the runtime's graphs are
     /// subgraphs.
     pub trait RunFrom<S: State>: Send + Sync {
         /// Runs the graph from the node whose context is `ctx`, with `input`, and returns its

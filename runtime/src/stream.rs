@@ -1,11 +1,16 @@
 //! Streaming a run: state values, per-node updates, custom data and debug events.
 
+use std::fmt;
+use std::str::FromStr;
 use std::sync::Arc;
 
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
-use crate::error::Result;
+use crate::config::{deserialize_by_name, parse_name};
+use crate::error::{Error, Result};
 use crate::interrupt::Interrupt;
 use crate::messages::AiMessageChunk;
 use crate::state::State;
@@ -17,6 +22,12 @@ pub(crate) type CustomSink = Arc<dyn Fn(&str, Value) + Send + Sync>;
 pub(crate) type MessageSink = Arc<dyn Fn(AiMessageChunk, MessageMetadata) + Send + Sync>;
 
 /// What a stream carries (LangGraph's `stream_mode`).
+///
+/// Written and parsed by LangGraph's names (`"values"`, `"updates"`, `"custom"`, `"debug"`,
+/// `"messages"`), in JSON as in [`FromStr`] and [`Display`](fmt::Display). `"messages-tuple"`,
+/// the LangGraph API's name for the mode that streams `[chunk, metadata]` pairs (the Python
+/// library's `"messages"`), also reads as [`StreamMode::Messages`]. LangGraph's other modes
+/// (`"checkpoints"`, `"tasks"`, `"events"`) are not supported and are an error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum StreamMode {
     /// The whole state after every super-step.
@@ -33,6 +44,26 @@ pub enum StreamMode {
 }
 
 impl StreamMode {
+    /// Every mode.
+    pub const ALL: [StreamMode; 5] = [
+        StreamMode::Values,
+        StreamMode::Updates,
+        StreamMode::Custom,
+        StreamMode::Debug,
+        StreamMode::Messages,
+    ];
+
+    /// LangGraph's name of the mode.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StreamMode::Values => "values",
+            StreamMode::Updates => "updates",
+            StreamMode::Custom => "custom",
+            StreamMode::Debug => "debug",
+            StreamMode::Messages => "messages",
+        }
+    }
+
     fn bit(self) -> u8 {
         match self {
             StreamMode::Values => 1,
@@ -44,8 +75,57 @@ impl StreamMode {
     }
 }
 
+impl fmt::Display for StreamMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for StreamMode {
+    type Err = Error;
+
+    /// A mode by LangGraph's name; anything else is [`Error::InvalidConfig`] naming the
+    /// valid ones.
+    fn from_str(name: &str) -> Result<Self> {
+        let aliases = [("messages-tuple", StreamMode::Messages)];
+        parse_name(
+            "stream mode",
+            &StreamMode::ALL,
+            StreamMode::as_str,
+            &aliases,
+            name,
+        )
+    }
+}
+
+impl Serialize for StreamMode {
+    fn serialize<Z: Serializer>(&self, serializer: Z) -> std::result::Result<Z::Ok, Z::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for StreamMode {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        deserialize_by_name(deserializer)
+    }
+}
+
 /// One item of a stream; [`StreamPart::mode`] says which mode produced it.
+///
+/// Its JSON is an event of the LangGraph API's stream, `{"event": mode, "data": ...}` (the
+/// SDK's `StreamPart`; a server sends it as an SSE `event:` and `data:`):
+///
+/// | part        | `event`     | `data`                                   |
+/// |-------------|-------------|------------------------------------------|
+/// | `Values`    | `values`    | the state                                |
+/// | `Updates`   | `updates`   | `{node: update}` (`null` for no update)  |
+/// | `Custom`    | `custom`    | the value (LangGraph does not name the node) |
+/// | `Debug`     | `debug`     | the event                                |
+/// | `Messages`  | `messages`  | `[chunk, metadata]`                      |
+/// | `Interrupt` | `updates`   | `{"__interrupt__": [interrupt, ...]}`    |
 #[derive(Clone, Debug)]
+// Message chunks are the common item (one per token): boxing them would add an allocation each.
+#[allow(clippy::large_enum_variant)]
 pub enum StreamPart<S: State> {
     /// The state after a super-step.
     Values(S),
@@ -91,7 +171,36 @@ impl<S: State> StreamPart<S> {
     }
 }
 
+impl<S: State> Serialize for StreamPart<S> {
+    fn serialize<Z: Serializer>(&self, serializer: Z) -> std::result::Result<Z::Ok, Z::Error> {
+        let mut map = serializer.serialize_map(Some(2))?;
+        map.serialize_entry("event", self.mode().as_str())?;
+        match self {
+            StreamPart::Values(state) => map.serialize_entry("data", state)?,
+            StreamPart::Updates { node, update } => {
+                map.serialize_entry("data", &std::collections::BTreeMap::from([(node, update)]))?
+            }
+            StreamPart::Custom { value, .. } => map.serialize_entry("data", value)?,
+            StreamPart::Debug(event) => map.serialize_entry("data", event)?,
+            StreamPart::Messages { chunk, metadata } => {
+                map.serialize_entry("data", &(chunk, metadata))?
+            }
+            StreamPart::Interrupt(interrupts) => map.serialize_entry(
+                "data",
+                &std::collections::BTreeMap::from([("__interrupt__", interrupts)]),
+            )?,
+        }
+        map.end()
+    }
+}
+
 /// Where a streamed message chunk came from (LangGraph's `langgraph_*` metadata keys).
+///
+/// Its JSON has LangGraph's keys for what Waypoint knows, and the message id:
+/// `{"langgraph_node": node, "langgraph_step": step, "langgraph_checkpoint_ns": checkpoint_ns,
+/// "id": id}`. (LangGraph's `langgraph_triggers`, `langgraph_path` and the model's `ls_*`
+/// keys are not known to the runtime; the graph's namespace is `checkpoint_ns` without its
+/// last level.)
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MessageMetadata {
     /// The node streaming it.
@@ -100,8 +209,22 @@ pub struct MessageMetadata {
     pub step: i64,
     /// The checkpoint namespace of the node's graph (empty at the root).
     pub namespace: String,
+    /// The streaming task's own checkpoint namespace, `{graph ns}|{node}:{task id}`
+    /// (`{node}:{task id}` at the root): LangGraph's `langgraph_checkpoint_ns`.
+    pub checkpoint_ns: String,
     /// The message's id, shared by all its chunks.
     pub id: Option<String>,
+}
+
+impl Serialize for MessageMetadata {
+    fn serialize<Z: Serializer>(&self, serializer: Z) -> std::result::Result<Z::Ok, Z::Error> {
+        let mut map = serializer.serialize_map(Some(4))?;
+        map.serialize_entry("langgraph_node", &self.node)?;
+        map.serialize_entry("langgraph_step", &self.step)?;
+        map.serialize_entry("langgraph_checkpoint_ns", &self.checkpoint_ns)?;
+        map.serialize_entry("id", &self.id)?;
+        map.end()
+    }
 }
 
 /// Where a run sends stream items; a no-op for `invoke`.
@@ -194,5 +317,173 @@ impl<S: State> Emitter<S> {
                 value,
             }));
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::StreamExt;
+    use serde_json::{Map, json};
+    use waypoint_checkpoint::InMemorySaver;
+
+    use super::*;
+    use crate::{
+        CompileOptions, Context, JsonSchema, JsonState, NodeResult, RunConfig, StateGraph,
+    };
+
+    #[test]
+    fn stream_modes_read_and_write_langgraph_names() {
+        let names = ["values", "updates", "custom", "debug", "messages"];
+        for (mode, name) in StreamMode::ALL.into_iter().zip(names) {
+            assert_eq!(mode.to_string(), name);
+            assert_eq!(name.parse::<StreamMode>().expect("a mode"), mode);
+            assert_eq!(serde_json::to_value(mode).expect("json"), json!(name));
+            let read: StreamMode = serde_json::from_value(json!(name)).expect("json");
+            assert_eq!(read, mode);
+        }
+        let tuple: StreamMode = serde_json::from_value(json!("messages-tuple")).expect("alias");
+        assert_eq!(tuple, StreamMode::Messages);
+    }
+
+    #[test]
+    fn unsupported_stream_modes_are_errors_naming_the_modes() {
+        for name in ["checkpoints", "tasks", "events", "Values", ""] {
+            let err = name.parse::<StreamMode>().expect_err("not a mode");
+            assert!(matches!(&err, Error::InvalidConfig(message)
+                if message.contains("values, updates, custom, debug, messages, messages-tuple")));
+        }
+        let err = serde_json::from_value::<Vec<StreamMode>>(json!(["values", "tasks"]))
+            .expect_err("tasks is not supported");
+        assert!(
+            err.to_string().contains("unknown stream mode `tasks`"),
+            "{err}"
+        );
+    }
+
+    fn obj(value: Value) -> Map<String, Value> {
+        match value {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        }
+    }
+
+    #[test]
+    fn stream_parts_are_langgraph_api_events() {
+        let state = JsonState::new(JsonSchema::new().last_value("a"))
+            .with_values(obj(json!({"a": 1})))
+            .expect("a known key");
+        let metadata = MessageMetadata {
+            node: "agent".into(),
+            step: 2,
+            namespace: String::new(),
+            checkpoint_ns: "agent:t1".into(),
+            id: Some("m1".into()),
+        };
+        let parts: Vec<(StreamPart<JsonState>, Value)> = vec![
+            (
+                StreamPart::Values(state),
+                json!({"event": "values", "data": {"a": 1}}),
+            ),
+            (
+                StreamPart::Updates {
+                    node: "n".into(),
+                    update: Some(obj(json!({"a": 2}))),
+                },
+                json!({"event": "updates", "data": {"n": {"a": 2}}}),
+            ),
+            (
+                StreamPart::Updates {
+                    node: "n".into(),
+                    update: None,
+                },
+                json!({"event": "updates", "data": {"n": null}}),
+            ),
+            (
+                StreamPart::Custom {
+                    node: "n".into(),
+                    value: json!({"progress": 0.5}),
+                },
+                json!({"event": "custom", "data": {"progress": 0.5}}),
+            ),
+            (
+                StreamPart::Debug(json!({"type": "task", "step": 1})),
+                json!({"event": "debug", "data": {"type": "task", "step": 1}}),
+            ),
+            (
+                StreamPart::Messages {
+                    chunk: AiMessageChunk::new("Hel").with_id("m1"),
+                    metadata,
+                },
+                json!({"event": "messages", "data": [
+                    serde_json::to_value(AiMessageChunk::new("Hel").with_id("m1")).expect("json"),
+                    {"langgraph_node": "agent", "langgraph_step": 2,
+                     "langgraph_checkpoint_ns": "agent:t1", "id": "m1"},
+                ]}),
+            ),
+            (
+                StreamPart::Interrupt(vec![Interrupt::new(json!("ok?"), "i1")]),
+                json!({"event": "updates", "data": {"__interrupt__": [{"value": "ok?", "id": "i1"}]}}),
+            ),
+        ];
+        for (part, expected) in parts {
+            assert_eq!(
+                serde_json::to_value(&part).expect("json"),
+                expected,
+                "{part:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn message_metadata_has_langgraph_keys_in_order() {
+        let metadata = MessageMetadata {
+            node: "agent".into(),
+            step: 1,
+            namespace: String::new(),
+            checkpoint_ns: "agent:t1".into(),
+            id: None,
+        };
+        assert_eq!(
+            serde_json::to_string(&metadata).expect("json"),
+            r#"{"langgraph_node":"agent","langgraph_step":1,"langgraph_checkpoint_ns":"agent:t1","id":null}"#
+        );
+    }
+
+    async fn speak(_: JsonState, ctx: Context) -> NodeResult<Map<String, Value>> {
+        ctx.stream_message(AiMessageChunk::new("hi").with_id("m1"));
+        ctx.interrupt("go on?")?;
+        Ok(Map::new())
+    }
+
+    #[tokio::test]
+    async fn streamed_messages_name_their_task_namespace() -> Result<()> {
+        let mut graph = StateGraph::json(JsonSchema::new().last_value("a"));
+        graph
+            .add_node("speak", speak)
+            .add_edge(crate::START, "speak");
+        let graph = graph.compile(CompileOptions::with_checkpointer(InMemorySaver::new()))?;
+        let config = RunConfig::thread("t");
+        let input = Some(obj(json!({"a": 1})));
+        let parts: Vec<_> = graph
+            .stream(input, &config, &[StreamMode::Messages])
+            .collect()
+            .await;
+        let metadata = parts
+            .into_iter()
+            .find_map(|part| match part {
+                Ok(StreamPart::Messages { metadata, .. }) => Some(metadata),
+                _ => None,
+            })
+            .expect("a streamed message");
+        let paused = graph.get_state(&config).await?;
+        assert_eq!(
+            metadata.checkpoint_ns,
+            format!("speak:{}", paused.tasks[0].id)
+        );
+        assert_eq!(
+            (metadata.namespace.as_str(), metadata.node.as_str()),
+            ("", "speak")
+        );
+        Ok(())
     }
 }
