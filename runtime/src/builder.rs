@@ -11,7 +11,7 @@ use crate::config::CompileOptions;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::pregel::CompiledGraph;
-use crate::pregel::graph::{Branch, END, Node, NodeFn, NodeResult, RouterFn, START};
+use crate::pregel::graph::{Branch, END, Graph, Node, NodeFn, NodeResult, RouterFn, START};
 use crate::state::{JsonSchema, JsonState, State};
 
 /// What a node takes as its state: `S` (a copy) or `Arc<S>` (shared, no copy; the better
@@ -372,13 +372,13 @@ impl<S: State> StateGraph<S> {
             };
             node.branches.push(branch);
         }
-        Ok(CompiledGraph::new(
+        Ok(CompiledGraph::new(Graph::new(
             self.template,
             start,
             nodes,
             index,
             options.for_checkpointer(),
-        ))
+        )))
     }
 
     /// Every node must be reachable from START through edges, mapped branches, unmapped

@@ -154,16 +154,14 @@ impl Context {
 
 /// A graph a node can run as its subgraph with [`Context::call`]: a
 /// [`CompiledGraph`](crate::CompiledGraph).
-///
-/// Declared here, below the loop, so that a node's context can run a graph without the
-/// context knowing the loop; the compiled graph implements it.
+// A trait, so that the context (which the loop creates) runs graphs without importing the
+// loop; sealed, so that only the runtime's graphs implement it.
 pub trait Subgraph<S: State>: sealed::RunFrom<S> {}
 
 pub(crate) mod sealed {
     use super::*;
 
-    /// How a [`Subgraph`] runs; sealed, so only the runtime's graphs are
-    /// subgraphs.
+    /// How a [`Subgraph`] runs.
     pub trait RunFrom<S: State>: Send + Sync {
         /// Runs the graph from the node whose context is `ctx`, with `input`, and returns its
         /// final state, or its interrupt as the error.

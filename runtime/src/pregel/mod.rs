@@ -30,7 +30,7 @@ use waypoint_checkpoint::{
 };
 use waypoint_store::Store;
 
-use crate::config::{CompileOptions, RunConfig};
+use crate::config::RunConfig;
 use crate::context::{Context, Subgraph, sealed::RunFrom};
 use crate::error::{Error, Result};
 use crate::interrupt::{Input, Outcome};
@@ -39,7 +39,7 @@ use crate::state::State;
 use crate::stream::{Emitter, StreamMode, StreamPart};
 
 use frame::Frame;
-use graph::{END, Graph, INPUT, Node, START};
+use graph::{END, Graph, INPUT, START};
 use run::{Nested, run};
 use snapshot::{Head, StateSnapshot};
 use step::NS_SEP;
@@ -81,16 +81,10 @@ impl<S: State> std::fmt::Debug for CompiledGraph<S> {
 }
 
 impl<S: State> CompiledGraph<S> {
-    /// The graph of validated nodes (START's edges in `start`) with `options`.
-    pub(crate) fn new(
-        template: S,
-        start: Node<S>,
-        nodes: Vec<Node<S>>,
-        index: foldhash::HashMap<String, usize>,
-        options: CompileOptions,
-    ) -> Self {
+    /// The runnable graph of `graph`.
+    pub(crate) fn new(graph: Graph<S>) -> Self {
         CompiledGraph {
-            inner: Arc::new(Graph::new(template, start, nodes, index, options)),
+            inner: Arc::new(graph),
         }
     }
 
