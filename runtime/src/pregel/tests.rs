@@ -1,34 +1,20 @@
 //! Task ids, task paths, namespaces, interrupt ids and the stored shapes of `Interrupt` and
 //! `Send`, pinned against LangGraph: literal values, and values computed by real Python
-//! LangGraph (`WAYPOINT_TEST_PYTHON`, and `WAYPOINT_TEST_PYTHON_06` for langgraph 0.6 when
-//! set; without them those tests pass without running, unless `WAYPOINT_REQUIRE_BACKENDS=1`).
+//! LangGraph (`WAYPOINT_TEST_PYTHON`, and `WAYPOINT_TEST_PYTHON_06` for langgraph 0.6; the
+//! test kit's rule: without them those tests pass without running, unless
+//! `WAYPOINT_REQUIRE_BACKENDS=1`).
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 
 use serde_json::{Value, json};
 use waypoint_checkpoint::{Format, Serde, SerializedValue};
+use waypoint_test_kit::run_with_input;
 
 use crate::interrupt::{Interrupt, interrupt_id, xxh3_hex};
 use crate::pregel::codec::{SendPacket, SendRef};
 use crate::pregel::graph::{BRANCH_PREFIX, INPUT, START};
 use crate::pregel::step::{PULL, PUSH, TaskKind, checkpoint_id_bytes, task_id, task_ns, task_path};
-
-/// The interpreter named by `var`; `None` (with the reason printed) when unset, a failure
-/// when `WAYPOINT_REQUIRE_BACKENDS=1` and `required`.
-fn python(var: &str, required: bool) -> Option<PathBuf> {
-    match std::env::var(var) {
-        Ok(path) if !path.is_empty() => Some(PathBuf::from(path)),
-        _ if required && std::env::var("WAYPOINT_REQUIRE_BACKENDS").as_deref() == Ok("1") => {
-            panic!("{var} is not set but WAYPOINT_REQUIRE_BACKENDS=1: run scripts/test.sh")
-        }
-        _ => {
-            eprintln!("skipped: {var} is not set (scripts/python.sh makes the venv)");
-            None
-        }
-    }
-}
 
 /// Runs `tests/interop/{script}` with `args` and `input` on stdin; its stdout as JSON (or
 /// the line it printed), or a failure with its output.
@@ -36,28 +22,7 @@ fn run(python: &Path, script: &str, args: &[&str], input: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/interop")
         .join(script);
-    let mut child = Command::new(python)
-        .arg(&path)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run python");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(input.as_bytes())
-        .expect("write stdin");
-    let output = child.wait_with_output().expect("python output");
-    assert!(
-        output.status.success(),
-        "{script} {args:?} failed:\n{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).expect("UTF-8 output")
+    run_with_input(Command::new(python).arg(&path).args(args), input)
 }
 
 fn text(value: &Value, key: &str) -> String {
@@ -151,7 +116,7 @@ fn check_ids(out: &Value, counts_answers: bool) {
 
 #[test]
 fn ids_match_real_langgraph() {
-    let Some(python) = python("WAYPOINT_TEST_PYTHON", true) else {
+    let Some(python) = waypoint_test_kit::python() else {
         return;
     };
     let out: Value = serde_json::from_str(&run(&python, "ids.py", &[], "")).expect("JSON");
@@ -160,7 +125,7 @@ fn ids_match_real_langgraph() {
 
 #[test]
 fn ids_match_langgraph_0_6() {
-    let Some(python) = python("WAYPOINT_TEST_PYTHON_06", false) else {
+    let Some(python) = waypoint_test_kit::python_06() else {
         return;
     };
     let out: Value = serde_json::from_str(&run(&python, "ids.py", &[], "")).expect("JSON");
@@ -228,14 +193,14 @@ fn check_objects(python: &Path) {
 
 #[test]
 fn interrupts_and_sends_cross_with_real_langgraph() {
-    if let Some(python) = python("WAYPOINT_TEST_PYTHON", true) {
+    if let Some(python) = waypoint_test_kit::python() {
         check_objects(&python);
     }
 }
 
 #[test]
 fn interrupts_and_sends_cross_with_langgraph_0_6() {
-    if let Some(python) = python("WAYPOINT_TEST_PYTHON_06", false) {
+    if let Some(python) = waypoint_test_kit::python_06() {
         check_objects(&python);
     }
 }
