@@ -8,6 +8,11 @@
 //! ([`CompiledGraph::update_state`]), replayed from any checkpoint, and resumed after a
 //! failure without re-running the nodes that finished.
 //!
+//! A service can hand what the runtime returns straight to its clients: [`StateSnapshot`],
+//! [`StreamPart`], [`Interrupt`] and [`RunConfig`] serialize to the JSON of LangGraph's
+//! HTTP API (a thread state, `{event, data}` stream events, a `RunnableConfig`), and
+//! [`RunConfig`], [`StreamMode`], [`Durability`] and [`Resume`] read from it.
+//!
 //! ```
 //! use serde::{Deserialize, Serialize};
 //! use waypoint_checkpoint::InMemorySaver;
