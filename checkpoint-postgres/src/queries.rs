@@ -1028,14 +1028,10 @@ mod tests {
     /// `get_tuple` at every checkpoint.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn delta_history_matches_generic_walk_on_langgraph_rows() {
-        let Some(url) = std::env::var("WAYPOINT_TEST_POSTGRES_URL")
-            .ok()
-            .filter(|u| !u.is_empty())
-        else {
-            eprintln!("skipped: WAYPOINT_TEST_POSTGRES_URL is not set");
+        let Some(url) = waypoint_test_kit::postgres_url() else {
             return;
         };
-        let schema = format!("wp_test_{}", uuid::Uuid::new_v4().simple());
+        let schema = waypoint_test_kit::fresh_name("wp_test");
         let saver =
             PostgresSaver::connect(PostgresConfig::new(url).schema(schema).max_connections(2))
                 .await
@@ -1148,14 +1144,10 @@ mod tests {
     /// reads the row's JSON) see the thread whole.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_put_carries_the_parents_inline_values_forward() {
-        let Some(url) = std::env::var("WAYPOINT_TEST_POSTGRES_URL")
-            .ok()
-            .filter(|u| !u.is_empty())
-        else {
-            eprintln!("skipped: WAYPOINT_TEST_POSTGRES_URL is not set");
+        let Some(url) = waypoint_test_kit::postgres_url() else {
             return;
         };
-        let schema = format!("wp_test_{}", uuid::Uuid::new_v4().simple());
+        let schema = waypoint_test_kit::fresh_name("wp_test");
         let saver =
             PostgresSaver::connect(PostgresConfig::new(url).schema(schema).max_connections(2))
                 .await

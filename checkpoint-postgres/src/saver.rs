@@ -30,13 +30,15 @@ use crate::schema;
 /// A checkpointer on a PostgreSQL database, in the tables langgraph-checkpoint-postgres
 /// uses: a Python LangGraph service and this saver can share one database.
 ///
-/// Operations take a connection from a pool for their duration. Each has a deadline
+/// Opening one runs [`setup`](Self::setup) unless [`PostgresConfig::auto_setup`] is off.
+/// Operations take a connection from the pool (shared with the stores opened by
+/// [`store`](Self::store)) for their duration. Each has a deadline
 /// ([`PostgresConfig::timeout`]) and fails with [`Error::Backend`] when the server is
 /// unreachable or hangs; a connection whose operation was cut off (by the deadline or by a
 /// caller dropping the future) or failed in transport is closed, never reused, so no later
-/// write runs inside a transaction nobody will commit. An operation that met a broken
-/// connection (the server restarted) is retried once on a fresh one, so the saver recovers
-/// without being rebuilt. Ids are refused with [`Error::InvalidConfig`] when PostgreSQL cannot
+/// write runs inside a transaction nobody will commit. An idempotent operation that met a
+/// broken connection (the server restarted) is retried once on a fresh one, so the saver
+/// recovers without being rebuilt, and one that lost a deadlock runs again. Ids are refused with [`Error::InvalidConfig`] when PostgreSQL cannot
 /// store them: NUL characters, or over [`crate::MAX_ID_BYTES`] in a write (the core's rule).
 #[derive(Debug, Clone)]
 pub struct PostgresSaver {

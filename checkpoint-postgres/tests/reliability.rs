@@ -292,6 +292,31 @@ async fn connecting_sets_up_by_default() -> Result<()> {
     Ok(())
 }
 
+/// A statement timeout ends statements the server runs for longer, and never limits setup
+/// (which ran here under a one-millisecond timeout).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_statement_timeout_limits_statements_but_not_setup() -> Result<()> {
+    let Some(url) = waypoint_test_kit::postgres_url() else {
+        return Ok(());
+    };
+    let config = PostgresConfig::new(url).schema(common::fresh_schema());
+    PostgresSaver::connect(config.clone().statement_timeout(Duration::from_millis(1))).await?;
+    let saver =
+        PostgresSaver::connect(config.statement_timeout(Duration::from_millis(200))).await?;
+    let shown: String = sqlx::query_scalar("SHOW statement_timeout")
+        .fetch_one(saver.pool())
+        .await
+        .expect("setting");
+    assert_eq!(shown, "200ms");
+    let err = sqlx::query("SELECT pg_sleep(2)")
+        .execute(saver.pool())
+        .await
+        .expect_err("cut off by the server");
+    let code = err.as_database_error().and_then(|e| e.code());
+    assert_eq!(code.as_deref(), Some("57014"), "{err:?}");
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_newer_schema_is_refused_at_setup() -> Result<()> {
     let Some(saver) = common::saver(Serde::default()).await? else {
