@@ -169,18 +169,24 @@ impl Pool {
     }
 
     /// Creates the schema (if one is configured) and `tables`, or migrates them (see
-    /// [`schema::migrate`]), on a connection that is closed afterwards: it ran without the
-    /// statement timeout, and a failed setup may leave its lock behind.
+    /// [`schema::migrate`]), without the statement timeout. The connection is kept for the
+    /// next operation only when setup succeeded on a session with its usual settings: a
+    /// failed setup may leave its lock behind.
     pub(crate) fn setup<'a>(&'a self, tables: &'a Tables) -> BoxFuture<'a, Result<(), Failure>> {
         async move {
             let config = &self.inner.config;
             let schema = config.checked_schema()?;
             let wait = config.timeout.max(Duration::from_secs(60));
             let mut conn = self.acquire().await?;
-            if config.statement_timeout.is_some() {
+            let limited = config.statement_timeout.is_some();
+            if limited {
                 schema::execute(&mut conn, String::from("SET statement_timeout = 0")).await?;
             }
-            schema::migrate(&mut conn, schema, tables, wait).await
+            let done = schema::migrate(&mut conn, schema, tables, wait).await;
+            if done.is_ok() && !limited {
+                conn.finish(&done);
+            }
+            done
         }
         .boxed()
     }

@@ -1433,7 +1433,7 @@ async fn upgrading_keeps_stored_vectors_and_embeds_the_items_without() -> Result
 /// partial index of unembedded items dropped; commits do not wait for the WAL flush (a shared
 /// disk's fsync time would drown the difference). Also the server's own account of the
 /// trigger (EXPLAIN ANALYZE). A measurement, not a check:
-/// `cargo test -p waypoint-store --all-features --test postgres -- --ignored --nocapture put_cost`.
+/// `cargo test -p waypoint-checkpoint-postgres --test store -- --ignored --nocapture put_cost`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement"]
 async fn put_cost_with_and_without_the_log_trigger() -> Result<()> {

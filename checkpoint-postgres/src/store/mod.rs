@@ -18,7 +18,7 @@
 //! and an overwritten item no longer matches its old text. Items written while no Waypoint
 //! process was open are embedded the same way, up to 128 per search, newest first. The
 //! trigger costs 6 to 13 µs of server time per row written (see the README and the
-//! `put_cost_with_and_without_the_log_trigger` measurement in `tests/postgres.rs`).
+//! `put_cost_with_and_without_the_log_trigger` measurement in `tests/store.rs`).
 
 mod convert;
 mod embed;
