@@ -5,7 +5,7 @@
 //!
 //! Both run on one connection layer: one sqlx pool ([`PostgresSaver::pool`]), one
 //! [`PostgresConfig`] (URL, schema, pool size, timeouts, prepared statements), one migration
-//! runner and one mapping of driver errors. [`PostgresSaver::store`] opens a store on the
+//! runner and one mapping of driver errors. `PostgresSaver::store` opens a store on the
 //! saver's pool, so a service holding both holds one pool.
 //!
 //! **Setup**, the same rule for both: opening (`PostgresSaver::connect` or `from_url`,

@@ -32,7 +32,7 @@ use crate::schema;
 ///
 /// Opening one runs [`setup`](Self::setup) unless [`PostgresConfig::auto_setup`] is off.
 /// Operations take a connection from the pool (shared with the stores opened by
-/// [`store`](Self::store)) for their duration. Each has a deadline
+/// `store`) for their duration. Each has a deadline
 /// ([`PostgresConfig::timeout`]) and fails with [`Error::Backend`] when the server is
 /// unreachable or hangs; a connection whose operation was cut off (by the deadline or by a
 /// caller dropping the future) or failed in transport is closed, never reused, so no later
