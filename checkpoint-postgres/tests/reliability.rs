@@ -731,3 +731,29 @@ async fn a_foreign_checkpoints_table_is_refused_untouched() -> Result<()> {
     assert_eq!(layout().await, before, "the schema was changed");
     Ok(())
 }
+
+/// A saver dropped outside any runtime, or after its runtime, closes quietly (its connection
+/// parked after use): handing a connection back to sqlx's pool needs a task, spawned on the
+/// saver's runtime.
+#[test]
+fn a_saver_dropped_outside_its_runtime_does_not_panic() -> Result<()> {
+    let Some(url) = waypoint_test_kit::postgres_url() else {
+        return Ok(());
+    };
+    let used = |runtime: &tokio::runtime::Runtime| {
+        runtime.block_on(async {
+            let config = PostgresConfig::new(url.as_str()).schema(common::fresh_schema());
+            let saver = PostgresSaver::connect(config).await?;
+            saver.get_tuple(&CheckpointConfig::new("t")).await?;
+            Ok::<_, Error>(saver)
+        })
+    };
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let saver = used(&runtime)?;
+    drop(saver);
+    // And after its runtime is gone.
+    let saver = used(&runtime)?;
+    drop(runtime);
+    drop(saver);
+    Ok(())
+}
