@@ -27,6 +27,15 @@ pub async fn saver(serde: Serde) -> Result<Option<PostgresSaver>> {
     Ok(Some(PostgresSaver::connect(config).await?))
 }
 
+/// Whether the server has a schema named `schema`.
+pub async fn schema_exists(pool: &sqlx::PgPool, schema: &str) -> bool {
+    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)")
+        .bind(schema)
+        .fetch_one(pool)
+        .await
+        .expect("the catalog")
+}
+
 /// A serde sealing values with AES-256-GCM.
 pub fn keyed() -> Result<Serde> {
     Ok(Serde::default().with_keyring(Keyring::new("k1", &[9u8; 32])?))
