@@ -1,4 +1,4 @@
-//! Rows to checkpoint types, and driver errors to the crate's error.
+//! Rows to checkpoint types.
 
 use std::borrow::Cow;
 
@@ -11,18 +11,6 @@ use waypoint_checkpoint::{
 
 /// Type tag of a versioned channel that has no value.
 pub(crate) const EMPTY: &str = "empty";
-
-/// Maps a rusqlite error; a missing table means `setup()` never ran.
-pub(crate) fn sqlite_error(e: rusqlite::Error) -> Error {
-    if let rusqlite::Error::SqliteFailure(_, Some(msg)) = &e
-        && msg.starts_with("no such table")
-    {
-        return Error::InvalidConfig(format!(
-            "the database has no Waypoint tables ({msg}); run setup() first"
-        ));
-    }
-    Error::backend("sqlite", e)
-}
 
 /// A stored channel value (an `empty` row too, its blob the empty seal or nothing); the bytes
 /// are shared by every tuple of a read that uses them.

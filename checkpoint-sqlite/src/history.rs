@@ -17,7 +17,8 @@ use serde::Deserialize;
 use serde_json::Value;
 use waypoint_checkpoint::{Error, Result};
 
-use crate::convert::{RawBlob, RawWrite, sqlite_error};
+use crate::convert::{RawBlob, RawWrite};
+use crate::error::sqlite_error;
 
 /// For each channel, its writes (oldest first) and seed, walking parent links from the
 /// parent of `target` (the latest when `None`); an unknown target gives empty histories.

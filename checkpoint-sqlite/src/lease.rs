@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rusqlite::{Connection, params};
 use waypoint_checkpoint::{Error, Lease, Result};
 
-use crate::convert::sqlite_error;
+use crate::error::sqlite_error;
 
 /// Claims the thread unless a live lease holds it: an absent row is inserted, an expired one
 /// taken over, a live one left alone (and then no row changes).

@@ -16,9 +16,8 @@ use waypoint_checkpoint::serde::{CHILD_CHANNEL, child_record_task};
 use waypoint_checkpoint::{Checkpoint, Result};
 
 use crate::cache::{BlobCache, BlobKey};
-use crate::convert::{
-    EMPTY, RawBlob, RawCheckpoint, RawWrite, decode_checkpoint, decode_metadata, sqlite_error,
-};
+use crate::convert::{EMPTY, RawBlob, RawCheckpoint, RawWrite, decode_checkpoint, decode_metadata};
+use crate::error::sqlite_error;
 
 const SELECT_CHECKPOINT: &str = "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata FROM checkpoints";
 

@@ -9,7 +9,6 @@ use waypoint_checkpoint::raw::{
 };
 
 use async_trait::async_trait;
-use rusqlite::Connection;
 use waypoint_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
     CheckpointSaver, CheckpointTuple, DeltaChannelHistory, Error, Lease, ListOptions, PendingWrite,
@@ -17,41 +16,25 @@ use waypoint_checkpoint::{
 };
 
 use crate::cache::BlobCache;
-use crate::config::{SqliteConfig, Target};
-use crate::convert::{RawBlob, RawWrite, sqlite_error, tag};
+use crate::config::SqliteConfig;
+use crate::convert::{RawBlob, RawWrite, tag};
+use crate::error::{DbError, sqlite_error};
 use crate::lease::{self, Claim};
-use crate::pool::Pool;
+use crate::pool::Database;
 use crate::queries::{self, CopiedValue, ListQuery};
 use crate::schema;
 
 /// A checkpointer on a SQLite database (file or in memory).
 ///
 /// One writer connection serializes writes; reader connections (file databases) serve reads
-/// concurrently in WAL mode. Every connection has a busy timeout, so another process holding
-/// the write lock delays a write rather than failing it.
+/// concurrently in WAL mode. Every connection waits for another process's lock (up to
+/// `busy_timeout`) rather than failing. [`SqliteSaver::store`] opens a store on the same
+/// connections.
 #[derive(Debug, Clone)]
 pub struct SqliteSaver {
-    writer: Pool,
-    readers: Pool,
-    /// Keeps the WAL checkpointer running while any clone of the saver lives.
-    _checkpointer: Option<crossbeam_channel::Sender<()>>,
+    db: Database,
     cache: Arc<BlobCache>,
     serde: Serde,
-    config: Arc<SqliteConfig>,
-}
-
-/// Opens reader connections with a small page cache. A reader drops its whole cache at its
-/// first transaction after any commit, and that costs time in proportion to the cache's size,
-/// so a large one only slows every read (the writer's, never dropped, keeps the full size).
-fn reader(
-    open: impl Fn() -> Result<Connection> + Send + Sync + Clone + 'static,
-) -> impl Fn() -> Result<Connection> + Send + Sync + Clone + 'static {
-    move || {
-        let conn = open()?;
-        conn.execute_batch("PRAGMA cache_size=-1024")
-            .map_err(sqlite_error)?;
-        Ok(conn)
-    }
 }
 
 impl SqliteSaver {
@@ -66,7 +49,8 @@ impl SqliteSaver {
         let cache = self.cache.clone();
         let fence = fence.cloned();
         let mut prepared = Some(prepared);
-        self.writer
+        self.db
+            .writer
             .run_quick(move |conn| {
                 let Some(saves) = prepared.as_ref() else {
                     return Ok(());
@@ -124,31 +108,15 @@ impl SqliteSaver {
     /// `auto_setup` is off. Fails clearly on a file that is not a SQLite database or whose
     /// schema is newer than this build.
     pub async fn open(config: SqliteConfig) -> Result<Self> {
-        let config = Arc::new(config);
-        let open = {
-            let config = config.clone();
-            move || {
-                crate::busy::with_limit(config.busy_timeout, || schema::open_connection(&config))
-            }
-        };
-        let writer = Pool::open(1, config.busy_timeout, open.clone())?;
-        let (readers, checkpointer) = match config.target {
-            Target::File(_) => (
-                Pool::open(config.readers, config.busy_timeout, reader(open.clone()))?,
-                Some(crate::pool::spawn_checkpointer(open)?),
-            ),
-            // A private in-memory database exists on one connection only, without a WAL.
-            Target::Memory => (writer.clone(), None),
-        };
+        let db = Database::open(config, schema::check_open)
+            .await
+            .map_err(Error::from_failure)?;
         let saver = SqliteSaver {
-            writer,
-            readers,
-            _checkpointer: checkpointer,
-            cache: Arc::new(BlobCache::new(config.cache_bytes)),
-            serde: config.serde.clone(),
-            config,
+            cache: Arc::new(BlobCache::new(db.config.cache_bytes)),
+            serde: db.config.serde.clone(),
+            db,
         };
-        if saver.config.auto_setup {
+        if saver.db.config.auto_setup {
             saver.setup().await?;
         }
         Ok(saver)
@@ -166,7 +134,22 @@ impl SqliteSaver {
 
     /// Creates or migrates the tables; idempotent, and safe when processes run it at once.
     pub async fn setup(&self) -> Result<()> {
-        self.writer.run(schema::migrate).await
+        self.db
+            .writer
+            .run(schema::migrate)
+            .await
+            .map_err(Error::from_failure)
+    }
+
+    /// Opens a store on this saver's connections (one pool for both); runs the store's
+    /// `setup()` when the saver's config has `auto_setup`. In memory, the store sees the
+    /// saver's database.
+    #[cfg(feature = "store")]
+    pub async fn store(
+        &self,
+        config: waypoint_store::StoreConfig,
+    ) -> waypoint_store::Result<crate::SqliteStore> {
+        crate::SqliteStore::on(self.db.clone(), config, true).await
     }
 
     /// The serde values are sealed and opened with.
@@ -176,20 +159,7 @@ impl SqliteSaver {
 
     /// The settings this saver was opened with.
     pub fn config(&self) -> &SqliteConfig {
-        &self.config
-    }
-
-    /// Runs a short read: on the writer's connection when it is idle, since its page cache is
-    /// the one this process's commits leave warm (a reader drops its cache at its first read
-    /// after any commit), else on a reader.
-    async fn read<T: Send + 'static>(
-        &self,
-        mut f: impl FnMut(&mut rusqlite::Connection) -> Result<T> + Send + 'static,
-    ) -> Result<T> {
-        match self.writer.try_here(&mut f) {
-            Some(done) => done,
-            None => self.readers.run_quick(f).await,
-        }
+        &self.db.config
     }
 
     /// Runs a write that may remove or move stored values, then forgets cached values.
@@ -198,7 +168,8 @@ impl SqliteSaver {
         f: impl FnOnce(&mut rusqlite::Connection) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let cache = self.cache.clone();
-        self.writer
+        self.db
+            .writer
             .run(move |conn| {
                 let done = f(conn);
                 cache.clear();
@@ -283,6 +254,7 @@ impl CheckpointSaver for SqliteSaver {
         let id = config.checkpoint_id.clone().filter(|id| !id.is_empty());
         let cache = self.cache.clone();
         let raw = self
+            .db
             .read(move |conn| {
                 queries::read(conn, |conn| {
                     queries::get(conn, &thread_id, &ns, id.as_deref(), &cache)
@@ -310,6 +282,7 @@ impl CheckpointSaver for SqliteSaver {
             limit: options.limit,
         };
         let raws = self
+            .db
             .readers
             .run({
                 let cache = self.cache.clone();
@@ -331,8 +304,9 @@ impl CheckpointSaver for SqliteSaver {
         let (checkpoint, metadata) = (json_text(&put.checkpoint)?, json_text(&put.metadata)?);
         let cache = self.cache.clone();
         let mut put = Some(put);
-        self.writer
-            .run_quick(move |conn| {
+        self.db
+            .writer
+            .run_quick(move |conn| -> Result<()> {
                 let Some(done) = put.as_ref() else {
                     return Ok(());
                 };
@@ -365,7 +339,8 @@ impl CheckpointSaver for SqliteSaver {
         let Some(w) = PreparedWrites::new(&self.serde, config, writes, task_id, task_path)? else {
             return Ok(());
         };
-        self.writer
+        self.db
+            .writer
             .run_quick(move |conn| queries::put_writes(conn, &w))
             .await
     }
@@ -470,6 +445,7 @@ impl CheckpointSaver for SqliteSaver {
         let id = config.checkpoint_id.clone().filter(|id| !id.is_empty());
         let wanted = channels.to_vec();
         let found = self
+            .db
             .read(move |conn| {
                 queries::read(conn, |conn| {
                     crate::history::delta_history(conn, &thread_id, &ns, id.as_deref(), &wanted)
@@ -505,21 +481,24 @@ impl CheckpointSaver for SqliteSaver {
 
     async fn acquire_lease(&self, thread_id: &str, ttl: Duration) -> Result<Lease> {
         let claim = Claim::acquire(thread_id, ttl)?;
-        self.writer
+        self.db
+            .writer
             .run_quick(move |conn| claim.clone().run_acquire(conn))
             .await
     }
 
     async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease> {
         let claim = Claim::renew(lease, ttl)?;
-        self.writer
+        self.db
+            .writer
             .run_quick(move |conn| claim.clone().run_renew(conn))
             .await
     }
 
     async fn release_lease(&self, lease: &Lease) -> Result<()> {
         let (thread_id, token) = (lease.thread_id.clone(), lease.token.clone());
-        self.writer
+        self.db
+            .writer
             .run_quick(move |conn| lease::release(conn, &thread_id, &token))
             .await
     }
