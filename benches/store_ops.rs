@@ -18,9 +18,8 @@ use criterion::{BenchmarkId, Criterion, Throughput};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
-use waypoint_store::{
-    InMemoryStore, Namespace, Op, PutOp, SearchOp, SqliteStore, Store, StoreConfig, StoreExt,
-};
+use waypoint_checkpoint_sqlite::SqliteStore;
+use waypoint_store::{InMemoryStore, Namespace, Op, PutOp, SearchOp, Store, StoreConfig, StoreExt};
 use waypoint_workloads::servers;
 use waypoint_workloads::store::{BATCH, ITEMS, PUTS, fill, indexed, key, namespace, values};
 
@@ -48,7 +47,7 @@ fn backends(dir: &std::path::Path) -> Vec<Backend> {
             open: Box::new(move |config| {
                 let path = dir.join(format!("{}.db", uuid::Uuid::new_v4().simple()));
                 Box::pin(async move {
-                    Arc::new(SqliteStore::open(&path, config).await.expect("sqlite"))
+                    Arc::new(SqliteStore::from_path(&path, config).await.expect("sqlite"))
                         as Arc<dyn Store>
                 })
             }),

@@ -37,8 +37,8 @@ struct Known {
 /// `url` as the command shows it: without its password and secret query parameters
 /// (`sqlite:` and `memory:` URLs, which hold none, exactly as given).
 pub(crate) fn redact(url: &str) -> String {
-    match Kind::of_scheme(url) {
-        Some(Kind::Sqlite | Kind::Memory) => url.to_owned(),
+    match Kind::of(url) {
+        Ok(Kind::Sqlite | Kind::Memory) => url.to_owned(),
         _ => redact_url(url),
     }
 }

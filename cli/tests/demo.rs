@@ -183,9 +183,7 @@ fn the_demo_runs_on_postgres() -> TestResult {
     // A fresh database, so the demo also creates its tables from nothing.
     let name = fresh_name("demo");
     let runtime = tokio::runtime::Runtime::new()?;
-    let admin = runtime.block_on(waypoint_checkpoint_postgres::PostgresSaver::from_url(
-        &server,
-    ))?;
+    let admin = runtime.block_on(waypoint_runtime::PostgresSaver::from_url(&server))?;
     runtime.block_on(sqlx::query(&format!("CREATE DATABASE {name}")).execute(admin.pool()))?;
     let dir = tempfile::tempdir()?;
     let out = waypoint(

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 use waypoint_checkpoint::CheckpointSaver;
-use waypoint_checkpoint_postgres::PostgresSaver;
-use waypoint_checkpoint_redis::RedisSaver;
 use waypoint_checkpoint_sqlite::SqliteSaver;
+use waypoint_runtime::PostgresSaver;
+use waypoint_runtime::RedisSaver;
 use waypoint_runtime::{
     Command as Resume, CompileOptions, CompiledGraph, Context, END, JsonSchema, JsonState,
     RunConfig, START, StateGraph,
@@ -363,7 +363,10 @@ async fn store_ls_and_search() -> TestResult {
     let dir = tempfile::tempdir()?;
     let url = format!("sqlite:{}", dir.path().join("s.db").display());
     let config = StoreConfig::new().index(IndexConfig::hashing(64));
-    let store = waypoint_store::connect(&url, config).await?;
+    let store = waypoint_runtime::Connect::new(&url)
+        .store_config(config)
+        .store()
+        .await?;
     store
         .put(
             ["users", "alice", "memories"],

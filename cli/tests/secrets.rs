@@ -292,14 +292,19 @@ fn bench_reports_name_skipped_servers_without_their_password() {
     assert!(out.status.success(), "{all}");
     assert_no_secret(&all, "bench");
     assert!(
-        all.contains("postgres: skipped, cannot reach 127.0.0.1:1"),
+        all.contains(
+            "postgres: skipped, cannot open postgres://u@127.0.0.1:1/db?password=***: \
+             cannot reach 127.0.0.1:1"
+        ),
         "{all}"
     );
     for file in ["REPORT.md", "results.json"] {
         let text = std::fs::read_to_string(out_dir.path().join(file)).expect("written");
         assert_no_secret(&text, file);
         assert!(
-            text.contains("redis: skipped, cannot reach 127.0.0.1:1"),
+            text.contains(
+                "redis: skipped, cannot open redis://:***@127.0.0.1:1/: cannot reach 127.0.0.1:1"
+            ),
             "{text}"
         );
     }

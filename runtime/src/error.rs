@@ -63,6 +63,17 @@ pub enum Error {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] waypoint_store::Error),
+
+    /// A URL could not be opened: the server is unreachable, refused the connection or the
+    /// setup, or did not answer in time. `url` is shown without its password.
+    #[error("cannot open {url}: {source}")]
+    Connect {
+        /// The URL, password hidden.
+        url: String,
+        /// Why.
+        #[source]
+        source: BoxError,
+    },
 }
 
 impl Error {

@@ -3,7 +3,7 @@
 //! A graph is a set of nodes over a typed state. Each super-step runs the scheduled nodes
 //! concurrently, folds their updates into the state through each channel's reducer in a
 //! fixed order, and saves one checkpoint through any
-//! [`CheckpointSaver`](waypoint_checkpoint::CheckpointSaver). Threads can be read
+//! [`CheckpointSaver`]. Threads can be read
 //! ([`CompiledGraph::get_state`], [`CompiledGraph::get_state_history`]), edited and forked
 //! ([`CompiledGraph::update_state`]), replayed from any checkpoint, and resumed after a
 //! failure without re-running the nodes that finished.
@@ -53,6 +53,7 @@ mod builder;
 mod cache;
 mod command;
 mod config;
+pub mod connect;
 mod context;
 mod delta;
 mod error;
@@ -66,6 +67,7 @@ mod stream;
 pub use builder::{PathMap, Route, StateGraph};
 pub use command::{Command, Goto, Send};
 pub use config::{CompileOptions, DEFAULT_RECURSION_LIMIT, Durability, RunConfig};
+pub use connect::{Connect, Connection, connect};
 pub use context::{Context, Subgraph};
 pub use delta::DeltaPolicy;
 pub use error::{Error, Result};
@@ -78,6 +80,28 @@ pub use pregel::snapshot::{StateSnapshot, TaskInfo};
 pub use state::{ChannelSpec, JsonSchema, JsonState, State, reducers};
 pub use stream::{MessageMetadata, StreamMode, StreamPart};
 pub use waypoint_checkpoint::{BoxError, ListOptions, Serde, SerializedValue};
+pub use waypoint_checkpoint::{CheckpointSaver, InMemorySaver};
+pub use waypoint_store::{InMemoryStore, Store, StoreConfig, StoreExt};
+
+/// The checkpoint core (`waypoint-checkpoint`): data model, `CheckpointSaver`, serializers.
+pub use waypoint_checkpoint as checkpoint;
+/// The PostgreSQL saver and store (`waypoint-checkpoint-postgres`, feature `postgres`).
+#[cfg(feature = "postgres")]
+pub use waypoint_checkpoint_postgres as postgres;
+#[cfg(feature = "postgres")]
+pub use waypoint_checkpoint_postgres::{PostgresConfig, PostgresSaver, PostgresStore};
+/// The Redis saver and store (`waypoint-checkpoint-redis`, feature `redis`).
+#[cfg(feature = "redis")]
+pub use waypoint_checkpoint_redis as redis;
+#[cfg(feature = "redis")]
+pub use waypoint_checkpoint_redis::{RedisConfig, RedisSaver, RedisStore};
+/// The SQLite saver and store (`waypoint-checkpoint-sqlite`, feature `sqlite`).
+#[cfg(feature = "sqlite")]
+pub use waypoint_checkpoint_sqlite as sqlite;
+#[cfg(feature = "sqlite")]
+pub use waypoint_checkpoint_sqlite::{SqliteConfig, SqliteSaver, SqliteStore};
+/// The long-term memory store (`waypoint-store`): items, search, index, embedders.
+pub use waypoint_store as store;
 
 /// What `#[derive(State)]` expands to refers to, so users need no extra dependencies.
 #[doc(hidden)]

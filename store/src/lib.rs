@@ -19,22 +19,25 @@
 //! items are never returned, and semantic search is served by an in-process index (exact for
 //! small collections, HNSW above) fed from vectors the backend persists.
 //!
-//! | backend | feature | storage |
+//! | backend | crate | storage |
 //! |---|---|---|
-//! | [`InMemoryStore`] | always | process memory |
-//! | `SqliteStore` | `sqlite` | LangGraph's `store` table in a SQLite file, vectors as BLOBs |
-//! | `PostgresStore` | `postgres` | LangGraph's `store` table (shared with Python), vectors as BYTEA, a change log for other processes |
-//! | `RedisStore` | `redis` | plain Redis 7: a hash per item, sorted sets per namespace, vectors in hashes |
+//! | [`InMemoryStore`] | this one | process memory |
+//! | `SqliteStore` | `waypoint-checkpoint-sqlite` | LangGraph's `store` table in a SQLite file, vectors as BLOBs |
+//! | `PostgresStore` | `waypoint-checkpoint-postgres` | LangGraph's `store` table (shared with Python), vectors as BYTEA, a change log for other processes |
+//! | `RedisStore` | `waypoint-checkpoint-redis` | plain Redis 7: a hash per item, sorted sets per namespace, vectors in hashes |
+//!
+//! Each database's store lives in its checkpointer's crate (feature `store`, on by default),
+//! sharing the saver's pool, config, migrations and errors; `waypoint_runtime::connect(url)`
+//! opens both from one URL. A new backend implements [`raw::Backend`] and runs
+//! the `conformance` suite (feature `conformance`).
 //!
 //! | feature | enables |
 //! |---|---|
 //! | `hnsw` (default) | the HNSW graph (hnsw_rs); without it every semantic search is exact |
-//! | `sqlite`, `postgres`, `redis` | the backends above |
 //! | `openai` | `OpenAiEmbedder`: embeddings from an OpenAI-compatible endpoint (pulls in reqwest and rustls) |
 //! | `conformance` | the `conformance` module: the suite every backend runs |
 
 mod config;
-mod connect;
 pub mod embed;
 mod engine;
 mod error;
@@ -48,27 +51,14 @@ mod types;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
-#[cfg(feature = "postgres")]
-mod postgres;
-#[cfg(feature = "redis")]
-mod redis;
-#[cfg(feature = "sqlite")]
-mod sqlite;
 
-#[cfg(feature = "redis")]
-pub use crate::redis::{PersistenceCheck, RedisStore, RedisStoreConfig};
 pub use config::{AnnConfig, Distance, IndexConfig, StoreConfig, TtlConfig};
-pub use connect::connect;
 pub use embed::{Embedder, HashingEmbedder};
 #[cfg(feature = "openai")]
 pub use embed::{OpenAiConfig, OpenAiEmbedder};
 pub use error::{BoxError, Error, Result};
 pub use memory::InMemoryStore;
 pub use path::get_text_at_path;
-#[cfg(feature = "postgres")]
-pub use postgres::{PostgresStore, PostgresStoreConfig};
-#[cfg(feature = "sqlite")]
-pub use sqlite::SqliteStore;
 pub use store::{Store, StoreExt, SweeperHandle};
 pub use types::{
     GetOp, Index, Item, ItemKey, ListNamespacesOp, Namespace, Object, Op, OpResult, PutOp,

@@ -1,11 +1,9 @@
 //! The servers a benchmark may measure and fresh, isolated handles on them: each saver or
 //! store gets its own PostgreSQL schema or Redis key prefix, so runs never see each other.
 
-use waypoint_checkpoint_postgres::{PostgresConfig, PostgresSaver};
-use waypoint_checkpoint_redis::{RedisConfig, RedisSaver};
-use waypoint_store::{
-    PostgresStore, PostgresStoreConfig, RedisStore, RedisStoreConfig, StoreConfig,
-};
+use waypoint_checkpoint_postgres::{PostgresConfig, PostgresSaver, PostgresStore};
+use waypoint_checkpoint_redis::{RedisConfig, RedisSaver, RedisStore};
+use waypoint_store::StoreConfig;
 
 /// The URL `WAYPOINT_BENCH_<NAME>_URL`, or else `WAYPOINT_TEST_<NAME>_URL`, names
 /// (`name` is `POSTGRES` or `REDIS`); unset and empty mean none.
@@ -29,9 +27,7 @@ pub async fn postgres_saver(
     let config = PostgresConfig::new(url)
         .schema(fresh("bench", '_'))
         .max_connections(max_connections);
-    let saver = PostgresSaver::connect(config).await?;
-    saver.setup().await?;
-    Ok(saver)
+    PostgresSaver::connect(config).await
 }
 
 /// A checkpointer on a fresh key prefix of the Redis server at `url`.
@@ -44,18 +40,11 @@ pub async fn postgres_store(
     url: &str,
     config: StoreConfig,
 ) -> waypoint_store::Result<PostgresStore> {
-    let config = PostgresStoreConfig::new(url)
-        .schema(fresh("bench", '_'))
-        .store(config);
-    let store = PostgresStore::connect(config).await?;
-    store.setup().await?;
-    Ok(store)
+    let postgres = PostgresConfig::new(url).schema(fresh("bench", '_'));
+    PostgresStore::connect(postgres, config).await
 }
 
 /// A store on a fresh key prefix of the Redis server at `url`.
 pub async fn redis_store(url: &str, config: StoreConfig) -> waypoint_store::Result<RedisStore> {
-    let config = RedisStoreConfig::new(url)
-        .prefix(fresh("bench", '-'))
-        .store(config);
-    RedisStore::connect(config).await
+    RedisStore::connect(RedisConfig::new(url).prefix(fresh("bench", '-')), config).await
 }

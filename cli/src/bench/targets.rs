@@ -8,7 +8,8 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use waypoint_checkpoint::{CheckpointSaver, InMemorySaver};
 use waypoint_checkpoint_sqlite::SqliteSaver;
-use waypoint_store::{InMemoryStore, SqliteStore, Store, StoreConfig};
+use waypoint_checkpoint_sqlite::SqliteStore;
+use waypoint_store::{InMemoryStore, Store, StoreConfig};
 use waypoint_workloads::servers;
 
 use crate::backend::{self, Kind, Open};
@@ -118,7 +119,9 @@ impl Targets {
         let opening = async {
             Ok::<Arc<dyn Store>, waypoint_store::Error>(match target {
                 Target::Memory => Arc::new(InMemoryStore::with_config(config)?),
-                Target::Sqlite => Arc::new(SqliteStore::open(self.fresh_file(), config).await?),
+                Target::Sqlite => {
+                    Arc::new(SqliteStore::from_path(self.fresh_file(), config).await?)
+                }
                 Target::Postgres(url) => Arc::new(servers::postgres_store(url, config).await?),
                 Target::Redis(url) => Arc::new(servers::redis_store(url, config).await?),
             })

@@ -55,8 +55,7 @@ macro_rules! say {
 pub(crate) async fn run(args: Args) -> Result<()> {
     let url = args.url;
     let saver = backend::saver(&url, Open::Create).await?;
-    let store: Arc<dyn Store> =
-        Arc::from(backend::store(&url, agent::store_config(), Open::Create).await?);
+    let store: Arc<dyn Store> = backend::store(&url, agent::store_config(), Open::Create).await?;
     let graph = agent::build(saver, Arc::clone(&store)).context("cannot build the demo agent")?;
     let id: String = uuid::Uuid::new_v4()
         .simple()
