@@ -1,16 +1,15 @@
 //! The saver and the store on one database: a store opened from a saver shares its
-//! connections (in memory, its database), both follow the one setup rule and the one
-//! connection setup (the busy handler that keeps writers from starving reaches the store too),
-//! and a store and a saver in two processes write one file side by side.
+//! connections (in memory, its database), and both follow the one setup rule and the one
+//! connection setup (the busy handler that keeps writers from starving reaches the store too).
+//! A store beside a saver in another process is in `reliability.rs`.
 #![cfg(feature = "store")]
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use tempfile::TempDir;
 use waypoint_checkpoint::{
     Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSaver, CheckpointSource,
 };
@@ -19,9 +18,11 @@ use waypoint_store::{Error, IndexConfig, SearchOp, StoreConfig, StoreExt};
 
 type TestResult = std::result::Result<(), Box<dyn std::error::Error>>;
 
-/// A fresh database path in a directory that outlives the test (child processes use it).
-fn temp_db() -> std::io::Result<PathBuf> {
-    Ok(tempfile::tempdir()?.keep().join("one.db"))
+/// A fresh directory, removed when dropped, and a database path inside it.
+fn temp_db() -> std::io::Result<(TempDir, PathBuf)> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("one.db");
+    Ok((dir, path))
 }
 
 /// Puts one checkpoint on `thread` and returns its config.
@@ -49,7 +50,7 @@ fn tables(path: &Path) -> rusqlite::Result<Vec<String>> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_saver_and_its_store_share_one_file() -> TestResult {
-    let path = temp_db()?;
+    let (_dir, path) = temp_db()?;
     let saver = SqliteSaver::from_path(&path).await?;
     let store = saver.store(StoreConfig::new()).await?;
     let stored = put_one(&saver, "t").await?;
@@ -122,7 +123,7 @@ async fn stores_of_an_in_memory_saver_see_its_database() -> TestResult {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_auto_setup_a_store_creates_no_tables() -> TestResult {
-    let path = temp_db()?;
+    let (_dir, path) = temp_db()?;
     let config = || SqliteConfig::file(&path).auto_setup(false);
     let indexed = || StoreConfig::new().index(IndexConfig::hashing(32));
     let store = SqliteStore::open(config(), indexed()).await?;
@@ -171,7 +172,7 @@ fn hold_write_lock(path: &Path, hold: Duration) -> rusqlite::Result<std::thread:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_waits_for_a_lock_up_to_the_busy_timeout() -> TestResult {
-    let path = temp_db()?;
+    let (_dir, path) = temp_db()?;
     let store = SqliteStore::from_path(&path, StoreConfig::new()).await?;
     // Within the timeout: the put waits for the lock, then succeeds.
     let release = hold_write_lock(&path, Duration::from_millis(300))?;
@@ -216,7 +217,7 @@ async fn a_store_waits_for_a_lock_up_to_the_busy_timeout() -> TestResult {
 /// and 328 ms: with its handler the put would end about 50 ms after the release.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_takes_a_freed_lock_at_once() -> TestResult {
-    let path = temp_db()?;
+    let (_dir, path) = temp_db()?;
     let store = SqliteStore::from_path(&path, StoreConfig::new()).await?;
     let mut fastest = Duration::MAX;
     // The quickest of three rounds, so that one slow wake-up on a loaded machine is no failure.
@@ -236,89 +237,5 @@ async fn a_store_takes_a_freed_lock_at_once() -> TestResult {
         fastest < Duration::from_millis(20),
         "{fastest:?} after the release"
     );
-    Ok(())
-}
-
-/// How long the two processes of the side-by-side test write.
-const SIDE_BY_SIDE: Duration = Duration::from_secs(5);
-
-/// Entry point of the child process of `a_store_and_a_saver_in_two_processes_lose_nothing`;
-/// a no-op unless `WAYPOINT_ONE_POOL_CHILD_DB` is set.
-#[test]
-#[ignore = "run as a child process by the test below"]
-fn child() -> TestResult {
-    let Ok(path) = std::env::var("WAYPOINT_ONE_POOL_CHILD_DB") else {
-        return Ok(());
-    };
-    let rt = tokio::runtime::Runtime::new()?;
-    rt.block_on(async {
-        let saver = SqliteSaver::from_path(&path).await?;
-        let until = Instant::now() + SIDE_BY_SIDE;
-        let mut parent = CheckpointConfig::new("child").with_ns("");
-        let mut count = 0u64;
-        while Instant::now() < until {
-            parent = saver
-                .put(
-                    &parent,
-                    Checkpoint::new(count as i64),
-                    CheckpointMetadata::new(CheckpointSource::Loop, count as i64),
-                    BTreeMap::new(),
-                )
-                .await?;
-            count += 1;
-        }
-        // Only the final count is printed, so a full stdout pipe never stalls the writer.
-        println!("DONE {count}");
-        Ok(())
-    })
-}
-
-/// A saver in one process and a store in another, each committing back to back on one fresh
-/// file: both create their tables, neither meets "database is locked", nothing is lost.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_store_and_a_saver_in_two_processes_lose_nothing() -> TestResult {
-    let path = temp_db()?;
-    // Both create their tables on the fresh file at about the same time.
-    let mut child = Command::new(std::env::current_exe()?)
-        .args([
-            "child",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("WAYPOINT_ONE_POOL_CHILD_DB", &path)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()?;
-    let store = SqliteStore::from_path(&path, StoreConfig::new()).await?;
-    let until = Instant::now() + SIDE_BY_SIDE;
-    let mut puts = 0usize;
-    while Instant::now() < until {
-        store
-            .put(["side"], &format!("k{puts}"), json!({"i": puts}))
-            .await?;
-        puts += 1;
-    }
-    let stdout = BufReader::new(child.stdout.take().ok_or("stdout not piped")?);
-    let done: Vec<u64> = stdout
-        .lines()
-        .map_while(Result::ok)
-        .filter_map(|l| l.split("DONE ").nth(1).and_then(|n| n.trim().parse().ok()))
-        .collect();
-    let status = child.wait()?;
-    assert!(status.success(), "the saver's process failed: {status}");
-    assert_eq!(done.len(), 1, "the saver's process printed no final count");
-    let saver = SqliteSaver::from_path(&path).await?;
-    let history = saver
-        .list(Some(&CheckpointConfig::new("child")), &Default::default())
-        .await?;
-    assert_eq!(history.len() as u64, done[0]);
-    assert!(done[0] > 100, "the saver wrote only {}", done[0]);
-    assert!(puts > 100, "the store wrote only {puts}");
-    let items = store
-        .search(SearchOp::new(["side"]).limit(puts + 1))
-        .await?;
-    assert_eq!(items.len(), puts);
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! Reliability on a real SQLite file: a writer killed with SIGKILL mid-put, two processes
-//! writing at once, hostile filters, and files that must be refused at open.
+//! writing at once (two savers, or a saver and a store), hostile filters, and files that must
+//! be refused at open.
 //!
 //! The child processes are this test binary re-run on one `#[ignore]`d entry point, which
 //! does nothing unless `WAYPOINT_CHILD` tells it what to do.
@@ -242,6 +243,57 @@ async fn two_processes_writing_for_ten_seconds_lose_nothing() -> waypoint_checkp
     }
     assert_no_checkpoint_lacks_blobs(&db);
     Ok(())
+}
+
+/// A saver in one process and a store in another, each committing back to back on one fresh
+/// file for ten seconds: both create their tables, neither meets "database is locked",
+/// nothing is lost.
+#[cfg(feature = "store")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_beside_a_saver_in_another_process_loses_nothing() {
+    use waypoint_checkpoint_sqlite::SqliteStore;
+    use waypoint_store::{SearchOp, StoreConfig, StoreExt};
+
+    let db = temp_db();
+    let mut child = spawn_child("ten_seconds", &db, "saver");
+    let store = SqliteStore::from_path(&db, StoreConfig::new())
+        .await
+        .expect("open the store");
+    let until = Instant::now() + Duration::from_secs(10);
+    let mut puts = 0usize;
+    while Instant::now() < until {
+        store
+            .put(["side"], &format!("k{puts}"), json!({"i": puts}))
+            .await
+            .expect("every store put succeeds");
+        puts += 1;
+    }
+    let stdout = BufReader::new(child.stdout.take().expect("piped"));
+    let done: Vec<u64> = stdout
+        .lines()
+        .map_while(Result::ok)
+        .filter_map(|l| l.split("DONE ").nth(1).and_then(|n| n.trim().parse().ok()))
+        .collect();
+    let status = child.wait().expect("reap");
+    assert!(status.success(), "the saver's process failed: {status}");
+    assert_eq!(done.len(), 1, "the saver's process printed no final count");
+    assert!(done[0] > 100, "the saver wrote only {}", done[0]);
+    assert!(puts > 100, "the store wrote only {puts}");
+    let saver = SqliteSaver::from_path(&db).await.expect("open the saver");
+    let history = saver
+        .list(
+            Some(&CheckpointConfig::new("saver")),
+            &ListOptions::default(),
+        )
+        .await
+        .expect("list");
+    assert_eq!(history.len() as u64, done[0]);
+    let items = store
+        .search(SearchOp::new(["side"]).limit(puts + 1))
+        .await
+        .expect("search");
+    assert_eq!(items.len(), puts);
+    assert_no_checkpoint_lacks_blobs(&db);
 }
 
 fn table_fingerprint(db: &Path) -> (String, Vec<i64>) {
