@@ -74,6 +74,14 @@ impl SqliteConfig {
     }
 
     /// [`Self::from_url`], failing with the crate's own classification.
+    /// The database file, `None` for an in-memory database.
+    pub(crate) fn database_file(&self) -> Option<&Path> {
+        match &self.target {
+            Target::File(path) => Some(path),
+            Target::Memory => None,
+        }
+    }
+
     pub(crate) fn parse_url(url: &str) -> Result<Self, Failure> {
         let rest = url
             .strip_prefix("sqlite:")

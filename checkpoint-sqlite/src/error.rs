@@ -6,8 +6,6 @@ use std::path::PathBuf;
 
 use rusqlite::ErrorCode;
 
-use crate::config::{SqliteConfig, Target};
-
 /// The backend's name in errors.
 pub(crate) const BACKEND: &str = "sqlite";
 
@@ -49,13 +47,14 @@ impl From<rusqlite::Error> for Failure {
 }
 
 impl Failure {
-    /// The same failure, naming the file when it is not a database (only opening can tell).
-    pub(crate) fn opening(self, config: &SqliteConfig) -> Self {
-        match (self, &config.target) {
-            (Failure::Driver(e), Target::File(path))
+    /// The same failure, naming the file (`None` in memory) when it is not a database (only
+    /// opening can tell).
+    pub(crate) fn opening(self, file: Option<&std::path::Path>) -> Self {
+        match (self, file) {
+            (Failure::Driver(e), Some(path))
                 if e.sqlite_error_code() == Some(ErrorCode::NotADatabase) =>
             {
-                Failure::NotADatabase(path.clone())
+                Failure::NotADatabase(path.to_owned())
             }
             (other, _) => other,
         }

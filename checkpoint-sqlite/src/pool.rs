@@ -72,7 +72,7 @@ impl Database {
         let timeout = config.busy_timeout;
         let open = |check: Option<Check>, cache_kib: u32| {
             busy::with_limit(timeout, || open_connection(&config, check, cache_kib))
-                .map_err(|f| f.opening(&config))
+                .map_err(|f| f.opening(config.database_file()))
         };
         // The writer's page cache is never dropped by this process's commits, and short reads
         // run on it when it is idle, so it is the large one (16 MiB: a store get of 10k items

@@ -9,7 +9,7 @@
 use std::sync::{Mutex, PoisonError};
 use waypoint_checkpoint::raw::redact_url;
 
-use crate::backend::Kind;
+use waypoint_runtime::connect::Backend as Kind;
 
 /// What a secret is replaced with.
 const HIDDEN: &str = "***";
