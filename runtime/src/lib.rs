@@ -45,6 +45,23 @@
 //! # Ok::<(), waypoint_runtime::Error>(())
 //! # }).unwrap();
 //! ```
+//!
+//! **Where the state lives.** [`connect()`] opens a checkpointer and a store from one URL
+//! (`memory:`, `sqlite:PATH`, `postgres://...`, `redis://...`), on one pool per database; the
+//! backends are features of this crate, so it is the only dependency an application needs:
+//!
+//! | feature | re-exports | URLs |
+//! |---|---|---|
+//! | (always) | [`checkpoint`] (`waypoint-checkpoint`), [`store`] (`waypoint-store`), `InMemorySaver`, `InMemoryStore` | `memory:` |
+//! | `sqlite` | `sqlite` (`waypoint-checkpoint-sqlite`): `SqliteSaver`, `SqliteStore`, `SqliteConfig` | `sqlite:` |
+//! | `postgres` | `postgres` (`waypoint-checkpoint-postgres`): `PostgresSaver`, `PostgresStore`, `PostgresConfig` | `postgres://` |
+//! | `redis` | `redis` (`waypoint-checkpoint-redis`): `RedisSaver`, `RedisStore`, `RedisConfig` | `redis://` |
+//! | `openai` | the store's `OpenAiEmbedder` | |
+//!
+//! **Layout.** `builder` (`StateGraph`) compiles into `pregel` (`CompiledGraph` and all its
+//! methods), whose run loop (`pregel/run.rs`) drives the step algorithm (`step.rs`) over a
+//! frame (`frame.rs`) and saves through one durability policy (`durability.rs`); `context`,
+//! `stream` and `messages` sit below it and never import the loop.
 
 // The derive's generated code names `::waypoint_runtime`, also inside this crate's tests.
 extern crate self as waypoint_runtime;
