@@ -73,7 +73,6 @@ impl SqliteConfig {
         Self::parse_url(url).map_err(DbError::from_failure)
     }
 
-    /// [`Self::from_url`], failing with the crate's own classification.
     /// The database file, `None` for an in-memory database.
     pub(crate) fn database_file(&self) -> Option<&Path> {
         match &self.target {
@@ -82,6 +81,7 @@ impl SqliteConfig {
         }
     }
 
+    /// [`Self::from_url`], failing with the crate's own classification.
     pub(crate) fn parse_url(url: &str) -> Result<Self, Failure> {
         let rest = url
             .strip_prefix("sqlite:")
