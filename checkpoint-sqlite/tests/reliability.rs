@@ -137,6 +137,20 @@ fn spawn_child(mode: &str, db: &Path, thread: &str) -> std::process::Child {
         .expect("spawn child")
 }
 
+/// The count a `ten_seconds` child printed last, once it exited successfully.
+fn final_count(mut child: std::process::Child, name: &str) -> u64 {
+    let stdout = BufReader::new(child.stdout.take().expect("piped"));
+    let done: Vec<u64> = stdout
+        .lines()
+        .map_while(Result::ok)
+        .filter_map(|l| l.split("DONE ").nth(1).and_then(|n| n.trim().parse().ok()))
+        .collect();
+    let status = child.wait().expect("reap");
+    assert!(status.success(), "child {name} failed: {status}");
+    assert_eq!(done.len(), 1, "child {name} printed no final count");
+    done[0]
+}
+
 /// Every checkpoint row refers only to stored channel versions.
 fn assert_no_checkpoint_lacks_blobs(db: &Path) {
     let conn = rusqlite::Connection::open(db).expect("open raw");
@@ -214,17 +228,8 @@ async fn two_processes_writing_for_ten_seconds_lose_nothing() -> waypoint_checkp
         .map(|t| (t, spawn_child("ten_seconds", &db, t)))
         .collect();
     let mut counts = BTreeMap::new();
-    for (thread, mut child) in children {
-        let stdout = BufReader::new(child.stdout.take().expect("piped"));
-        let done: Vec<u64> = stdout
-            .lines()
-            .map_while(Result::ok)
-            .filter_map(|l| l.split("DONE ").nth(1).and_then(|n| n.trim().parse().ok()))
-            .collect();
-        let status = child.wait().expect("reap");
-        assert!(status.success(), "child {thread} failed: {status}");
-        assert_eq!(done.len(), 1, "child {thread} printed no final count");
-        counts.insert(thread.to_string(), done[0]);
+    for (thread, child) in children {
+        counts.insert(thread.to_string(), final_count(child, thread));
     }
     let saver = SqliteSaver::from_path(&db).await?;
     for (thread, count) in &counts {
@@ -255,7 +260,7 @@ async fn a_store_beside_a_saver_in_another_process_loses_nothing() {
     use waypoint_store::{SearchOp, StoreConfig, StoreExt};
 
     let db = temp_db();
-    let mut child = spawn_child("ten_seconds", &db, "saver");
+    let child = spawn_child("ten_seconds", &db, "saver");
     let store = SqliteStore::from_path(&db, StoreConfig::new())
         .await
         .expect("open the store");
@@ -268,16 +273,8 @@ async fn a_store_beside_a_saver_in_another_process_loses_nothing() {
             .expect("every store put succeeds");
         puts += 1;
     }
-    let stdout = BufReader::new(child.stdout.take().expect("piped"));
-    let done: Vec<u64> = stdout
-        .lines()
-        .map_while(Result::ok)
-        .filter_map(|l| l.split("DONE ").nth(1).and_then(|n| n.trim().parse().ok()))
-        .collect();
-    let status = child.wait().expect("reap");
-    assert!(status.success(), "the saver's process failed: {status}");
-    assert_eq!(done.len(), 1, "the saver's process printed no final count");
-    assert!(done[0] > 100, "the saver wrote only {}", done[0]);
+    let done = final_count(child, "saver");
+    assert!(done > 100, "the saver wrote only {done}");
     assert!(puts > 100, "the store wrote only {puts}");
     let saver = SqliteSaver::from_path(&db).await.expect("open the saver");
     let history = saver
@@ -287,7 +284,7 @@ async fn a_store_beside_a_saver_in_another_process_loses_nothing() {
         )
         .await
         .expect("list");
-    assert_eq!(history.len() as u64, done[0]);
+    assert_eq!(history.len() as u64, done);
     let items = store
         .search(SearchOp::new(["side"]).limit(puts + 1))
         .await
