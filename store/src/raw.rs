@@ -118,3 +118,37 @@ pub trait Backend: Send + Sync + 'static {
         Ok(None)
     }
 }
+
+/// A vector as every backend stores it: its components as little-endian `f32`s.
+pub fn encode_vector(vector: &[f32]) -> Vec<u8> {
+    vector.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// Reads a stored vector; `None` when the bytes are not a whole number of `f32`s.
+pub fn decode_vector(bytes: &[u8]) -> Option<Vec<f32>> {
+    let chunks = bytes.chunks_exact(4);
+    if !chunks.remainder().is_empty() {
+        return None;
+    }
+    Some(
+        chunks
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vectors_round_trip_and_torn_bytes_are_refused() {
+        let v = vec![0.5, -1.25, f32::MAX, 0.0];
+        let bytes = encode_vector(&v);
+        assert_eq!(bytes.len(), 16);
+        assert_eq!(&bytes[..4], &0.5f32.to_le_bytes());
+        assert_eq!(decode_vector(&bytes), Some(v));
+        assert_eq!(decode_vector(&bytes[..5]), None);
+        assert_eq!(decode_vector(&[]), Some(Vec::new()));
+    }
+}

@@ -8,7 +8,7 @@ use sqlx::postgres::types::Oid;
 use sqlx::postgres::{PgArgumentBuffer, PgRow, PgTypeInfo, PgValueFormat, PgValueRef};
 use sqlx::{Decode, Encode, Postgres, Row as _};
 
-use waypoint_store::raw::{FieldVector, Row};
+use waypoint_store::raw::{FieldVector, Row, decode_vector};
 use waypoint_store::{Error, Item, ItemKey, Namespace, Object, Result};
 
 use crate::error::{DbError, Failure};
@@ -143,25 +143,16 @@ pub(crate) fn scanned_row(row: &PgRow) -> Result<Row> {
     row_at(row, 2, ItemKey::new(Namespace::from_joined(&prefix), key))
 }
 
-/// A vector as stored: little-endian `f32`s.
-pub(crate) fn vector_bytes(vector: &[f32]) -> Vec<u8> {
-    vector.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
 /// A stored vector of `key`'s field `field`.
 pub(crate) fn field_vector(key: &ItemKey, field: String, bytes: &[u8]) -> Result<FieldVector> {
-    if !bytes.len().is_multiple_of(4) {
+    let Some(vector) = decode_vector(bytes) else {
         return Err(Error::Corrupt(format!(
             "the stored vector of field `{field}` of `{}` in {:?} is {} bytes, not a whole number of f32s",
             key.key,
             key.namespace.labels(),
             bytes.len()
         )));
-    }
-    let vector = bytes
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
+    };
     Ok(FieldVector { field, vector })
 }
 
@@ -269,7 +260,8 @@ mod tests {
     fn vectors_roundtrip_and_bad_lengths_are_corrupt() -> Result<()> {
         let key = ItemKey::new(["a"], "k");
         let v = vec![1.5f32, -0.25, 3.0];
-        assert_eq!(field_vector(&key, "$".into(), &vector_bytes(&v))?.vector, v);
+        let bytes = waypoint_store::raw::encode_vector(&v);
+        assert_eq!(field_vector(&key, "$".into(), &bytes)?.vector, v);
         assert!(matches!(
             field_vector(&key, "$".into(), &[0, 0, 0]),
             Err(Error::Corrupt(_))

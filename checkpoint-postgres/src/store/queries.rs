@@ -15,7 +15,8 @@ use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::Query;
 use sqlx::{PgConnection, Postgres, Row as _};
 
-use super::convert::{Timestamp, field_vector, pg_error, row_at, scanned_row, vector_bytes};
+use super::convert::{Timestamp, field_vector, pg_error, row_at, scanned_row};
+use waypoint_store::raw::encode_vector;
 use waypoint_store::raw::{FieldVector, ItemVectors, Row};
 use waypoint_store::{ItemKey, Namespace, Result};
 
@@ -412,7 +413,7 @@ pub(crate) async fn write(
                         vec_p.push(prefix.clone());
                         vec_k.push(key.key.as_str());
                         vec_f.push(field.field.as_str());
-                        vec_e.push(vector_bytes(&field.vector));
+                        vec_e.push(encode_vector(&field.vector));
                     }
                 }
                 up_p.push(prefix);
@@ -795,7 +796,7 @@ pub(crate) async fn store_embedded(
             vec_p.push(prefix.clone());
             vec_k.push(key.key.as_str());
             vec_f.push(field.field.as_str());
-            vec_e.push(vector_bytes(&field.vector));
+            vec_e.push(encode_vector(&field.vector));
         }
     }
     let done: Vec<(String, String)> = sqlx::query_as(sql)

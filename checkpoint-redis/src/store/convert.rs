@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 
-use waypoint_store::raw::{FieldVector, Row};
+use waypoint_store::raw::{FieldVector, Row, decode_vector};
 use waypoint_store::{Error, Item, ItemKey, Namespace, Object, Result};
 
 /// The latest expiry stored, in microseconds since the epoch (2^53 - 1, in the year 2255):
@@ -22,24 +22,6 @@ pub(crate) fn micros(at: DateTime<Utc>) -> i64 {
 /// `now + minutes` as stored, clamped to [`LAST_EXPIRY`].
 pub(crate) fn expires_at(now: DateTime<Utc>, minutes: f64) -> i64 {
     micros(waypoint_store::raw::expiry(now, minutes)).min(LAST_EXPIRY)
-}
-
-/// A vector as stored: its components as little-endian `f32`.
-pub(crate) fn encode_vector(vector: &[f32]) -> Vec<u8> {
-    vector.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-/// Reads a stored vector; `None` when it is not a whole number of `f32`s.
-pub(crate) fn decode_vector(bytes: &[u8]) -> Option<Vec<f32>> {
-    let chunks = bytes.chunks_exact(4);
-    if !chunks.remainder().is_empty() {
-        return None;
-    }
-    Some(
-        chunks
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect(),
-    )
 }
 
 /// The vectors of one item from its vector hash, by field path.
@@ -175,13 +157,6 @@ mod tests {
         let mut bad = fields(None);
         bad[2] = text("[1]");
         assert!(matches!(super::row(bad, 0), Err(Error::Corrupt(_))));
-    }
-
-    #[test]
-    fn vectors_round_trip() {
-        let v = vec![1.5f32, -0.25, f32::MIN_POSITIVE];
-        assert_eq!(decode_vector(&encode_vector(&v)), Some(v));
-        assert_eq!(decode_vector(&[0; 5]), None);
     }
 
     #[test]

@@ -24,11 +24,12 @@ use chrono::{DateTime, Utc};
 use waypoint_store::raw::{Backend, Changes, Engine, ItemVectors, Row, Write};
 use waypoint_store::{Error, ItemKey, Namespace, Object, Result, StoreConfig, forward_store};
 
-use self::convert::{FIELDS, LAST_EXPIRY, encode_vector, expires_at, field_vectors, micros, row};
+use self::convert::{FIELDS, LAST_EXPIRY, expires_at, field_vectors, micros, row};
 use self::keys::Keys;
 use self::scripts::{CHANGES, PAGE, REFRESH, SWEEP, WRITE};
 use crate::config::RedisConfig;
 use crate::connection::{Connection, with_conn};
+use waypoint_store::raw::encode_vector;
 
 /// The version of the key layout this code writes; a store written by a newer one is refused.
 /// Layout 2 adds the change feed to layout 1, which [`RedisStore::setup`] upgrades in place:

@@ -89,24 +89,6 @@ fn parse_fixed(b: &[u8]) -> Option<DateTime<Utc>> {
     Some(time.and_utc())
 }
 
-/// A vector as stored: its components as little-endian `f32`.
-pub(crate) fn encode_vector(vector: &[f32]) -> Vec<u8> {
-    vector.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-/// Reads a stored vector; `None` when the BLOB is not a whole number of `f32`s.
-pub(crate) fn decode_vector(blob: &[u8]) -> Option<Vec<f32>> {
-    let chunks = blob.chunks_exact(4);
-    if !chunks.remainder().is_empty() {
-        return None;
-    }
-    Some(
-        chunks
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect(),
-    )
-}
-
 /// Decodes a row of `prefix, key, value, created_at, updated_at, ttl_minutes`.
 pub(crate) fn row(r: &rusqlite::Row<'_>) -> Result<Row> {
     let prefix: String = r.get(0).map_err(store_error)?;
@@ -205,16 +187,5 @@ mod tests {
         assert_eq!(at.to_rfc3339(), "2024-05-01T08:20:30.500+00:00");
         assert_eq!(parse_timestamp("yesterday"), None);
         assert_eq!(parse_timestamp("2024-13-01 10:20:30.000000+00:00"), None);
-    }
-
-    #[test]
-    fn vectors_round_trip_and_bad_lengths_are_refused() {
-        let v = vec![1.5f32, -0.25, f32::MIN_POSITIVE];
-        let blob = encode_vector(&v);
-        assert_eq!(blob.len(), 12);
-        assert_eq!(&blob[..4], &1.5f32.to_le_bytes());
-        assert_eq!(decode_vector(&blob), Some(v));
-        assert_eq!(decode_vector(&blob[..5]), None);
-        assert_eq!(decode_vector(&[]), Some(Vec::new()));
     }
 }

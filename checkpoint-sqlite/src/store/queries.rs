@@ -11,8 +11,9 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use waypoint_store::raw::{FieldVector, ItemVectors, Row, Write, expiry};
 use waypoint_store::{Error, ItemKey, Namespace, Result};
 
-use super::convert::{corrupt, decode_vector, encode_vector, row, timestamp};
+use super::convert::{corrupt, row, timestamp};
 use crate::error::store_error;
+use waypoint_store::raw::{decode_vector, encode_vector};
 
 /// `SELECT` of the columns [`row`] decodes, in its order.
 macro_rules! select_rows {
