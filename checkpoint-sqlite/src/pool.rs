@@ -74,16 +74,17 @@ impl Database {
             busy::with_limit(timeout, || open_connection(&config, check, cache_kib))
                 .map_err(|f| f.opening(config.database_file()))
         };
-        // The writer's page cache is never dropped by this process's commits, and short reads
-        // run on it when it is idle, so it is the large one (16 MiB: a store get of 10k items
-        // took 5.2 us with it, 6.0 us with 2 MiB; checkpoint reads and puts were no
-        // different). A reader drops its whole cache at its first transaction after any
-        // commit, and that costs time in proportion to the cache's size: readers keep 1 MiB.
+        // Every connection keeps a 16 MiB page cache. The writer's is never dropped by this
+        // process's commits and short reads run on it when it is idle (a store get of 10k
+        // items took 5.2 us with it, 6.0 us with 2 MiB). Readers serve the long scans: with
+        // 1 MiB, a filtered store search over 10k items took 4.8-6.1 ms against 2.0-2.4 ms with
+        // 16 MiB (`waypoint bench --quick --only store`, three runs each); checkpoint puts,
+        // gets and lists were no different.
         let writer = Pool::new(vec![open(Some(check), 16 << 10)?], timeout);
         let (readers, checkpointer) = match config.target {
             Target::File(_) => {
                 let readers = (0..config.readers.max(1))
-                    .map(|_| open(None, 1024))
+                    .map(|_| open(None, 16 << 10))
                     .collect::<Result<Vec<_>, _>>()?;
                 let checkpointer = spawn_checkpointer(open(None, 1024)?)?;
                 (Pool::new(readers, timeout), Some(checkpointer))
