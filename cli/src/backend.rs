@@ -32,14 +32,12 @@ fn options(url: &str, open: Open) -> Connect {
 
 /// Opens the checkpointer `url` names.
 pub(crate) async fn saver(url: &str, open: Open) -> Result<Arc<dyn CheckpointSaver>> {
-    Kind::of(url)?;
     Ok(options(url, open).checkpointer().await?)
 }
 
 /// Opens the store `url` names. Its tables are created or migrated, as the store needs its
 /// change log and vector tables beside LangGraph's `store` table, even to read.
 pub(crate) async fn store(url: &str, config: StoreConfig, open: Open) -> Result<Arc<dyn Store>> {
-    Kind::of(url)?;
     Ok(options(url, open)
         .auto_setup(true)
         .store_config(config)

@@ -176,53 +176,101 @@ impl Connect {
     pub async fn open(&self) -> Result<Connection> {
         let backend = self.prepare().await?;
         self.within(async {
-            let (checkpointer, store) = match backend {
-                Backend::Memory => memory(self.store.clone())?,
-                Backend::Sqlite => self.sqlite(Parts::Both).await?,
-                Backend::Postgres => self.postgres(Parts::Both).await?,
-                Backend::Redis => self.redis(Parts::Both).await?,
-            };
+            let saver = self.saver(backend).await?;
+            let store = saver.store(self.store.clone()).await?;
             Ok(Connection {
                 backend,
-                checkpointer: checkpointer.expect("both parts were opened"),
-                store: store.expect("both parts were opened"),
+                checkpointer: saver.into_checkpointer(),
+                store,
             })
         })
         .await
     }
 
-    /// Opens the checkpointer alone.
+    /// Opens the checkpointer alone (the store's tables are not touched).
     pub async fn checkpointer(&self) -> Result<Arc<dyn CheckpointSaver>> {
-        Ok(self.part(Parts::Checkpointer).await?.0.expect("opened"))
-    }
-
-    /// Opens the store alone.
-    pub async fn store(&self) -> Result<Arc<dyn Store>> {
-        Ok(self.part(Parts::Store).await?.1.expect("opened"))
-    }
-
-    async fn part(&self, parts: Parts) -> Result<Opened> {
         let backend = self.prepare().await?;
-        self.within(async {
-            match backend {
-                Backend::Memory => memory(self.store.clone()),
-                Backend::Sqlite => self.sqlite(parts).await,
-                Backend::Postgres => self.postgres(parts).await,
-                Backend::Redis => self.redis(parts).await,
-            }
+        self.within(async { Ok(self.saver(backend).await?.into_checkpointer()) })
+            .await
+    }
+
+    /// Opens the store alone, on a pool of its own.
+    pub async fn store(&self) -> Result<Arc<dyn Store>> {
+        let backend = self.prepare().await?;
+        let config = self.store.clone();
+        self.within(async move {
+            Ok(match backend {
+                Backend::Memory => Arc::new(InMemoryStore::with_config(config)?) as Arc<dyn Store>,
+                #[cfg(feature = "sqlite")]
+                Backend::Sqlite => Arc::new(
+                    waypoint_checkpoint_sqlite::SqliteStore::open(self.sqlite_config()?, config)
+                        .await?,
+                ),
+                #[cfg(feature = "postgres")]
+                Backend::Postgres => Arc::new(
+                    waypoint_checkpoint_postgres::PostgresStore::connect(
+                        self.postgres_config()?,
+                        config,
+                    )
+                    .await?,
+                ),
+                #[cfg(feature = "redis")]
+                Backend::Redis => Arc::new(
+                    waypoint_checkpoint_redis::RedisStore::connect(self.redis_config()?, config)
+                        .await?,
+                ),
+                #[allow(unreachable_patterns)]
+                other => return Err(self.not_compiled_in(other)),
+            })
         })
         .await
+    }
+
+    /// Opens the checkpointer of `backend`.
+    async fn saver(&self, backend: Backend) -> Result<Saver> {
+        Ok(match backend {
+            Backend::Memory => Saver::Memory,
+            #[cfg(feature = "sqlite")]
+            Backend::Sqlite => Saver::Sqlite(
+                waypoint_checkpoint_sqlite::SqliteSaver::open(self.sqlite_config()?).await?,
+            ),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres => Saver::Postgres(
+                waypoint_checkpoint_postgres::PostgresSaver::connect(self.postgres_config()?)
+                    .await?,
+            ),
+            #[cfg(feature = "redis")]
+            Backend::Redis => Saver::Redis(
+                waypoint_checkpoint_redis::RedisSaver::connect(self.redis_config()?).await?,
+            ),
+            #[allow(unreachable_patterns)]
+            other => return Err(self.not_compiled_in(other)),
+        })
+    }
+
+    #[cfg(feature = "sqlite")]
+    fn sqlite_config(&self) -> Result<waypoint_checkpoint_sqlite::SqliteConfig> {
+        let config = waypoint_checkpoint_sqlite::SqliteConfig::from_url(&self.url)?;
+        Ok(config.auto_setup(self.auto_setup))
+    }
+
+    #[cfg(feature = "postgres")]
+    fn postgres_config(&self) -> Result<waypoint_checkpoint_postgres::PostgresConfig> {
+        let config = waypoint_checkpoint_postgres::PostgresConfig::from_url(&self.url)?;
+        Ok(config.auto_setup(self.auto_setup))
+    }
+
+    #[cfg(feature = "redis")]
+    fn redis_config(&self) -> Result<waypoint_checkpoint_redis::RedisConfig> {
+        let config = waypoint_checkpoint_redis::RedisConfig::from_url(&self.url)?;
+        Ok(config.auto_setup(self.auto_setup))
     }
 
     /// The URL's backend, once it is known to be compiled in and reachable.
     async fn prepare(&self) -> Result<Backend> {
         let backend = Backend::of(&self.url)?;
-        if let Some(feature) = backend.feature().filter(|_| !backend.compiled_in()) {
-            return Err(Error::InvalidConfig(format!(
-                "`{}` needs the {feature} backend, which this build does not have: enable the \
-                 `{feature}` feature of waypoint-runtime",
-                redact_url(&self.url)
-            )));
+        if !backend.compiled_in() {
+            return Err(self.not_compiled_in(backend));
         }
         match backend {
             Backend::Sqlite if !self.create => require_file(&self.url)?,
@@ -231,6 +279,16 @@ impl Connect {
             _ => {}
         }
         Ok(backend)
+    }
+
+    /// The error for a URL whose backend this build lacks, naming the feature to enable.
+    fn not_compiled_in(&self, backend: Backend) -> Error {
+        let feature = backend.feature().unwrap_or("default");
+        Error::InvalidConfig(format!(
+            "`{}` needs the {feature} backend, which this build does not have: enable the \
+             `{feature}` feature of waypoint-runtime",
+            redact_url(&self.url)
+        ))
     }
 
     /// Runs `opening` within the timeout, naming the URL (without its password) on failure.
@@ -248,105 +306,45 @@ impl Connect {
             }),
         }
     }
+}
 
+/// An opened checkpointer, which can open a store on its own pool.
+enum Saver {
+    Memory,
     #[cfg(feature = "sqlite")]
-    async fn sqlite(&self, parts: Parts) -> Result<Opened> {
-        use waypoint_checkpoint_sqlite::{SqliteConfig, SqliteSaver, SqliteStore};
-        let config = SqliteConfig::from_url(&self.url)?.auto_setup(self.auto_setup);
-        Ok(match parts {
-            Parts::Store => (
-                None,
-                Some(Arc::new(
-                    SqliteStore::open(config, self.store.clone()).await?,
-                )),
-            ),
-            _ => {
-                let saver = SqliteSaver::open(config).await?;
-                let store = match parts {
-                    Parts::Both => Some(Arc::new(saver.store(self.store.clone()).await?) as _),
-                    _ => None,
-                };
-                (Some(Arc::new(saver)), store)
-            }
-        })
-    }
-
+    Sqlite(waypoint_checkpoint_sqlite::SqliteSaver),
     #[cfg(feature = "postgres")]
-    async fn postgres(&self, parts: Parts) -> Result<Opened> {
-        use waypoint_checkpoint_postgres::{PostgresConfig, PostgresSaver, PostgresStore};
-        let config = PostgresConfig::from_url(&self.url)?.auto_setup(self.auto_setup);
-        Ok(match parts {
-            Parts::Store => (
-                None,
-                Some(Arc::new(
-                    PostgresStore::connect(config, self.store.clone()).await?,
-                )),
-            ),
-            _ => {
-                let saver = PostgresSaver::connect(config).await?;
-                let store = match parts {
-                    Parts::Both => Some(Arc::new(saver.store(self.store.clone()).await?) as _),
-                    _ => None,
-                };
-                (Some(Arc::new(saver)), store)
-            }
-        })
-    }
-
+    Postgres(waypoint_checkpoint_postgres::PostgresSaver),
     #[cfg(feature = "redis")]
-    async fn redis(&self, parts: Parts) -> Result<Opened> {
-        use waypoint_checkpoint_redis::{RedisConfig, RedisSaver, RedisStore};
-        let config = RedisConfig::from_url(&self.url)?.auto_setup(self.auto_setup);
-        Ok(match parts {
-            Parts::Store => (
-                None,
-                Some(Arc::new(
-                    RedisStore::connect(config, self.store.clone()).await?,
-                )),
-            ),
-            _ => {
-                let saver = RedisSaver::connect(config).await?;
-                let store = match parts {
-                    Parts::Both => Some(Arc::new(saver.store(self.store.clone()).await?) as _),
-                    _ => None,
-                };
-                (Some(Arc::new(saver)), store)
-            }
+    Redis(waypoint_checkpoint_redis::RedisSaver),
+}
+
+impl Saver {
+    /// A store sharing the checkpointer's pool (its own, for memory).
+    async fn store(&self, config: StoreConfig) -> Result<Arc<dyn Store>> {
+        Ok(match self {
+            Saver::Memory => Arc::new(InMemoryStore::with_config(config)?),
+            #[cfg(feature = "sqlite")]
+            Saver::Sqlite(saver) => Arc::new(saver.store(config).await?),
+            #[cfg(feature = "postgres")]
+            Saver::Postgres(saver) => Arc::new(saver.store(config).await?),
+            #[cfg(feature = "redis")]
+            Saver::Redis(saver) => Arc::new(saver.store(config).await?),
         })
     }
 
-    #[cfg(not(feature = "sqlite"))]
-    async fn sqlite(&self, _: Parts) -> Result<Opened> {
-        unreachable!("prepare() refuses backends that are not compiled in")
+    /// The checkpointer, shared.
+    fn into_checkpointer(self) -> Arc<dyn CheckpointSaver> {
+        match self {
+            Saver::Memory => Arc::new(InMemorySaver::new()),
+            #[cfg(feature = "sqlite")]
+            Saver::Sqlite(saver) => Arc::new(saver),
+            #[cfg(feature = "postgres")]
+            Saver::Postgres(saver) => Arc::new(saver),
+            #[cfg(feature = "redis")]
+            Saver::Redis(saver) => Arc::new(saver),
+        }
     }
-
-    #[cfg(not(feature = "postgres"))]
-    async fn postgres(&self, _: Parts) -> Result<Opened> {
-        unreachable!("prepare() refuses backends that are not compiled in")
-    }
-
-    #[cfg(not(feature = "redis"))]
-    async fn redis(&self, _: Parts) -> Result<Opened> {
-        unreachable!("prepare() refuses backends that are not compiled in")
-    }
-}
-
-/// Which parts a call opens.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Parts {
-    Checkpointer,
-    Store,
-    Both,
-}
-
-/// What a backend opened.
-type Opened = (Option<Arc<dyn CheckpointSaver>>, Option<Arc<dyn Store>>);
-
-fn memory(store: StoreConfig) -> Result<Opened> {
-    Ok((
-        Some(Arc::new(InMemorySaver::new())),
-        Some(Arc::new(InMemoryStore::with_config(store)?)),
-    ))
 }
 
 /// Opens (and drops) a TCP connection to the host and port of a `scheme://` URL, so that an
