@@ -16,11 +16,12 @@ use serde::Serialize;
 
 use crate::filter::Filter;
 use crate::index::VectorIndex;
+use crate::path::index_texts;
 use crate::raw::{Backend, FieldVector, Row, Upsert, Write};
 use crate::store::SweeperHandle;
 use crate::{
     Error, Index, IndexConfig, ItemKey, ListNamespacesOp, Namespace, Object, Op, OpResult, PutOp,
-    Result, SearchItem, SearchOp, StoreConfig, Ttl, WILDCARD, get_text_at_path,
+    Result, SearchItem, SearchOp, StoreConfig, Ttl, WILDCARD,
 };
 
 /// A store: the contract's behaviour on top of a backend.
@@ -330,18 +331,9 @@ impl<B: Backend> Engine<B> {
                 Index::Fields(paths) => paths,
             };
             let document = serde_json::Value::Object(value.clone());
-            for path in paths {
-                let found = get_text_at_path(&document, path);
-                let single = found.len() == 1;
-                for (i, text) in found.into_iter().enumerate() {
-                    let field = if single {
-                        path.clone()
-                    } else {
-                        format!("{path}.{i}")
-                    };
-                    owners.push((position, field));
-                    texts.push(text);
-                }
+            for (field, text) in index_texts(&document, paths) {
+                owners.push((position, field));
+                texts.push(text);
             }
         }
         let vectors = if texts.is_empty() {

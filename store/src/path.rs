@@ -22,6 +22,28 @@
 
 use serde_json::{Map, Number, Value};
 
+/// The texts an index embeds from `document`, each named by the field it is stored under:
+/// `path` when the path yields one text, `path.0`, `path.1`, ... when it yields several.
+pub fn index_texts<'a>(
+    document: &Value,
+    paths: impl IntoIterator<Item = &'a String>,
+) -> Vec<(String, String)> {
+    let mut texts = Vec::new();
+    for path in paths {
+        let found = get_text_at_path(document, path);
+        let single = found.len() == 1;
+        for (i, text) in found.into_iter().enumerate() {
+            let field = if single {
+                path.clone()
+            } else {
+                format!("{path}.{i}")
+            };
+            texts.push((field, text));
+        }
+    }
+    texts
+}
+
 /// The texts found at `path` in `value`; missing or malformed paths give none.
 pub fn get_text_at_path(value: &Value, path: &str) -> Vec<String> {
     if path.is_empty() || path == "$" {

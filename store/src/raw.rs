@@ -13,6 +13,7 @@ use chrono::{DateTime, Utc};
 
 pub use crate::engine::Engine;
 pub use crate::memory::expiry;
+pub use crate::path::index_texts;
 pub use crate::store::json_kind;
 use crate::{Item, ItemKey, Namespace, Object, Result};
 

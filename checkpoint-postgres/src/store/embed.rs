@@ -11,7 +11,8 @@ use serde_json::Value;
 use super::convert::{MAX_ID_BYTES, Timestamp};
 use super::queries::Unembedded;
 use waypoint_store::raw::FieldVector;
-use waypoint_store::{Error, IndexConfig, ItemKey, Result, get_text_at_path};
+use waypoint_store::raw::index_texts;
+use waypoint_store::{Error, IndexConfig, ItemKey, Result};
 
 /// Most items one search embeds before it runs; the rest wait for the next.
 pub(crate) const BATCH: i64 = 128;
@@ -61,24 +62,15 @@ fn texts_of(item: &Unembedded, fields: &[String]) -> Result<Vec<(String, String)
             item.key.namespace.labels()
         ))
     })?;
-    let mut texts = Vec::new();
-    for path in fields {
-        let found = get_text_at_path(&value, path);
-        let single = found.len() == 1;
-        for (i, text) in found.into_iter().enumerate() {
-            let field = if single {
-                path.clone()
-            } else {
-                format!("{path}.{i}")
-            };
-            if field.len() > MAX_ID_BYTES || field.contains('\0') {
-                return Err(Error::InvalidValue(format!(
-                    "the index path {field:?} of `{}` cannot be stored (NUL, or over {MAX_ID_BYTES} bytes)",
-                    item.key.key
-                )));
-            }
-            texts.push((field, text));
-        }
+    let texts = index_texts(&value, fields);
+    if let Some((field, _)) = texts
+        .iter()
+        .find(|(field, _)| field.len() > MAX_ID_BYTES || field.contains('\0'))
+    {
+        return Err(Error::InvalidValue(format!(
+            "the index path {field:?} of `{}` cannot be stored (NUL, or over {MAX_ID_BYTES} bytes)",
+            item.key.key
+        )));
     }
     Ok(texts)
 }
