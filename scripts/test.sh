@@ -36,13 +36,19 @@ step "fuzz targets build, and their harnesses reach the sealed-value paths"
 cargo build --quiet --manifest-path fuzz/Cargo.toml --bins
 cargo test --quiet --manifest-path fuzz/Cargo.toml --lib
 
-step "throwaway servers (PostgreSQL, Redis) and the LangGraph venv"
+step "throwaway servers (PostgreSQL, Redis, TLS-only twins, PgBouncer, a Redis Cluster) and the LangGraph venvs"
 start_postgres "$scratch" postgres POSTGRES
 # A second server for the fault tests, which stop and restart it mid-run.
 start_postgres "$scratch" postgres-faults POSTGRES_FAULTS
 start_redis "$scratch" redis REDIS
 # A second server for the fault tests, which stop and restart it mid-run.
 start_redis "$scratch" redis-faults REDIS_FAULTS
+# A CA made now, and servers that speak TLS only, with certificates it signed.
+make_test_ca "$scratch/tls"
+start_postgres "$scratch" postgres-tls POSTGRES_TLS "$scratch/tls"
+start_redis "$scratch" redis-tls REDIS_TLS "$scratch/tls"
+start_pgbouncer "$scratch" pgbouncer PGBOUNCER "$WAYPOINT_TEST_POSTGRES_URL"
+start_redis_cluster "$scratch" redis-cluster REDIS_CLUSTER
 langgraph_venv
 langgraph06_venv
 export TMPDIR="$scratch"

@@ -11,6 +11,11 @@
 //! | `WAYPOINT_TEST_REDIS_URL` | the shared Redis server | [`redis_url`] |
 //! | `WAYPOINT_TEST_POSTGRES_FAULTS_URL`, `_CTL` | a second PostgreSQL that fault tests stop, restart or hang, and its control script | [`postgres_faults`] |
 //! | `WAYPOINT_TEST_REDIS_FAULTS_URL`, `_CTL` | a second Redis that fault tests stop, restart or kill, and its control script | [`redis_faults`] |
+//! | `WAYPOINT_TEST_TLS_DIR` | a CA made by the script and certificates it signed (see [`Tls`]) | [`tls`] |
+//! | `WAYPOINT_TEST_POSTGRES_TLS_URL` | a PostgreSQL that accepts TLS only (`postgres://waypoint@localhost:PORT/postgres`) | [`postgres_tls`] |
+//! | `WAYPOINT_TEST_REDIS_TLS_URL` | a Redis that accepts TLS with a client certificate only (`rediss://localhost:PORT/`) | [`redis_tls`] |
+//! | `WAYPOINT_TEST_PGBOUNCER_URL` | PgBouncer in transaction pooling mode in front of the shared PostgreSQL | [`pgbouncer_url`] |
+//! | `WAYPOINT_TEST_REDIS_CLUSTER_URL`, `_NODES` | one node of a 3-primary Redis Cluster, and all of them | [`redis_cluster_url`], [`redis_cluster_nodes`] |
 //! | `WAYPOINT_TEST_PYTHON` | the interpreter of a venv with the current LangGraph | [`python`] |
 //! | `WAYPOINT_TEST_PYTHON_06` | the interpreter of a venv with langgraph 0.6 | [`python_06`] |
 //! | `TMPDIR` | a scratch directory, removed when the script ends | [`kept_temp_dir`] |
@@ -55,6 +60,82 @@ pub fn env_or_skip(var: &str) -> Option<String> {
 #[track_caller]
 pub fn postgres_url() -> Option<String> {
     env_or_skip("WAYPOINT_TEST_POSTGRES_URL")
+}
+
+/// The certificates of the TLS servers (`WAYPOINT_TEST_TLS_DIR`), as [`env_or_skip`].
+#[track_caller]
+pub fn tls() -> Option<Tls> {
+    env_or_skip("WAYPOINT_TEST_TLS_DIR").map(|dir| Tls { dir: dir.into() })
+}
+
+/// The PostgreSQL server that accepts TLS only (`WAYPOINT_TEST_POSTGRES_TLS_URL`, no `ssl*`
+/// parameters: add them), as [`env_or_skip`]. User `waypoint` is trusted over TLS; user
+/// `waypoint_cert` must present [`Tls::cert_client`].
+#[track_caller]
+pub fn postgres_tls() -> Option<String> {
+    env_or_skip("WAYPOINT_TEST_POSTGRES_TLS_URL")
+}
+
+/// The Redis server that accepts TLS only, with a client certificate signed by [`Tls::ca`]
+/// (`WAYPOINT_TEST_REDIS_TLS_URL`, `rediss://localhost:PORT/`), as [`env_or_skip`].
+#[track_caller]
+pub fn redis_tls() -> Option<String> {
+    env_or_skip("WAYPOINT_TEST_REDIS_TLS_URL")
+}
+
+/// PgBouncer in transaction pooling mode in front of the shared PostgreSQL
+/// (`WAYPOINT_TEST_PGBOUNCER_URL`; any database name passes through), as [`env_or_skip`].
+#[track_caller]
+pub fn pgbouncer_url() -> Option<String> {
+    env_or_skip("WAYPOINT_TEST_PGBOUNCER_URL")
+}
+
+/// One node of the 3-primary Redis Cluster (`WAYPOINT_TEST_REDIS_CLUSTER_URL`), as
+/// [`env_or_skip`].
+#[track_caller]
+pub fn redis_cluster_url() -> Option<String> {
+    env_or_skip("WAYPOINT_TEST_REDIS_CLUSTER_URL")
+}
+
+/// Every node of the Redis Cluster as `host:port` (`WAYPOINT_TEST_REDIS_CLUSTER_NODES`), as
+/// [`env_or_skip`].
+#[track_caller]
+pub fn redis_cluster_nodes() -> Option<Vec<String>> {
+    env_or_skip("WAYPOINT_TEST_REDIS_CLUSTER_NODES")
+        .map(|nodes| nodes.split(',').map(str::to_owned).collect())
+}
+
+/// The test CA and the certificates it signed, as files.
+#[derive(Debug, Clone)]
+pub struct Tls {
+    dir: PathBuf,
+}
+
+impl Tls {
+    fn file(&self, name: &str) -> String {
+        self.dir.join(name).display().to_string()
+    }
+
+    /// The CA every test server's certificate chains to (PEM).
+    pub fn ca(&self) -> String {
+        self.file("ca.pem")
+    }
+
+    /// A CA unrelated to the servers (PEM): trusting only it must fail.
+    pub fn other_ca(&self) -> String {
+        self.file("other-ca.pem")
+    }
+
+    /// A client certificate and key (PEM) with CN `waypoint`, signed by [`Self::ca`].
+    pub fn client(&self) -> (String, String) {
+        (self.file("client.pem"), self.file("client.key"))
+    }
+
+    /// A client certificate and key (PEM) with CN `waypoint_cert`, signed by [`Self::ca`]:
+    /// PostgreSQL's certificate-authenticated user.
+    pub fn cert_client(&self) -> (String, String) {
+        (self.file("client-cert.pem"), self.file("client-cert.key"))
+    }
 }
 
 /// The shared Redis server's URL (`WAYPOINT_TEST_REDIS_URL`), as [`env_or_skip`].
