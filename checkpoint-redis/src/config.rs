@@ -89,6 +89,14 @@ pub struct RedisConfig {
     /// nothing set up; the store records (or upgrades) its key layout's version. With
     /// `false`, a store opens only where `setup()` has run.
     pub auto_setup: bool,
+    /// Whether the server is a node of a Redis Cluster: `None` (the default) asks it when
+    /// connecting (`INFO cluster`), `Some(true)` connects as a cluster client without asking,
+    /// `Some(false)` as a standalone client (e.g. to a proxy that hides a cluster).
+    pub cluster: Option<bool>,
+    /// More nodes of the cluster to start from, as `host:port`, reached like the URL's node
+    /// (credentials, TLS): connecting succeeds while any of them answers. The cluster's other
+    /// nodes are found by asking it.
+    pub cluster_nodes: Vec<String>,
 }
 
 impl fmt::Debug for RedisConfig {
@@ -103,6 +111,8 @@ impl fmt::Debug for RedisConfig {
             .field("persistence", &self.persistence)
             .field("max_value_bytes", &self.max_value_bytes)
             .field("auto_setup", &self.auto_setup)
+            .field("cluster", &self.cluster)
+            .field("cluster_nodes", &self.cluster_nodes)
             .finish()
     }
 }
@@ -120,6 +130,8 @@ impl RedisConfig {
             persistence: PersistenceCheck::default(),
             max_value_bytes: REDIS_MAX_VALUE_BYTES,
             auto_setup: true,
+            cluster: None,
+            cluster_nodes: Vec::new(),
         }
     }
 
@@ -185,6 +197,19 @@ impl RedisConfig {
         self
     }
 
+    /// Connects as a Redis Cluster client (`true`) or a standalone one (`false`) without
+    /// asking the server which it is.
+    pub fn cluster(mut self, cluster: bool) -> Self {
+        self.cluster = Some(cluster);
+        self
+    }
+
+    /// Adds seed nodes (`host:port`) of the Redis Cluster besides the URL's node.
+    pub fn cluster_nodes<S: Into<String>>(mut self, nodes: impl IntoIterator<Item = S>) -> Self {
+        self.cluster_nodes.extend(nodes.into_iter().map(Into::into));
+        self
+    }
+
     /// Checks the settings a server cannot check.
     pub(crate) fn check(&self) -> std::result::Result<(), Fault> {
         let prefix = &self.prefix;
@@ -240,6 +265,14 @@ impl RedisConfig {
             Some((_, Transport::Tcp | Transport::Unix)) => {}
         }
         redis::Client::open(self.url.as_str()).or_else(|e| refused(e.to_string()))
+    }
+
+    /// `builder` with this config's TLS certificates (none yet).
+    pub(crate) fn cluster_tls(
+        &self,
+        builder: redis::cluster::ClusterClientBuilder,
+    ) -> std::result::Result<redis::cluster::ClusterClientBuilder, Fault> {
+        Ok(builder)
     }
 
     /// The thread ttl in milliseconds, 0 without one.

@@ -170,6 +170,7 @@ mod scripts;
 mod store;
 
 pub use config::{REDIS_MAX_VALUE_BYTES, RedisConfig, URL_SCHEMES};
+pub use connection::RedisConnection;
 pub use persistence::{PersistenceCheck, PersistenceError, check_persistence};
 pub use saver::RedisSaver;
 #[cfg(feature = "store")]

@@ -56,7 +56,18 @@ pub async fn check_persistence(
         .cmd("CONFIG")
         .arg("GET")
         .arg("appendfsync");
-    let problem = match pipe.query_async::<(Value, Value)>(conn).await {
+    let reply = pipe.query_async::<(Value, Value)>(conn).await;
+    check_settings(reply, check, server)
+}
+
+/// Judges the reply to `CONFIG GET appendonly` and `CONFIG GET appendfsync` of the server
+/// named `server` per `check` (not [`PersistenceCheck::Ignore`]): passes, warns or refuses.
+pub(crate) fn check_settings(
+    reply: Result<(Value, Value), RedisError>,
+    check: PersistenceCheck,
+    server: &str,
+) -> Result<(), PersistenceError> {
+    let problem = match reply {
         Ok((appendonly, appendfsync)) => {
             let (appendonly, appendfsync) = (setting(appendonly), setting(appendfsync));
             let durable = appendonly.as_deref() == Some("yes")

@@ -6,7 +6,6 @@ use std::time::{Duration, UNIX_EPOCH};
 use waypoint_checkpoint::metadata;
 
 use async_trait::async_trait;
-use redis::aio::ConnectionManager;
 use redis::{ScriptInvocation, Value};
 use serde_json::Value as Json;
 use waypoint_checkpoint::{
@@ -20,7 +19,7 @@ use waypoint_checkpoint::{
 };
 
 use crate::config::RedisConfig;
-use crate::connection::{Connection, with_conn};
+use crate::connection::{Connection, RedisConnection, with_conn};
 use crate::convert::{
     self, Head, array, bytes, decode_value, decode_write, encode_value, encode_write, pairs,
     parse_fields, parse_metadata, required, text,
@@ -210,7 +209,7 @@ impl RedisSaver {
     }
 
     /// The connection, for callers that want to run their own commands next to the saver.
-    pub fn connection(&self) -> ConnectionManager {
+    pub fn connection(&self) -> RedisConnection {
         self.db.manager()
     }
 

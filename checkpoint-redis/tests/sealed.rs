@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
+use waypoint_checkpoint_redis::RedisConnection;
 use serde_json::json;
 use waypoint_checkpoint::serde::{CHILD_CHANNEL, RECORD_KEY};
 use waypoint_checkpoint::{
@@ -133,7 +133,7 @@ fn base(saver: &RedisSaver, thread: &str) -> String {
 /// at `first`'s, as an attacker with write access to the server would.
 async fn re_point(
     saver: &RedisSaver,
-    conn: &mut ConnectionManager,
+    conn: &mut RedisConnection,
     thread: &str,
     first: &CheckpointConfig,
     second: &CheckpointConfig,
@@ -169,7 +169,7 @@ async fn re_point(
 /// Deletes the newest checkpoint's keys and index entries, as an attacker would.
 async fn delete_checkpoint(
     saver: &RedisSaver,
-    conn: &mut ConnectionManager,
+    conn: &mut RedisConnection,
     thread: &str,
     checkpoint: &CheckpointConfig,
 ) {
