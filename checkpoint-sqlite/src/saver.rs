@@ -4,8 +4,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::field::Empty;
 use waypoint_checkpoint::raw::{
-    PreparedPut, PreparedSave, PreparedWrites, check_fenced_saves, lease_lost,
+    PreparedPut, PreparedSave, PreparedWrites, check_fenced_saves, lease_lost, record_batch,
+    record_put, record_read, record_writes,
 };
 
 use async_trait::async_trait;
@@ -43,6 +45,7 @@ impl SqliteSaver {
     async fn save_prepared(&self, fence: Option<&Lease>, saves: Vec<Save>) -> Result<()> {
         // Prepared (validated, sealed) here, then written in one transaction.
         let prepared = PreparedSave::batch(&self.serde, saves)?;
+        record_batch(&prepared);
         if prepared.is_empty() && fence.is_none() {
             return Ok(());
         }
@@ -249,6 +252,9 @@ impl CheckpointSaver for SqliteSaver {
         self.serde.is_encrypted()
     }
 
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "sqlite",
+        thread_id = %config.thread_id, checkpoint_ns = config.ns(), checkpoint_id = Empty,
+        rows = Empty, bytes = Empty))]
     async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
         let (thread_id, ns) = (config.thread_id.clone(), config.ns().to_owned());
         let id = config.checkpoint_id.clone().filter(|id| !id.is_empty());
@@ -262,9 +268,15 @@ impl CheckpointSaver for SqliteSaver {
             })
             .await?;
         let latest = config.checkpoint_id.as_deref().is_none_or(str::is_empty);
-        raw.map(|r| r.into_tuple(&self.serde, latest)).transpose()
+        let tuple = raw.map(|r| r.into_tuple(&self.serde, latest)).transpose()?;
+        record_read(&tuple);
+        Ok(tuple)
     }
 
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "sqlite",
+        thread_id = config.map(|c| c.thread_id.as_str()),
+        checkpoint_ns = config.and_then(|c| c.checkpoint_ns.as_deref()), limit = options.limit,
+        filter = options.filter.is_some(), rows = Empty, bytes = Empty))]
     async fn list(
         &self,
         config: Option<&CheckpointConfig>,
@@ -289,9 +301,14 @@ impl CheckpointSaver for SqliteSaver {
                 move |conn| queries::read(conn, |conn| queries::list(conn, &query, &cache))
             })
             .await?;
-        self.open_values(raws)
+        let tuples = self.open_values(raws)?;
+        record_read(&tuples);
+        Ok(tuples)
     }
 
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "sqlite",
+        thread_id = %config.thread_id, checkpoint_ns = config.ns(), checkpoint_id = %checkpoint.id,
+        bytes = Empty))]
     async fn put(
         &self,
         config: &CheckpointConfig,
@@ -300,6 +317,7 @@ impl CheckpointSaver for SqliteSaver {
         new_versions: ChannelVersions,
     ) -> Result<CheckpointConfig> {
         let put = PreparedPut::new(&self.serde, config, checkpoint, metadata, new_versions)?;
+        record_put(&put);
         let returned = put.config();
         let (checkpoint, metadata) = (json_text(&put.checkpoint)?, json_text(&put.metadata)?);
         let cache = self.cache.clone();
@@ -320,15 +338,24 @@ impl CheckpointSaver for SqliteSaver {
         Ok(returned)
     }
 
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "sqlite", thread_id = Empty,
+        checkpoint_ns = Empty, checkpoint_id = Empty, rows = Empty, bytes = Empty))]
     async fn save_batch(&self, saves: Vec<Save>) -> Result<()> {
         self.save_prepared(None, saves).await
     }
 
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "sqlite",
+        thread_id = %lease.thread_id, checkpoint_ns = Empty, checkpoint_id = Empty, rows = Empty,
+        bytes = Empty))]
     async fn save_fenced(&self, lease: &Lease, saves: Vec<Save>) -> Result<()> {
         check_fenced_saves(lease, &saves)?;
         self.save_prepared(Some(lease), saves).await
     }
 
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "sqlite",
+        thread_id = %config.thread_id, checkpoint_ns = config.ns(),
+        checkpoint_id = config.checkpoint_id.as_deref(), task_id = task_id, rows = Empty,
+        bytes = Empty))]
     async fn put_writes(
         &self,
         config: &CheckpointConfig,
@@ -339,18 +366,23 @@ impl CheckpointSaver for SqliteSaver {
         let Some(w) = PreparedWrites::new(&self.serde, config, writes, task_id, task_path)? else {
             return Ok(());
         };
+        record_writes(&w);
         self.db
             .writer
             .run_quick(move |conn| queries::put_writes(conn, &w))
             .await
     }
 
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "sqlite",
+        thread_id = thread_id))]
     async fn delete_thread(&self, thread_id: &str) -> Result<()> {
         let thread_id = thread_id.to_owned();
         self.write_then_forget(move |conn| queries::delete_thread(conn, &thread_id))
             .await
     }
 
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "sqlite",
+        runs = run_ids.len()))]
     async fn delete_for_runs(&self, run_ids: &[String]) -> Result<()> {
         if run_ids.is_empty() {
             return Ok(());
@@ -360,6 +392,8 @@ impl CheckpointSaver for SqliteSaver {
             .await
     }
 
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "sqlite",
+        thread_id = source_thread_id, target_thread_id = target_thread_id))]
     async fn copy_thread(&self, source_thread_id: &str, target_thread_id: &str) -> Result<()> {
         if source_thread_id == target_thread_id {
             return Err(Error::Conflict("cannot copy a thread onto itself".into()));
@@ -423,6 +457,8 @@ impl CheckpointSaver for SqliteSaver {
         Ok(())
     }
 
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "sqlite",
+        threads = thread_ids.len(), strategy = ?strategy))]
     async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<()> {
         if thread_ids.is_empty() {
             return Ok(());
@@ -433,6 +469,9 @@ impl CheckpointSaver for SqliteSaver {
             .await
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = "sqlite",
+        thread_id = %config.thread_id, checkpoint_ns = config.ns(),
+        checkpoint_id = config.checkpoint_id.as_deref(), channels = channels.len()))]
     async fn delta_channel_history(
         &self,
         config: &CheckpointConfig,
@@ -479,6 +518,8 @@ impl CheckpointSaver for SqliteSaver {
         Ok(out)
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = "sqlite",
+        thread_id = thread_id))]
     async fn acquire_lease(&self, thread_id: &str, ttl: Duration) -> Result<Lease> {
         let claim = Claim::acquire(thread_id, ttl)?;
         self.db
@@ -487,6 +528,8 @@ impl CheckpointSaver for SqliteSaver {
             .await
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = "sqlite",
+        thread_id = %lease.thread_id))]
     async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease> {
         let claim = Claim::renew(lease, ttl)?;
         self.db
@@ -495,6 +538,8 @@ impl CheckpointSaver for SqliteSaver {
             .await
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = "sqlite",
+        thread_id = %lease.thread_id))]
     async fn release_lease(&self, lease: &Lease) -> Result<()> {
         let (thread_id, token) = (lease.thread_id.clone(), lease.token.clone());
         self.db

@@ -54,6 +54,7 @@ pub mod raw;
 mod redact;
 mod saver;
 pub mod serde;
+mod trace;
 mod types;
 mod version;
 

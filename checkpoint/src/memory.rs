@@ -1,10 +1,13 @@
 //! `InMemorySaver`: the full checkpointer contract in process memory; the reference backend.
 
 use crate::metadata;
-use crate::raw::{PreparedPut, PreparedSave, PreparedWrites};
+use crate::raw::{
+    PreparedPut, PreparedSave, PreparedWrites, record_batch, record_put, record_read, record_writes,
+};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
+use tracing::field::Empty;
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -364,6 +367,9 @@ impl CheckpointSaver for InMemorySaver {
         self.serde.is_encrypted()
     }
 
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "memory",
+        thread_id = %config.thread_id, checkpoint_ns = config.ns(), checkpoint_id = Empty,
+        rows = Empty, bytes = Empty))]
     async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
         let storage = self.storage.read();
         let Some(ns) = storage
@@ -376,11 +382,17 @@ impl CheckpointSaver for InMemorySaver {
             Some(id) => ns.checkpoints.get_key_value(id),
             None => ns.checkpoints.last_key_value(),
         };
-        found
+        let tuple = found
             .map(|(id, stored)| self.materialize(&config.thread_id, config.ns(), ns, id, stored))
-            .transpose()
+            .transpose()?;
+        record_read(&tuple);
+        Ok(tuple)
     }
 
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "memory",
+        thread_id = config.map(|c| c.thread_id.as_str()),
+        checkpoint_ns = config.and_then(|c| c.checkpoint_ns.as_deref()), limit = options.limit,
+        filter = options.filter.is_some(), rows = Empty, bytes = Empty))]
     async fn list(
         &self,
         config: Option<&CheckpointConfig>,
@@ -424,13 +436,19 @@ impl CheckpointSaver for InMemorySaver {
         }
         hits.sort_by(|a, b| (b.2, b.0, b.1).cmp(&(a.2, a.0, a.1)));
         hits.truncate(limit);
-        hits.into_iter()
+        let tuples = hits
+            .into_iter()
             .map(|(thread_id, ns_name, id, ns, stored)| {
                 self.materialize(thread_id, ns_name, ns, id, stored)
             })
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        record_read(&tuples);
+        Ok(tuples)
     }
 
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "memory",
+        thread_id = %config.thread_id, checkpoint_ns = config.ns(), checkpoint_id = %checkpoint.id,
+        bytes = Empty))]
     async fn put(
         &self,
         config: &CheckpointConfig,
@@ -440,11 +458,16 @@ impl CheckpointSaver for InMemorySaver {
     ) -> Result<CheckpointConfig> {
         // Sealing happens here, before the lock: encryption is the slow part.
         let put = PreparedPut::new(&self.serde, config, checkpoint, metadata, new_versions)?;
+        record_put(&put);
         let returned = put.config();
         Self::store_put(&mut self.storage.write(), put);
         Ok(returned)
     }
 
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "memory",
+        thread_id = %config.thread_id, checkpoint_ns = config.ns(),
+        checkpoint_id = config.checkpoint_id.as_deref(), task_id = task_id, rows = Empty,
+        bytes = Empty))]
     async fn put_writes(
         &self,
         config: &CheckpointConfig,
@@ -453,15 +476,20 @@ impl CheckpointSaver for InMemorySaver {
         task_path: &str,
     ) -> Result<()> {
         if let Some(w) = PreparedWrites::new(&self.serde, config, writes, task_id, task_path)? {
+            record_writes(&w);
             Self::store_writes(&mut self.storage.write(), w);
         }
         Ok(())
     }
 
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "memory",
+        thread_id = %lease.thread_id, checkpoint_ns = Empty, checkpoint_id = Empty, rows = Empty,
+        bytes = Empty))]
     async fn save_fenced(&self, lease: &Lease, saves: Vec<Save>) -> Result<()> {
         check_fenced_saves(lease, &saves)?;
         // Sealed before any lock, as in `put`.
         let prepared = PreparedSave::batch(&self.serde, saves)?;
+        record_batch(&prepared);
         // The lease lock is held across the writes, so no claim can slip in between.
         let leases = self.leases.lock();
         if leases
@@ -498,6 +526,9 @@ impl CheckpointSaver for InMemorySaver {
         Ok(())
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = "memory",
+        thread_id = %config.thread_id, checkpoint_ns = config.ns(),
+        checkpoint_id = config.checkpoint_id.as_deref(), channels = channels.len()))]
     async fn delta_channel_history(
         &self,
         config: &CheckpointConfig,
@@ -580,11 +611,15 @@ impl CheckpointSaver for InMemorySaver {
         Ok(out)
     }
 
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "memory",
+        thread_id = thread_id))]
     async fn delete_thread(&self, thread_id: &str) -> Result<()> {
         self.storage.write().remove(thread_id);
         Ok(())
     }
 
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "memory",
+        runs = run_ids.len()))]
     async fn delete_for_runs(&self, run_ids: &[String]) -> Result<()> {
         if run_ids.is_empty() {
             return Ok(());
@@ -626,6 +661,8 @@ impl CheckpointSaver for InMemorySaver {
         Ok(())
     }
 
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "memory",
+        thread_id = source_thread_id, target_thread_id = target_thread_id))]
     async fn copy_thread(&self, source_thread_id: &str, target_thread_id: &str) -> Result<()> {
         if source_thread_id == target_thread_id {
             return Err(Error::Conflict("cannot copy a thread onto itself".into()));
@@ -661,6 +698,8 @@ impl CheckpointSaver for InMemorySaver {
         Ok(())
     }
 
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "memory",
+        threads = thread_ids.len(), strategy = ?strategy))]
     async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<()> {
         let mut storage = self.storage.write();
         for thread_id in thread_ids {
@@ -688,6 +727,8 @@ impl CheckpointSaver for InMemorySaver {
         Ok(())
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = "memory",
+        thread_id = thread_id))]
     async fn acquire_lease(&self, thread_id: &str, ttl: Duration) -> Result<Lease> {
         let (deadline, expires_at) = Self::lease_deadline(thread_id, ttl)?;
         let token = Lease::new_token();
@@ -707,6 +748,8 @@ impl CheckpointSaver for InMemorySaver {
         })
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = "memory",
+        thread_id = %lease.thread_id))]
     async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease> {
         let (deadline, expires_at) = Self::lease_deadline(&lease.thread_id, ttl)?;
         let mut leases = self.leases.lock();
@@ -725,6 +768,8 @@ impl CheckpointSaver for InMemorySaver {
         }
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = "memory",
+        thread_id = %lease.thread_id))]
     async fn release_lease(&self, lease: &Lease) -> Result<()> {
         let mut leases = self.leases.lock();
         if leases

@@ -13,6 +13,8 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use chrono::{DateTime, Utc};
 use parking_lot::RwLock;
 use serde::Serialize;
+use tracing::Instrument;
+use tracing::field::Empty;
 
 use crate::filter::Filter;
 use crate::index::VectorIndex;
@@ -91,6 +93,8 @@ impl<B: Backend> Engine<B> {
     }
 
     /// Rebuilds the index from every stored vector.
+    #[tracing::instrument(name = "store.reload_index", level = "debug", skip_all,
+        fields(backend = self.inner.backend.name(), rows = Empty))]
     async fn reload_index(&self) -> Result<()> {
         let (Some(slot), Some(config)) = (&self.inner.index, &self.inner.config.index) else {
             return Ok(());
@@ -104,6 +108,7 @@ impl<B: Backend> Engine<B> {
         for stored in self.inner.backend.vectors(None).await? {
             items.push((stored.key, checked_vectors(stored.vectors, config.dims)?));
         }
+        tracing::Span::current().record("rows", items.len());
         let index = VectorIndex::new(config.dims, config.distance, config.ann);
         // Building the graph is CPU work: hand this worker's tasks to others meanwhile.
         let multi_thread = tokio::runtime::Handle::try_current()
@@ -122,6 +127,8 @@ impl<B: Backend> Engine<B> {
     }
 
     /// Applies other processes' changes to the index before a semantic search.
+    #[tracing::instrument(name = "store.catch_up", level = "debug", skip_all,
+        fields(backend = self.inner.backend.name(), rows = Empty))]
     async fn catch_up(&self, index: &VectorIndex) -> Result<()> {
         let mut seen = self.inner.seen.lock().await;
         let Some(changes) = self.inner.backend.changes(*seen).await? else {
@@ -141,6 +148,7 @@ impl<B: Backend> Engine<B> {
             .collect::<HashSet<_>>()
             .into_iter()
             .collect();
+        tracing::Span::current().record("rows", keys.len());
         let mut fresh: HashMap<ItemKey, Vec<Vec<f32>>> = HashMap::new();
         for stored in self.inner.backend.vectors(Some(&keys)).await? {
             fresh.insert(stored.key, checked_vectors(stored.vectors, index.dims())?);
@@ -173,7 +181,11 @@ impl<B: Backend> Engine<B> {
     }
 
     /// Runs a batch (see the module docs for its phases).
+    #[tracing::instrument(name = "store.batch", level = "info", skip_all,
+        fields(backend = self.inner.backend.name(), ops = ops.len(), namespace = Empty,
+        rows = Empty))]
     pub async fn batch(&self, ops: Vec<Op>) -> Result<Vec<OpResult>> {
+        record_namespace(&ops);
         let config = &self.inner.config;
         let mut gets = Vec::new();
         let mut searches = Vec::new();
@@ -241,12 +253,24 @@ impl<B: Backend> Engine<B> {
             results[position] = OpResult::Items(Box::pin(self.search(op, filter)).await?);
         }
         if !listings.is_empty() {
-            let all = self.inner.backend.namespaces(self.now()).await?;
+            let span = tracing::info_span!(
+                "store.list_namespaces",
+                backend = self.inner.backend.name(),
+                rows = Empty
+            );
+            let all = (self.inner.backend.namespaces(self.now()))
+                .instrument(span.clone())
+                .await?;
+            let mut rows = 0;
             for (position, op) in listings {
-                results[position] = OpResult::Namespaces(list_namespaces(&all, &op));
+                let found = list_namespaces(&all, &op);
+                rows += found.len();
+                results[position] = OpResult::Namespaces(found);
             }
+            span.record("rows", rows);
         }
 
+        tracing::Span::current().record("rows", writes.len());
         if !writes.is_empty() {
             let vectors: Vec<(ItemKey, Option<Vec<Vec<f32>>>)> = match config.index {
                 None => Vec::new(),
@@ -315,6 +339,7 @@ impl<B: Backend> Engine<B> {
     /// Embeds every text the puts produce with one embedder call and gives each put of
     /// `writes` its vectors (`embed_as[i]` says how to embed `writes[i]`). Without an index
     /// the writes keep `vectors: None`.
+    #[tracing::instrument(name = "store.embed", level = "debug", skip_all, fields(texts = Empty))]
     async fn embed(&self, writes: &mut [Write], embed_as: Vec<Index>) -> Result<()> {
         let Some(index_config) = &self.inner.config.index else {
             return Ok(());
@@ -336,6 +361,7 @@ impl<B: Backend> Engine<B> {
                 texts.push(text);
             }
         }
+        tracing::Span::current().record("texts", texts.len());
         let vectors = if texts.is_empty() {
             Vec::new()
         } else {
@@ -371,6 +397,10 @@ impl<B: Backend> Engine<B> {
     }
 
     /// One search: by similarity when there is a query and an index, else newest first.
+    #[tracing::instrument(name = "store.search", level = "info", skip_all,
+        fields(backend = self.inner.backend.name(), namespace = %op.namespace_prefix.joined(),
+        query = op.query.is_some(), filter = !filter.is_empty(), limit = op.limit,
+        offset = op.offset, rows = Empty))]
     async fn search(&self, op: SearchOp, filter: Filter) -> Result<Vec<SearchItem>> {
         let wants_refresh = op
             .refresh_ttl
@@ -441,6 +471,7 @@ impl<B: Backend> Engine<B> {
             }
             if page.len() == keys.len() || exhausted {
                 let page: Vec<SearchItem> = page.into_iter().skip(op.offset).collect();
+                tracing::Span::current().record("rows", page.len());
                 self.refresh(refresh, now).await?;
                 return Ok(page);
             }
@@ -485,13 +516,18 @@ impl<B: Backend> Engine<B> {
                 )
                 .await?;
         }
+        // Called only by `search`: the current span is its `store.search`.
+        tracing::Span::current().record("rows", page.len());
         self.refresh(refresh, now).await?;
         Ok(page)
     }
 
     /// Deletes expired items and drops their vectors.
+    #[tracing::instrument(name = "store.sweep", level = "debug", skip_all,
+        fields(backend = self.inner.backend.name(), rows = Empty))]
     pub async fn sweep_expired(&self) -> Result<usize> {
         let removed = self.inner.backend.sweep(self.now()).await?;
+        tracing::Span::current().record("rows", removed.len());
         if let Some(index) = self.index() {
             for key in &removed {
                 index.remove(key);
@@ -515,6 +551,22 @@ impl<B: Backend> Engine<B> {
             }
         })
     }
+}
+
+/// Records on the current span the namespace of a one-op batch (a search's prefix), the
+/// common case of the store's conveniences.
+fn record_namespace(ops: &[Op]) {
+    let span = tracing::Span::current();
+    let ([op], false) = (ops, span.is_disabled()) else {
+        return;
+    };
+    let namespace = match op {
+        Op::Get(op) => &op.namespace,
+        Op::Put(op) => &op.namespace,
+        Op::Search(op) => &op.namespace_prefix,
+        Op::ListNamespaces(_) => return,
+    };
+    span.record("namespace", namespace.joined());
 }
 
 /// Keeps the last put to each key, in the place of the first one; `embed_as` (empty or one

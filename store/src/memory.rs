@@ -300,6 +300,10 @@ pub fn expiry(now: DateTime<Utc>, minutes: f64) -> DateTime<Utc> {
 
 #[async_trait]
 impl Backend for MemoryBackend {
+    fn name(&self) -> &'static str {
+        "memory"
+    }
+
     async fn get(&self, keys: &[ItemKey], now: DateTime<Utc>) -> Result<Vec<Option<Row>>> {
         let rows = self.rows.read();
         Ok(keys

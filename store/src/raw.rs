@@ -82,6 +82,12 @@ pub struct Changes {
 /// read; `now` always comes from the engine so all backends agree on time.
 #[async_trait]
 pub trait Backend: Send + Sync + 'static {
+    /// The backend's name in the store's spans (`memory`, `sqlite`, `postgres`, `redis`);
+    /// `custom` unless the backend names itself.
+    fn name(&self) -> &'static str {
+        "custom"
+    }
+
     /// Live rows by key, positionally (`None` when missing or expired).
     async fn get(&self, keys: &[ItemKey], now: DateTime<Utc>) -> Result<Vec<Option<Row>>>;
 

@@ -165,6 +165,10 @@ impl SqliteBackend {
 
 #[async_trait]
 impl Backend for SqliteBackend {
+    fn name(&self) -> &'static str {
+        BACKEND
+    }
+
     async fn get(&self, keys: &[ItemKey], now: DateTime<Utc>) -> Result<Vec<Option<Row>>> {
         if keys.is_empty() {
             return Ok(Vec::new());
