@@ -42,6 +42,15 @@ pub struct PostgresConfig {
     /// transaction mode, where a statement prepared on one server connection is unknown on
     /// the next.
     pub prepared_statements: bool,
+    /// Whether the URL reaches PostgreSQL through a pooler in transaction mode (PgBouncer's
+    /// `pool_mode = transaction`, Supavisor's transaction mode), which may run consecutive
+    /// transactions of one client connection on different server sessions and drops the
+    /// startup `options` (default: the URL's `transaction_pooler=true`, else off). On, every
+    /// operation runs in one transaction opening with the session settings (schema,
+    /// timeouts) as `SET LOCAL`, prepared statements are off whatever
+    /// [`prepared_statements`](Self::prepared_statements) says, and setup is one transaction
+    /// that builds indexes inside it (not `CONCURRENTLY`).
+    pub transaction_pooler: bool,
     /// Whether opening a saver or a store runs its `setup()` (default on): creates or
     /// migrates its tables, idempotently. Off, call `setup()` yourself.
     pub auto_setup: bool,
@@ -58,8 +67,10 @@ pub struct PostgresConfig {
 impl PostgresConfig {
     /// Default settings for the server at `url` (checked when connecting).
     pub fn new(url: impl Into<String>) -> Self {
+        let url = url.into();
         PostgresConfig {
-            url: url.into(),
+            transaction_pooler: url_param(&url, POOLER_PARAM) == Some("true"),
+            url,
             schema: None,
             max_connections: 16,
             min_connections: 1,
@@ -135,6 +146,13 @@ impl PostgresConfig {
         self
     }
 
+    /// Says whether the URL reaches PostgreSQL through a pooler in transaction mode (see
+    /// [`transaction_pooler`](Self::transaction_pooler)).
+    pub fn transaction_pooler(mut self, on: bool) -> Self {
+        self.transaction_pooler = on;
+        self
+    }
+
     /// Turns setup on opening on or off (see [`auto_setup`](Self::auto_setup)).
     pub fn auto_setup(mut self, on: bool) -> Self {
         self.auto_setup = on;
@@ -161,6 +179,46 @@ impl PostgresConfig {
             .idle_in_transaction_timeout
             .unwrap_or_else(|| (self.timeout * 3).max(Duration::from_secs(1)));
         timeout.as_millis().max(1)
+    }
+
+    /// Whether statements are prepared on the server and cached per connection: never behind
+    /// a transaction pooler, where the next transaction may find another server session.
+    pub(crate) fn persistent(&self) -> bool {
+        self.prepared_statements && !self.transaction_pooler
+    }
+
+    /// The settings every session runs with (name, value as SQL): startup `options`, or,
+    /// behind a transaction pooler, `SET LOCAL` in each transaction.
+    fn session_settings(&self) -> Result<Vec<(&'static str, String)>, Failure> {
+        // JIT compiles a plan for longer than these keyed statements run. With skewed
+        // statistics (one busy thread) the planner would otherwise scan whole tables for a
+        // handful of rows: every statement here is a keyed lookup, and the one that reads a
+        // whole table (the store loading its vectors) turns sequential scans back on.
+        let mut settings = vec![("jit", "off".into()), ("enable_seqscan", "off".into())];
+        // A session left idle inside a transaction (its client stalled or vanished) is ended
+        // by the server, releasing its locks.
+        let idle_in_transaction = self.idle_in_transaction_millis().to_string();
+        settings.push(("idle_in_transaction_session_timeout", idle_in_transaction));
+        if let Some(timeout) = self.statement_timeout {
+            settings.push(("statement_timeout", timeout.as_millis().max(1).to_string()));
+        }
+        if let Some(schema) = self.checked_schema()? {
+            settings.push(("search_path", format!("\"{schema}\"")));
+        }
+        Ok(settings)
+    }
+
+    /// Behind a transaction pooler, the statements opening an operation's transaction:
+    /// `BEGIN` and the session settings, one round trip; `None` on a direct connection.
+    pub(crate) fn pooled_begin(&self) -> Result<Option<String>, Failure> {
+        if !self.transaction_pooler {
+            return Ok(None);
+        }
+        let mut sql = String::from("BEGIN");
+        for (name, value) in self.session_settings()? {
+            sql.push_str(&format!("; SET LOCAL {name} = {value}"));
+        }
+        Ok(Some(sql))
     }
 
     /// The schema name, checked to be a plain SQL identifier.
@@ -194,34 +252,56 @@ impl PostgresConfig {
                 "{url} is not a PostgreSQL URL: it starts with postgres:// or postgresql://"
             )));
         }
-        let mut options: PgConnectOptions = self
-            .url
+        let mut options: PgConnectOptions = without_param(&self.url, POOLER_PARAM)
             .parse()
             .map_err(|e| Failure::InvalidConfig(format!("invalid PostgreSQL URL {url}: {e}")))?;
         options = options.application_name("waypoint");
-        if !self.prepared_statements {
+        match url_param(&self.url, POOLER_PARAM) {
+            None | Some("true" | "false") => {}
+            Some(other) => {
+                return Err(Failure::InvalidConfig(format!(
+                    "{url}: {POOLER_PARAM} is `true` or `false`, not `{other}`"
+                )));
+            }
+        }
+        if !self.persistent() {
             options = options.statement_cache_capacity(0);
         }
-        // JIT compiles a plan for longer than these keyed statements run. With skewed
-        // statistics (one busy thread) the planner would otherwise scan whole tables for a
-        // handful of rows: every statement here is a keyed lookup, and the one that reads a
-        // whole table (the store loading its vectors) turns sequential scans back on.
-        options = options.options([("jit", "off"), ("enable_seqscan", "off")]);
-        // A session left idle inside a transaction (its client stalled or vanished) is ended
-        // by the server, releasing its locks.
-        let idle_in_transaction = self.idle_in_transaction_millis().to_string();
-        options = options.options([(
-            "idle_in_transaction_session_timeout",
-            idle_in_transaction.as_str(),
-        )]);
-        if let Some(timeout) = self.statement_timeout {
-            let millis = timeout.as_millis().max(1).to_string();
-            options = options.options([("statement_timeout", millis.as_str())]);
-        }
-        if let Some(schema) = self.checked_schema()? {
-            options = options.options([("search_path", format!("\"{schema}\""))]);
+        // A transaction pooler cannot carry startup options to the server sessions it lends
+        // (PgBouncer refuses them unless told to ignore them): they go in each transaction.
+        if !self.transaction_pooler {
+            for (name, value) in self.session_settings()? {
+                options = options.options([(name, value)]);
+            }
         }
         Ok(options)
+    }
+}
+
+/// The URL query parameter saying the URL reaches a transaction pooler (`true`/`false`).
+const POOLER_PARAM: &str = "transaction_pooler";
+
+/// The value of the query parameter `name` in `url`, if present.
+fn url_param<'a>(url: &'a str, name: &str) -> Option<&'a str> {
+    let (_, query) = url.split_once('?')?;
+    query
+        .split('&')
+        .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))
+}
+
+/// `url` without the query parameter `name` (which the driver does not know).
+fn without_param(url: &str, name: &str) -> String {
+    let Some((base, query)) = url.split_once('?') else {
+        return url.to_owned();
+    };
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|pair| pair.split('=').next() != Some(name))
+        .collect();
+    if kept.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", kept.join("&"))
     }
 }
 
@@ -240,6 +320,7 @@ impl fmt::Debug for PostgresConfig {
             )
             .field("statement_timeout", &self.statement_timeout)
             .field("prepared_statements", &self.prepared_statements)
+            .field("transaction_pooler", &self.transaction_pooler)
             .field("auto_setup", &self.auto_setup)
             .field("serde", &self.serde)
             .field("langgraph_values", &self.langgraph_values)

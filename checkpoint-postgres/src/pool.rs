@@ -178,11 +178,11 @@ impl Pool {
             let schema = config.checked_schema()?;
             let wait = config.timeout.max(Duration::from_secs(60));
             let mut conn = self.acquire().await?;
-            let limited = config.statement_timeout.is_some();
+            let limited = config.statement_timeout.is_some() && !config.transaction_pooler;
             if limited {
                 schema::execute(&mut conn, String::from("SET statement_timeout = 0")).await?;
             }
-            let done = schema::migrate(&mut conn, schema, tables, wait).await;
+            let done = schema::migrate(&mut conn, schema, config.pooled_begin()?, tables, wait).await;
             if done.is_ok() && !limited {
                 conn.finish(&done);
             }
@@ -271,7 +271,7 @@ macro_rules! on_conn {
                     };
                     let done = {
                         let $conn: &mut ::sqlx::PgConnection = &mut conn;
-                        $body.await
+                        $crate::schema::pinned!(pool.config(), $conn, $body).await
                     };
                     conn.finish(&done);
                     done

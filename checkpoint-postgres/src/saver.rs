@@ -114,7 +114,7 @@ impl PostgresSaver {
             return futures::stream::empty().boxed();
         }
         let query = match list_query(config, options) {
-            Ok(q) => q.build(true, self.config().prepared_statements),
+            Ok(q) => q.build(true, self.config().persistent()),
             Err(e) => return futures::stream::once(async { Err(e) }).boxed(),
         };
         query
@@ -244,7 +244,7 @@ impl CheckpointSaver for PostgresSaver {
     async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
         check_lookup(config)?;
         let id = config.checkpoint_id.clone().filter(|id| !id.is_empty());
-        let persistent = self.config().prepared_statements;
+        let persistent = self.config().persistent();
         on_conn!(self.pool, retry = true, |conn| async {
             let query = queries::get(
                 config.thread_id.clone(),
@@ -267,7 +267,7 @@ impl CheckpointSaver for PostgresSaver {
         if options.limit == Some(0) {
             return Ok(Vec::new());
         }
-        let persistent = self.config().prepared_statements;
+        let persistent = self.config().persistent();
         // A long history may take longer than the timeout to read; each row may not.
         // Checkpoints first, then each value they share once: consecutive checkpoints
         // mostly hold the same versions.
@@ -303,7 +303,7 @@ impl CheckpointSaver for PostgresSaver {
     ) -> Result<CheckpointConfig> {
         let put = PreparedPut::new(&self.serde, config, checkpoint, metadata, new_versions)?;
         let (checkpoint, metadata) = (json_text(&put.checkpoint)?, json_text(&put.metadata)?);
-        let persistent = self.config().prepared_statements;
+        let persistent = self.config().persistent();
         on_conn!(self.pool, retry = true, |conn| async {
             queries::put(conn, &put, &checkpoint, &metadata, None, "", persistent)
                 .await
@@ -322,7 +322,7 @@ impl CheckpointSaver for PostgresSaver {
         let Some(w) = PreparedWrites::new(&self.serde, config, writes, task_id, task_path)? else {
             return Ok(());
         };
-        let persistent = self.config().prepared_statements;
+        let persistent = self.config().persistent();
         on_conn!(self.pool, retry = true, |conn| async {
             queries::put_writes(conn, &w, persistent)
                 .await
@@ -335,7 +335,7 @@ impl CheckpointSaver for PostgresSaver {
         if batch.is_empty() {
             return Ok(());
         }
-        let persistent = self.config().prepared_statements;
+        let persistent = self.config().persistent();
         // Every statement is idempotent, so a batch cut off by a broken connection (rolled
         // back as a whole) is safe to retry.
         on_conn!(self.pool, retry = true, |conn| async {
@@ -350,7 +350,7 @@ impl CheckpointSaver for PostgresSaver {
         check_nul("lease token", &lease.token)?;
         let batch = Batch::prepare(&self.serde, saves)?;
         let heads = expected_heads_json(&batch.saves);
-        let persistent = self.config().prepared_statements;
+        let persistent = self.config().persistent();
         // One put (a run's step in sync durability, the common case) is one statement that
         // checks the lease itself: one round trip, as an unfenced put.
         if let ([PreparedSave::Put(put)], [(checkpoint, metadata)]) =
@@ -383,7 +383,7 @@ impl CheckpointSaver for PostgresSaver {
 
     async fn delete_thread(&self, thread_id: &str) -> Result<()> {
         check_nul("thread_id", thread_id)?;
-        let persistent = self.config().prepared_statements;
+        let persistent = self.config().persistent();
         on_conn!(self.pool, retry = true, |conn| async {
             queries::delete_thread(conn, thread_id, persistent)
                 .await
@@ -397,7 +397,7 @@ impl CheckpointSaver for PostgresSaver {
         }
         run_ids.iter().try_for_each(|id| check_nul("run_id", id))?;
         on_conn!(self.pool, retry = true, |conn| async {
-            queries::delete_for_runs(conn, run_ids, self.config().prepared_statements).await
+            queries::delete_for_runs(conn, run_ids, self.config().persistent()).await
         })
     }
 
@@ -413,7 +413,7 @@ impl CheckpointSaver for PostgresSaver {
                 source_thread_id,
                 target_thread_id,
                 &self.serde,
-                self.config().prepared_statements,
+                self.config().persistent(),
             )
             .await
         })?;
@@ -438,7 +438,7 @@ impl CheckpointSaver for PostgresSaver {
                 conn,
                 thread_ids,
                 keep_latest,
-                self.config().prepared_statements,
+                self.config().persistent(),
             )
             .await
         })
@@ -458,7 +458,7 @@ impl CheckpointSaver for PostgresSaver {
             .try_for_each(|c| check_nul("channel name", c))?;
         let id = config.checkpoint_id.as_deref().filter(|id| !id.is_empty());
         let target = (config.thread_id.as_str(), config.ns(), id);
-        let persistent = self.config().prepared_statements;
+        let persistent = self.config().persistent();
         on_conn!(self.pool, retry = true, |conn| queries::delta_history(
             conn,
             &self.serde,
@@ -472,7 +472,7 @@ impl CheckpointSaver for PostgresSaver {
         let ttl = lease::ttl_micros(thread_id, ttl)?;
         // One token for every attempt: a retry after a lost reply finds the row it wrote.
         let token = Lease::new_token();
-        let persistent = self.config().prepared_statements;
+        let persistent = self.config().persistent();
         on_conn!(self.pool, retry = true, |conn| lease::acquire(
             conn, thread_id, &token, ttl, persistent
         ))
@@ -482,7 +482,7 @@ impl CheckpointSaver for PostgresSaver {
         let ttl = lease::ttl_micros(&lease.thread_id, ttl)?;
         check_nul("thread_id", &lease.thread_id)?;
         check_nul("lease token", &lease.token)?;
-        let persistent = self.config().prepared_statements;
+        let persistent = self.config().persistent();
         on_conn!(self.pool, retry = true, |conn| lease::renew(
             conn, lease, ttl, persistent
         ))
@@ -491,7 +491,7 @@ impl CheckpointSaver for PostgresSaver {
     async fn release_lease(&self, lease: &Lease) -> Result<()> {
         check_nul("thread_id", &lease.thread_id)?;
         check_nul("lease token", &lease.token)?;
-        let persistent = self.config().prepared_statements;
+        let persistent = self.config().persistent();
         on_conn!(self.pool, retry = true, |conn| lease::release(
             conn, lease, persistent
         ))

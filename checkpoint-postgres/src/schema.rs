@@ -183,22 +183,90 @@ pub(crate) struct Tables {
 const SCHEMA_PLACEHOLDER: &str = "@schema@";
 
 /// Creates the schema (if named) and runs every missing migration of `tables`, holding an
-/// advisory lock so that processes running setup at once take turns. Statements run outside
-/// any transaction: `CREATE INDEX CONCURRENTLY` refuses one. Refuses, before anything is
-/// changed, a schema holding a table of these names that neither Waypoint's nor LangGraph's
-/// setup made, and a schema migrated by a newer version.
+/// advisory lock so that processes running setup at once take turns. Refuses, before
+/// anything is changed, a schema holding a table of these names that neither Waypoint's nor
+/// LangGraph's setup made, and a schema migrated by a newer version.
+///
+/// On a direct connection (`pooled` is `None`) statements run outside any transaction, under
+/// a session lock: `CREATE INDEX CONCURRENTLY` refuses a transaction. Behind a transaction
+/// pooler (`pooled` opens its transactions, see [`PostgresConfig::pooled_begin`]) a session
+/// lock could be taken on one server session and released on another, and statements of
+/// one setup could run on several: setup is one transaction there, under a transaction lock,
+/// all or nothing, and builds its indexes inside it (without `CONCURRENTLY`: writes to the
+/// table wait for the build, brief on a new or small table).
+///
+/// [`PostgresConfig::pooled_begin`]: crate::PostgresConfig
 pub(crate) async fn migrate(
     conn: &mut PgConnection,
     schema: Option<&str>,
+    pooled: Option<String>,
     tables: &Tables,
     wait: Duration,
 ) -> Result<(), Failure> {
     let key = (tables.lock)(schema);
-    lock(conn, key, wait).await?;
-    let done = run_migrations(conn, schema, tables).await;
-    let unlocked = scalar::<bool>(conn, format!("SELECT pg_advisory_unlock({key})")).await;
-    done.and(unlocked.map(drop))
+    let Some(begin) = pooled else {
+        lock(conn, key, wait).await?;
+        let done = run_migrations(conn, schema, tables, true).await;
+        let unlocked = scalar::<bool>(conn, format!("SELECT pg_advisory_unlock({key})")).await;
+        return done.and(unlocked.map(drop));
+    };
+    // Setup is never limited by the statement timeout.
+    let begin = format!("{begin}; SET LOCAL statement_timeout = 0");
+    let start = Instant::now();
+    loop {
+        let mut tx = sqlx::Connection::begin_with(&mut *conn, begin.clone())
+            .await
+            .map_err(Failure::Driver)?;
+        if scalar::<bool>(&mut tx, format!("SELECT pg_try_advisory_xact_lock({key})")).await? {
+            run_migrations(&mut tx, schema, tables, false).await?;
+            return tx.commit().await.map_err(Failure::Driver);
+        }
+        tx.rollback().await.map_err(Failure::Driver)?;
+        if start.elapsed() > wait {
+            return Err(Failure::SetupBusy(wait));
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
 }
+
+/// Runs `$body` (a future using `$conn: &mut PgConnection`) as it is on a direct connection.
+/// Behind a transaction pooler ([`crate::PostgresConfig::transaction_pooler`]) it runs in one
+/// transaction opened with the session settings and committed when the body succeeds
+/// (rolled back otherwise): the pooler lends one server session for a transaction, so every
+/// statement of the body (sqlx's Parse, then Bind and Execute, in two round trips included)
+/// finds the same session. A body opening a transaction of its own gets a savepoint.
+macro_rules! pinned {
+    ($config:expr, $conn:ident, $body:expr) => {
+        async {
+            let driver = |e| {
+                $crate::error::DbError::from_failure($crate::error::Failure::Driver(e))
+            };
+            match $config.pooled_begin() {
+                Err(failure) => Err($crate::error::DbError::from_failure(failure)),
+                Ok(None) => $body.await,
+                Ok(Some(begin)) => {
+                    let mut tx = match ::sqlx::Connection::begin_with(&mut *$conn, begin).await {
+                        Ok(tx) => tx,
+                        Err(e) => return Err(driver(e)),
+                    };
+                    let done = {
+                        let $conn: &mut ::sqlx::PgConnection = &mut tx;
+                        $body.await
+                    };
+                    // After a failed body the rollback's own failure adds nothing.
+                    match (done, tx) {
+                        (Ok(value), tx) => tx.commit().await.map(|()| value).map_err(driver),
+                        (Err(e), tx) => {
+                            let _ = tx.rollback().await;
+                            Err(e)
+                        }
+                    }
+                }
+            }
+        }
+    };
+}
+pub(crate) use pinned;
 
 // Every statement runs through these two boxed helpers taking owned SQL, and never through
 // `sqlx::raw_sql`: its `async fn execute`, generic over the executor, makes futures the
@@ -271,10 +339,13 @@ async fn refuse_foreign_tables(conn: &mut PgConnection, tables: &Tables) -> Resu
     Ok(())
 }
 
+/// [`migrate`]'s statements; `concurrently` off, indexes are built without `CONCURRENTLY`
+/// (inside a transaction).
 async fn run_migrations(
     conn: &mut PgConnection,
     schema: Option<&str>,
     tables: &Tables,
+    concurrently: bool,
 ) -> Result<(), Failure> {
     refuse_foreign_tables(conn, tables).await?;
     if let Some(schema) = schema {
@@ -295,17 +366,19 @@ async fn run_migrations(
         })?,
     };
     for migrations in tables.migrations {
-        apply(conn, migrations, &quoted).await?;
+        apply(conn, migrations, &quoted, concurrently).await?;
     }
     Ok(())
 }
 
 /// Runs the migrations of `migrations` after the newest its table records; `schema` (quoted)
-/// replaces [`SCHEMA_PLACEHOLDER`]. Refuses a schema newer than this build.
+/// replaces [`SCHEMA_PLACEHOLDER`]; without `concurrently`, indexes are built without
+/// `CONCURRENTLY`. Refuses a schema newer than this build.
 async fn apply(
     conn: &mut PgConnection,
     migrations: &Migrations,
     schema: &str,
+    concurrently: bool,
 ) -> Result<(), Failure> {
     let table = migrations.table;
     execute(
@@ -326,7 +399,11 @@ async fn apply(
     let start = current.map_or(0, |v| (v - first + 1).max(0) as usize);
     for (i, statements) in migrations.steps.iter().enumerate().skip(start) {
         for sql in *statements {
-            execute(conn, sql.replace(SCHEMA_PLACEHOLDER, schema)).await?;
+            let mut sql = sql.replace(SCHEMA_PLACEHOLDER, schema);
+            if !concurrently {
+                sql = sql.replace("CREATE INDEX CONCURRENTLY", "CREATE INDEX");
+            }
+            execute(conn, sql).await?;
         }
         let version = first + i as i32;
         execute(

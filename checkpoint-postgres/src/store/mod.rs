@@ -223,7 +223,7 @@ impl PgBackend {
     fn new(pool: Pool, store: StoreConfig) -> Self {
         let config = pool.config();
         PgBackend {
-            persistent: config.prepared_statements,
+            persistent: config.persistent(),
             lock_seed: schema::lock_key(config.schema.as_deref()),
             log: LogCursors::default(),
             reload_first: AtomicBool::new(false),
