@@ -2,9 +2,10 @@
 //! config for the saver and the store.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
-use sqlx::postgres::PgConnectOptions;
+use sqlx::postgres::{PgConnectOptions, PgSslMode};
 use waypoint_checkpoint::raw::redact_url;
 use waypoint_checkpoint::{Result, Serde};
 
@@ -54,6 +55,15 @@ pub struct PostgresConfig {
     /// Whether opening a saver or a store runs its `setup()` (default on): creates or
     /// migrates its tables, idempotently. Off, call `setup()` yourself.
     pub auto_setup: bool,
+    /// Whether and how the connection is encrypted and the server verified; `None` (the
+    /// default) keeps the URL's `sslmode`, else `prefer`.
+    pub ssl_mode: Option<SslMode>,
+    /// The CA certificates (PEM) the server's certificate must chain to, trusted beside the
+    /// webpki roots (the URL's `sslrootcert`); `None` keeps the URL's.
+    pub ssl_root_cert: Option<PathBuf>,
+    /// The client certificate and its private key (PEM) for `cert` authentication (the
+    /// URL's `sslcert` and `sslkey`); `None` keeps the URL's.
+    pub ssl_client_cert: Option<(PathBuf, PathBuf)>,
     /// The saver's: seals stored values when it has a keyring.
     pub serde: Serde,
     /// The saver's: whether values are written as Python LangGraph reads them (default on):
@@ -80,6 +90,9 @@ impl PostgresConfig {
             statement_timeout: None,
             prepared_statements: true,
             auto_setup: true,
+            ssl_mode: None,
+            ssl_root_cert: None,
+            ssl_client_cert: None,
             serde: Serde::default(),
             langgraph_values: true,
         }
@@ -166,6 +179,27 @@ impl PostgresConfig {
         self
     }
 
+    /// Sets whether and how the connection is encrypted and the server verified (as the
+    /// URL's `sslmode`).
+    pub fn ssl_mode(mut self, mode: SslMode) -> Self {
+        self.ssl_mode = Some(mode);
+        self
+    }
+
+    /// Trusts the CA certificates in the PEM file `path` for the server's certificate (as the
+    /// URL's `sslrootcert`).
+    pub fn ssl_root_cert(mut self, path: impl Into<PathBuf>) -> Self {
+        self.ssl_root_cert = Some(path.into());
+        self
+    }
+
+    /// Presents the client certificate `cert` with its private key `key`, both PEM files (as
+    /// the URL's `sslcert` and `sslkey`).
+    pub fn ssl_client_cert(mut self, cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> Self {
+        self.ssl_client_cert = Some((cert.into(), key.into()));
+        self
+    }
+
     /// Sets the serde values are sealed and opened with.
     pub fn serde(mut self, serde: Serde) -> Self {
         self.serde = serde;
@@ -195,6 +229,9 @@ impl PostgresConfig {
         // handful of rows: every statement here is a keyed lookup, and the one that reads a
         // whole table (the store loading its vectors) turns sequential scans back on.
         let mut settings = vec![("jit", "off".into()), ("enable_seqscan", "off".into())];
+        // Setup's idempotent statements would have the server send notices ("relation ...
+        // already exists, skipping"), which sqlx logs at info level: warnings and up only.
+        settings.push(("client_min_messages", "warning".into()));
         // A session left idle inside a transaction (its client stalled or vanished) is ended
         // by the server, releasing its locks.
         let idle_in_transaction = self.idle_in_transaction_millis().to_string();
@@ -256,6 +293,15 @@ impl PostgresConfig {
             .parse()
             .map_err(|e| Failure::InvalidConfig(format!("invalid PostgreSQL URL {url}: {e}")))?;
         options = options.application_name("waypoint");
+        if let Some(mode) = self.ssl_mode {
+            options = options.ssl_mode(mode.driver());
+        }
+        if let Some(path) = &self.ssl_root_cert {
+            options = options.ssl_root_cert(path);
+        }
+        if let Some((cert, key)) = &self.ssl_client_cert {
+            options = options.ssl_client_cert(cert).ssl_client_key(key);
+        }
         match url_param(&self.url, POOLER_PARAM) {
             None | Some("true" | "false") => {}
             Some(other) => {
@@ -322,8 +368,46 @@ impl fmt::Debug for PostgresConfig {
             .field("prepared_statements", &self.prepared_statements)
             .field("transaction_pooler", &self.transaction_pooler)
             .field("auto_setup", &self.auto_setup)
+            .field("ssl_mode", &self.ssl_mode)
+            .field("ssl_root_cert", &self.ssl_root_cert)
+            .field("ssl_client_cert", &self.ssl_client_cert)
             .field("serde", &self.serde)
             .field("langgraph_values", &self.langgraph_values)
             .finish()
+    }
+}
+
+/// Whether the connection is encrypted, and what of the server is verified: libpq's
+/// `sslmode` values, with libpq's meaning.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SslMode {
+    /// Plaintext only.
+    Disable,
+    /// Plaintext, or TLS (unverified) if the server insists.
+    Allow,
+    /// TLS (unverified) if the server offers it, plaintext otherwise (sqlx's and libpq's
+    /// default).
+    Prefer,
+    /// TLS, unverified: encrypts, but does not prove whom to.
+    Require,
+    /// TLS, the certificate verified to chain to a trusted CA, whatever host name it holds
+    /// in libpq; with sqlx 0.8.6 a certificate naming another host is still refused
+    /// (launchbadge/sqlx#3793), as in `VerifyFull`.
+    VerifyCa,
+    /// TLS, the certificate verified to chain to a trusted CA and to name the URL's host.
+    VerifyFull,
+}
+
+impl SslMode {
+    /// The driver's name for this mode.
+    fn driver(self) -> PgSslMode {
+        match self {
+            SslMode::Disable => PgSslMode::Disable,
+            SslMode::Allow => PgSslMode::Allow,
+            SslMode::Prefer => PgSslMode::Prefer,
+            SslMode::Require => PgSslMode::Require,
+            SslMode::VerifyCa => PgSslMode::VerifyCa,
+            SslMode::VerifyFull => PgSslMode::VerifyFull,
+        }
     }
 }

@@ -2,7 +2,10 @@
 //! it says about the connection, whether setup is missing), then turned into
 //! [`waypoint_checkpoint::Error`] or [`waypoint_store::Error`], each variant by the same rule.
 
+use std::fmt;
 use std::time::Duration;
+
+use waypoint_checkpoint::BoxError;
 
 /// The backend's name in errors.
 pub(crate) const BACKEND: &str = "postgres";
@@ -19,6 +22,18 @@ pub(crate) enum Failure {
     SetupBusy(Duration),
     /// The configuration cannot work (a bad URL or schema name, a newer or foreign schema).
     InvalidConfig(String),
+    /// No connection could be opened, for this reason (refused, unreachable, TLS,
+    /// authentication, or every connection busy).
+    Connect(String),
+    /// `failure`, met by the operation `op` on the server at `server` (`host:port`).
+    InOp {
+        /// The operation (`put`, `get_tuple`, `setup`, ...).
+        op: &'static str,
+        /// Where the server is, without credentials.
+        server: String,
+        /// What went wrong.
+        failure: Box<Failure>,
+    },
 }
 
 /// What a failure becomes, in terms both error types have.
@@ -45,12 +60,65 @@ impl Failure {
             Failure::TimedOut(after) => {
                 Mapped::Backend(format!("no answer from PostgreSQL within {after:?}").into())
             }
+            Failure::Connect(cause) => Mapped::Backend(Box::new(ConnectError(cause))),
+            Failure::InOp {
+                op,
+                server,
+                failure,
+            } => match failure.mapped() {
+                Mapped::Backend(source) => {
+                    Mapped::Backend(Box::new(OpError { op, server, source }))
+                }
+                other => other,
+            },
             Failure::SetupBusy(wait) => Mapped::Busy(format!(
                 "another process has been running setup() for over {wait:?}"
             )),
             Failure::InvalidConfig(message) => Mapped::InvalidConfig(message),
         }
     }
+}
+
+/// Why no connection could be opened: the source of a backend error.
+#[derive(Debug)]
+struct ConnectError(String);
+
+impl fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "cannot connect: {}", self.0)
+    }
+}
+
+impl std::error::Error for ConnectError {}
+
+/// A backend error with the operation that met it and the server it ran against: the
+/// source of a backend error, its own source the driver's error.
+#[derive(Debug)]
+struct OpError {
+    op: &'static str,
+    server: String,
+    source: BoxError,
+}
+
+impl fmt::Display for OpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} on {}: {}", self.op, self.server, self.source)
+    }
+}
+
+impl std::error::Error for OpError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(self.source.as_ref())
+    }
+}
+
+/// `source` with the operation and server named, for a backend error's source.
+fn in_op(op: &'static str, server: &str, source: BoxError) -> BoxError {
+    Box::new(OpError {
+        op,
+        server: server.to_owned(),
+        source,
+    })
 }
 
 /// What a failed operation says about the connection it ran on.
@@ -86,12 +154,19 @@ impl Kind {
 
     /// The kind of an error whose backend error (if any) carries `source`.
     fn of_source(source: Option<&(dyn std::error::Error + Send + Sync + 'static)>) -> Kind {
-        match source {
-            None => Kind::Answered,
-            Some(source) => source
-                .downcast_ref::<sqlx::Error>()
-                .map_or(Kind::Unknown, Kind::of_driver),
+        let Some(source) = source else {
+            return Kind::Answered;
+        };
+        if let Some(op) = source.downcast_ref::<OpError>() {
+            return Kind::of_source(Some(op.source.as_ref()));
         }
+        if source.is::<ConnectError>() {
+            // Nothing ran; the pool already retried whatever a retry could cure.
+            return Kind::Answered;
+        }
+        source
+            .downcast_ref::<sqlx::Error>()
+            .map_or(Kind::Unknown, Kind::of_driver)
     }
 
     /// Whether the session may not be reused after this.
@@ -109,6 +184,10 @@ pub(crate) trait DbError: Sized {
 
     /// What this error says about its connection.
     fn kind(&self) -> Kind;
+
+    /// This error naming the operation `op` that met it and the `server` (`host:port`) it
+    /// ran against, if it is a backend error.
+    fn in_op(self, op: &'static str, server: &str) -> Self;
 }
 
 impl DbError for Failure {
@@ -120,7 +199,18 @@ impl DbError for Failure {
         match self {
             Failure::Driver(e) => Kind::of_driver(e),
             Failure::TimedOut(_) => Kind::Unknown,
-            Failure::SetupBusy(_) | Failure::InvalidConfig(_) => Kind::Answered,
+            Failure::SetupBusy(_) | Failure::InvalidConfig(_) | Failure::Connect(_) => {
+                Kind::Answered
+            }
+            Failure::InOp { failure, .. } => failure.kind(),
+        }
+    }
+
+    fn in_op(self, op: &'static str, server: &str) -> Self {
+        Failure::InOp {
+            op,
+            server: server.to_owned(),
+            failure: Box::new(self),
         }
     }
 }
@@ -143,6 +233,15 @@ impl DbError for waypoint_checkpoint::Error {
             _ => Kind::of_source(None),
         }
     }
+
+    fn in_op(self, op: &'static str, server: &str) -> Self {
+        match self {
+            waypoint_checkpoint::Error::Backend { backend, source } => {
+                waypoint_checkpoint::Error::backend(backend, in_op(op, server, source))
+            }
+            other => other,
+        }
+    }
 }
 
 #[cfg(feature = "store")]
@@ -160,6 +259,15 @@ impl DbError for waypoint_store::Error {
         match self {
             waypoint_store::Error::Backend { source, .. } => Kind::of_source(Some(source.as_ref())),
             _ => Kind::of_source(None),
+        }
+    }
+
+    fn in_op(self, op: &'static str, server: &str) -> Self {
+        match self {
+            waypoint_store::Error::Backend { backend, source } => {
+                waypoint_store::Error::backend(backend, in_op(op, server, source))
+            }
+            other => other,
         }
     }
 }

@@ -67,7 +67,7 @@ mod schema;
 #[cfg(feature = "store")]
 mod store;
 
-pub use config::PostgresConfig;
+pub use config::{PostgresConfig, SslMode};
 pub use saver::PostgresSaver;
 #[cfg(feature = "store")]
 pub use store::PostgresStore;

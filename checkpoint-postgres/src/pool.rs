@@ -25,7 +25,7 @@ use futures::future::BoxFuture;
 use parking_lot::Mutex;
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgPool, PgPoolOptions};
-use sqlx::{PgConnection, Postgres};
+use sqlx::{Connection, PgConnection, Postgres};
 
 use crate::config::PostgresConfig;
 use crate::error::{DbError, Failure, Kind};
@@ -39,6 +39,8 @@ pub(crate) struct Pool {
 
 struct Inner {
     pg: PgPool,
+    /// Where the server is (`host:port`, or the socket's directory), for errors.
+    server: String,
     /// Connections whose operation ended cleanly, most recently parked last, each with the
     /// time it was parked.
     parked: Mutex<Vec<(PoolConnection<Postgres>, Instant)>>,
@@ -67,10 +69,15 @@ impl Pool {
     /// A pool for `config` that connects on first use.
     pub(crate) fn new(config: PostgresConfig) -> Result<Self, Failure> {
         let options = config.connect_options()?;
+        let server = match options.get_socket() {
+            Some(dir) => dir.display().to_string(),
+            None => format!("{}:{}", options.get_host(), options.get_port()),
+        };
         let pg = PgPoolOptions::new()
             .max_connections(config.max_connections)
             .min_connections(config.min_connections.min(config.max_connections))
-            .acquire_timeout(config.timeout)
+            // What is left of the timeout goes to finding out why no connection came.
+            .acquire_timeout(config.timeout.mul_f32(ACQUIRE_SHARE))
             .idle_timeout(Some(config.idle_timeout))
             // A ping per checkout would double the round trips; broken connections are
             // detected by the operation that meets them instead.
@@ -79,6 +86,7 @@ impl Pool {
         Ok(Pool {
             inner: Arc::new(Inner {
                 pg,
+                server,
                 parked: Mutex::new(Vec::new()),
                 config,
                 runtime: tokio::runtime::Handle::try_current().ok(),
@@ -99,6 +107,32 @@ impl Pool {
     /// A connection: the most recently parked one, or one from sqlx's pool (within the
     /// timeout). Report how its operation ended with [`Conn::finish`].
     pub(crate) async fn acquire(&self) -> Result<Conn<'_>, Failure> {
+        self.take(false).await
+    }
+
+    /// [`acquire`](Self::acquire), or with `checked` (after a connection proved broken) one
+    /// from sqlx's pool that answers a ping: the idle connections there may have died with
+    /// the broken one, and each dead one is closed in turn until one answers or a new one
+    /// is opened.
+    pub(crate) async fn take(&self, checked: bool) -> Result<Conn<'_>, Failure> {
+        let conn = if checked {
+            self.forget_parked();
+            self.answering().await?
+        } else {
+            match self.take_parked() {
+                Some(conn) => conn,
+                None => self.connect().await?,
+            }
+        };
+        Ok(Conn {
+            conn: Some(conn),
+            pool: self,
+            reuse: false,
+        })
+    }
+
+    /// The most recently parked connection, closing those idle for too long.
+    fn take_parked(&self) -> Option<PoolConnection<Postgres>> {
         let parked = {
             let mut parked = self.inner.parked.lock();
             // Connections idle for too long may have been cut by a firewall or the server.
@@ -112,15 +146,66 @@ impl Pool {
             });
             parked.pop()
         };
-        let conn = match parked {
-            Some((conn, _)) => conn,
-            None => self.inner.pg.acquire().await.map_err(Failure::Driver)?,
+        parked.map(|(conn, _)| conn)
+    }
+
+    /// A connection of sqlx's pool that answers a ping (see [`take`](Self::take)).
+    async fn answering(&self) -> Result<PoolConnection<Postgres>, Failure> {
+        let mut last = None;
+        // Every connection sqlx's pool holds, then a new one.
+        for _ in 0..=self.inner.config.max_connections {
+            let mut conn = self.connect().await?;
+            match conn.ping().await {
+                Ok(()) => return Ok(conn),
+                Err(e) => {
+                    conn.close_on_drop();
+                    last = Some(e);
+                }
+            }
+        }
+        Err(Failure::Driver(last.unwrap_or(sqlx::Error::PoolClosed)))
+    }
+
+    /// A connection from sqlx's pool, or why none came: sqlx's pool retries a refused
+    /// connection until its wait ends and then says only that it timed out, so one more
+    /// attempt, within what is left of the timeout, finds the cause.
+    async fn connect(&self) -> Result<PoolConnection<Postgres>, Failure> {
+        let pg = &self.inner.pg;
+        let cause = match pg.acquire().await {
+            Ok(conn) => return Ok(conn),
+            Err(sqlx::Error::PoolTimedOut) if pg.size() >= self.inner.config.max_connections => {
+                format!(
+                    "all {} connections stayed busy for {:?}",
+                    pg.size(),
+                    pg.options().get_acquire_timeout()
+                )
+            }
+            Err(sqlx::Error::PoolTimedOut) => {
+                let rest = self.inner.config.timeout.mul_f32(PROBE_SHARE);
+                let options = pg.connect_options();
+                match tokio::time::timeout(rest, PgConnection::connect_with(&options)).await {
+                    // Closed on drop.
+                    Ok(Ok(_conn)) => {
+                        format!(
+                            "none opened within {:?} (the server answers again now)",
+                            pg.options().get_acquire_timeout()
+                        )
+                    }
+                    Ok(Err(e)) => connect_cause(&e),
+                    Err(_) => format!(
+                        "no answer within {:?}",
+                        self.inner
+                            .config
+                            .timeout
+                            .mul_f32(ACQUIRE_SHARE + PROBE_SHARE)
+                    ),
+                }
+            }
+            Err(e) => connect_cause(&e),
         };
-        Ok(Conn {
-            conn: Some(conn),
-            pool: self,
-            reuse: false,
-        })
+        // The server is gone or refuses: so are, or will be, the parked connections.
+        self.forget_parked();
+        Err(Failure::Connect(cause))
     }
 
     /// Keeps `conn` for the next operation while sqlx's pool has headroom; hands it back
@@ -139,6 +224,15 @@ impl Pool {
         for (conn, _) in &mut parked {
             conn.close_on_drop();
         }
+    }
+
+    /// `outcome`, its error naming the operation `op` and this pool's server.
+    pub(crate) fn in_op<T, E: DbError>(
+        &self,
+        op: &'static str,
+        outcome: Result<T, E>,
+    ) -> Result<T, E> {
+        outcome.map_err(|e| e.in_op(op, &self.inner.server))
     }
 
     /// `fut`, failing with [`Failure::TimedOut`] if `bounded` and it takes longer than the
@@ -173,7 +267,12 @@ impl Pool {
     /// next operation only when setup succeeded on a session with its usual settings: a
     /// failed setup may leave its lock behind.
     pub(crate) fn setup<'a>(&'a self, tables: &'a Tables) -> BoxFuture<'a, Result<(), Failure>> {
-        async move {
+        async move { self.in_op("setup", self.setup_on_conn(tables).await) }.boxed()
+    }
+
+    /// [`setup`](Self::setup), its errors not yet naming the operation.
+    async fn setup_on_conn(&self, tables: &Tables) -> Result<(), Failure> {
+        {
             let config = &self.inner.config;
             let schema = config.checked_schema()?;
             let wait = config.timeout.max(Duration::from_secs(60));
@@ -182,14 +281,38 @@ impl Pool {
             if limited {
                 schema::execute(&mut conn, String::from("SET statement_timeout = 0")).await?;
             }
-            let done = schema::migrate(&mut conn, schema, config.pooled_begin()?, tables, wait).await;
+            let done =
+                schema::migrate(&mut conn, schema, config.pooled_begin()?, tables, wait).await;
             if done.is_ok() && !limited {
                 conn.finish(&done);
             }
             done
         }
-        .boxed()
     }
+}
+
+/// The share of the timeout sqlx's pool may spend finding a connection, and the share one
+/// more attempt may then spend finding out why it found none: together under the whole, so
+/// the operation's own deadline does not cut the answer off.
+const ACQUIRE_SHARE: f32 = 0.7;
+const PROBE_SHARE: f32 = 0.2;
+
+/// Why connecting failed, in words: the driver's error, with what a certificate refusal
+/// means (rustls names it by its variant).
+fn connect_cause(e: &sqlx::Error) -> String {
+    let shown = match e {
+        // "error communicating with database: " says nothing here.
+        sqlx::Error::Io(io) => io.to_string(),
+        other => other.to_string(),
+    };
+    let hint = if shown.contains("UnknownIssuer") {
+        " (the server's certificate is not signed by a trusted CA: name its CA with sslrootcert)"
+    } else if shown.contains("not valid for name") || shown.contains("NotValidForName") {
+        " (the server's certificate does not name the host connected to: connect by a name it holds)"
+    } else {
+        ""
+    };
+    format!("{shown}{hint}")
 }
 
 /// A connection taken from a [`Pool`] for one operation. Dropped, it is parked if
@@ -258,12 +381,14 @@ macro_rules! on_conn {
     };
     ($pool:expr, retry = $retry:expr, bounded = $bounded:expr, |$conn:ident| $body:expr) => {{
         let pool: &$crate::pool::Pool = &$pool;
+        let op = $crate::pool::op_name(::std::any::type_name_of_val(&|| ()));
         let mut reconnects = if $retry { 1 } else { 0 };
         let mut reruns = if $retry { 3 } else { 0 };
-        loop {
+        let mut checked = false;
+        let outcome = loop {
             let outcome = pool
                 .deadline($bounded, async {
-                    let mut conn = match pool.acquire().await {
+                    let mut conn = match pool.take(checked).await {
                         Ok(conn) => conn,
                         Err(failure) => {
                             return Err($crate::error::DbError::from_failure(failure));
@@ -278,11 +403,26 @@ macro_rules! on_conn {
                 })
                 .await;
             match outcome.as_ref().err().map($crate::error::DbError::kind) {
-                Some($crate::error::Kind::Broken) if reconnects > 0 => reconnects -= 1,
+                Some($crate::error::Kind::Broken) if reconnects > 0 => {
+                    reconnects -= 1;
+                    checked = true;
+                }
                 Some($crate::error::Kind::Transient) if reruns > 0 => reruns -= 1,
                 _ => break outcome,
             }
-        }
+        };
+        pool.in_op(op, outcome)
     }};
 }
 pub(crate) use on_conn;
+
+/// The name of the function whose closure has the type name `closure` (what
+/// `type_name_of_val(&|| ())` gives inside it, `path::to::fn::{{closure}}::...`): the
+/// operation [`on_conn!`] names in errors.
+pub(crate) fn op_name(closure: &'static str) -> &'static str {
+    let mut path = closure;
+    while let Some(outer) = path.strip_suffix("::{{closure}}") {
+        path = outer;
+    }
+    path.rsplit("::").next().unwrap_or(path)
+}

@@ -1,0 +1,251 @@
+//! Connections lost under an open saver and store: every session killed server-side
+//! (`pg_terminate_backend`), the server stopped and started again, and a port nothing
+//! listens on. The next call after the server is back succeeds on fresh connections, no call
+//! outlasts its timeout, errors name the server, the operation and the cause, and nothing
+//! acknowledged is lost. (tests/reliability.rs restarts the server under a write loop,
+//! tests/stall.rs hangs it.)
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use waypoint_checkpoint::{
+    Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSaver, CheckpointSource, Error,
+    ListOptions, Result,
+};
+use waypoint_checkpoint_postgres::{PostgresConfig, PostgresSaver, PostgresStore};
+use waypoint_store::{StoreConfig, StoreExt};
+
+/// The timeout of the savers and stores here.
+const TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How late past its timeout a failed call may come back (scheduling on a busy machine).
+const SLACK: Duration = Duration::from_millis(500);
+
+/// Puts a checkpoint (no values) on `thread`, after `parent` if any; its config.
+async fn put(saver: &PostgresSaver, thread: &str, step: i64) -> Result<CheckpointConfig> {
+    saver
+        .put(
+            &CheckpointConfig::new(thread).with_ns(""),
+            Checkpoint::new(step),
+            CheckpointMetadata::new(CheckpointSource::Loop, step),
+            BTreeMap::new(),
+        )
+        .await
+}
+
+/// The checkpoint ids of `thread`, sorted.
+async fn ids(saver: &PostgresSaver, thread: &str) -> Result<Vec<String>> {
+    let listed = saver
+        .list(
+            Some(&CheckpointConfig::new(thread)),
+            &ListOptions::default(),
+        )
+        .await?;
+    let mut ids: Vec<_> = listed.into_iter().map(|t| t.checkpoint.id).collect();
+    ids.sort();
+    Ok(ids)
+}
+
+/// Sorted ids of `acked`.
+fn acked_ids(acked: &[CheckpointConfig]) -> Vec<String> {
+    let mut ids: Vec<_> = acked
+        .iter()
+        .map(|c| c.checkpoint_id.clone().expect("an id"))
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// Ends every session on `database` but the caller's, waiting until they are gone; how many
+/// there were.
+async fn terminate_all(admin: &sqlx::PgPool, database: &str) -> i64 {
+    let killed: i64 = sqlx::query_scalar(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+         WHERE pid <> pg_backend_pid() AND datname = $1",
+    )
+    .bind(database)
+    .fetch_one(admin)
+    .await
+    .expect("terminate");
+    let start = Instant::now();
+    loop {
+        let left: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE datname = $1")
+                .bind(database)
+                .fetch_one(admin)
+                .await
+                .expect("count");
+        if left == 0 {
+            return killed;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{left} sessions live on"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Several calls at once on the saver and on the store, so that both park connections.
+async fn park_connections(saver: &PostgresSaver, store: &PostgresStore, thread: &str) {
+    let config = CheckpointConfig::new(thread);
+    let reads = (0..4).map(|_| saver.get_tuple(&config));
+    for read in futures::future::join_all(reads).await {
+        read.expect("read");
+    }
+    let gets = (0..4).map(|_| store.get(["lost"], "k"));
+    for got in futures::future::join_all(gets).await {
+        got.expect("store get");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_sessions_cost_no_call() -> Result<()> {
+    let Some(url) = waypoint_test_kit::postgres_url() else {
+        return Ok(());
+    };
+    let admin = PostgresSaver::connect(PostgresConfig::new(&url).auto_setup(false)).await?;
+    let database = waypoint_test_kit::fresh_name("wp_lost");
+    sqlx::query(&format!("CREATE DATABASE {database}"))
+        .execute(admin.pool())
+        .await
+        .expect("create database");
+    let config = PostgresConfig::new(waypoint_test_kit::database_url(&url, &database))
+        .max_connections(4)
+        .timeout(TIMEOUT);
+    let saver = PostgresSaver::connect(config.clone()).await?;
+    let store = PostgresStore::connect(config, StoreConfig::new())
+        .await
+        .expect("store");
+    let mut acked = vec![put(&saver, "lost", 0).await?];
+    store
+        .put(["lost"], "k", json!({"v": 0}))
+        .await
+        .expect("store put");
+
+    // Writes first after the kill, then reads first after another.
+    park_connections(&saver, &store, "lost").await;
+    assert!(terminate_all(admin.pool(), &database).await >= 2);
+    acked.push(put(&saver, "lost", 1).await?);
+    store
+        .put(["lost"], "k", json!({"v": 1}))
+        .await
+        .expect("the store's first write after the kill");
+
+    park_connections(&saver, &store, "lost").await;
+    assert!(terminate_all(admin.pool(), &database).await >= 2);
+    let latest = saver
+        .get_tuple(&CheckpointConfig::new("lost"))
+        .await?
+        .expect("the latest checkpoint");
+    assert_eq!(Some(&latest.checkpoint.id), acked[1].checkpoint_id.as_ref());
+    let item = store
+        .get(["lost"], "k")
+        .await
+        .expect("the store's first read after the kill")
+        .expect("the item");
+    assert_eq!(serde_json::Value::Object(item.value), json!({"v": 1}));
+
+    assert_eq!(ids(&saver, "lost").await?, acked_ids(&acked));
+    drop((saver, store));
+    // Nothing of ours is left on it (the pools are gone); the database goes with the test.
+    sqlx::query(&format!("DROP DATABASE {database} WITH (FORCE)"))
+        .execute(admin.pool())
+        .await
+        .expect("drop database");
+    Ok(())
+}
+
+/// Starts the fault server again when dropped, so a failed test leaves it running.
+struct Restart<'a>(&'a waypoint_test_kit::FaultServer, bool);
+
+impl Drop for Restart<'_> {
+    fn drop(&mut self) {
+        if !self.1 {
+            self.0.ctl("start");
+        }
+    }
+}
+
+/// `err` (a failed call) is a backend error naming `server`, `op` and `cause`.
+#[track_caller]
+fn names(err: &Error, server: &str, op: &str, cause: &str) {
+    assert!(matches!(err, Error::Backend { .. }), "{err:?}");
+    let shown = err.to_string();
+    for expected in [server, op, cause] {
+        assert!(
+            shown.to_lowercase().contains(&expected.to_lowercase()),
+            "{expected:?} missing: {shown}"
+        );
+    }
+}
+
+/// `url`'s `host:port`.
+fn address(url: &str) -> &str {
+    let rest = &url[url
+        .find('@')
+        .map_or(url.find("://").unwrap_or(0) + 3, |at| at + 1)..];
+    rest.split(['/', '?']).next().unwrap_or(rest)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_server_fails_calls_clearly_and_the_saver_recovers() -> Result<()> {
+    let Some(faults) = waypoint_test_kit::postgres_faults() else {
+        return Ok(());
+    };
+    let server = address(faults.url()).to_owned();
+    let saver = PostgresSaver::connect(
+        PostgresConfig::new(faults.url())
+            .schema(waypoint_test_kit::fresh_name("wp_lost"))
+            .timeout(TIMEOUT),
+    )
+    .await?;
+    let mut acked = Vec::new();
+    for step in 0..3 {
+        acked.push(put(&saver, "stopped", step).await?);
+    }
+
+    faults.ctl("stop");
+    let mut restart = Restart(&faults, false);
+    for op in ["get_tuple", "put", "list", "get_tuple"] {
+        let start = Instant::now();
+        let err = match op {
+            "put" => put(&saver, "stopped", 9).await.map(drop),
+            "list" => ids(&saver, "stopped").await.map(drop),
+            _ => saver
+                .get_tuple(&CheckpointConfig::new("stopped"))
+                .await
+                .map(drop),
+        }
+        .expect_err("the server is down");
+        let took = start.elapsed();
+        assert!(took <= TIMEOUT + SLACK, "{op} took {took:?}");
+        names(&err, &server, op, "refused");
+    }
+
+    faults.ctl("start");
+    restart.1 = true;
+    let latest = saver
+        .get_tuple(&CheckpointConfig::new("stopped"))
+        .await?
+        .expect("the latest checkpoint");
+    assert_eq!(Some(&latest.checkpoint.id), acked[2].checkpoint_id.as_ref());
+    acked.push(put(&saver, "stopped", 3).await?);
+    assert_eq!(ids(&saver, "stopped").await?, acked_ids(&acked));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_port_fails_within_the_timeout_naming_the_cause() {
+    let port = waypoint_test_kit::free_port();
+    let start = Instant::now();
+    let err = PostgresSaver::connect(
+        PostgresConfig::new(format!("postgres://nobody@127.0.0.1:{port}/none")).timeout(TIMEOUT),
+    )
+    .await
+    .expect_err("nothing listens there");
+    let took = start.elapsed();
+    assert!(took <= TIMEOUT, "took {took:?}");
+    names(&err, &format!("127.0.0.1:{port}"), "setup", "refused");
+}
