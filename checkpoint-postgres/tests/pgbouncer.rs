@@ -250,3 +250,40 @@ fn the_url_says_whether_a_pooler_is_in_front() {
     let err = PostgresConfig::from_url("postgres://u@h/db?transaction_pooler=yes").unwrap_err();
     assert!(err.to_string().contains("transaction_pooler"), "{err}");
 }
+
+/// A store that embeds items other writers changed locks each item while embedding it; behind
+/// the pooler those locks are the transaction's. A session lock would stay behind on a server
+/// session the pooler lends to others, and the item's next version could not be locked (nor
+/// embedded) by any other session: each overwrite here is found by its own text.
+#[cfg(feature = "store")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn items_others_overwrite_are_embedded_again_each_time() -> waypoint_store::Result<()> {
+    use waypoint_checkpoint_postgres::PostgresStore;
+    use waypoint_store::{IndexConfig, Namespace, SearchOp, StoreConfig, StoreExt};
+
+    let Some(url) = pooler_url() else {
+        return Ok(());
+    };
+    let config = settings(&url);
+    let plain = PostgresStore::connect(config.clone(), StoreConfig::new()).await?;
+    let indexed =
+        PostgresStore::connect(config, StoreConfig::new().index(IndexConfig::hashing(32))).await?;
+    let ns = Namespace::from(["docs"]);
+    for text in [
+        "tomatoes and basil in the garden",
+        "a fleet of sailing boats",
+        "harbour with rowing boats",
+        "tomatoes and basil in the garden",
+    ] {
+        plain
+            .put(&ns, "doc", serde_json::json!({ "text": text }))
+            .await?;
+        let found = indexed
+            .search(SearchOp::new(&ns).query(text).limit(1))
+            .await?;
+        assert_eq!(found[0].item.value["text"], text);
+        let score = found[0].score.expect("embedded, so scored");
+        assert!(score > 0.9, "{text}: scored {score} against its own text");
+    }
+    Ok(())
+}

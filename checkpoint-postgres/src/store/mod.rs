@@ -273,7 +273,15 @@ impl PgBackend {
             .deadline(true, self.pool.acquire())
             .await
             .map_err(Error::from_failure)?;
-        let done = self.embed_on(&mut conn, index, now, &skip).await;
+        let conn_ref: &mut PgConnection = &mut conn;
+        // Behind a transaction pooler, one transaction: its locks and statements stay on one
+        // server session, and its end releases the locks.
+        let done = crate::schema::pinned!(
+            self.pool.config(),
+            conn_ref,
+            self.embed_on(conn_ref, index, now, &skip)
+        )
+        .await;
         conn.finish(&done);
         if done.is_err() {
             // The session may hold locks: closed, never reused.
@@ -301,6 +309,7 @@ impl PgBackend {
                     skip,
                     (embed::BATCH, i32::try_from(index.dims).unwrap_or(i32::MAX)),
                     self.lock_seed,
+                    self.pool.config().transaction_pooler,
                     self.persistent,
                 ),
             )

@@ -688,13 +688,15 @@ pub(crate) struct Unembedded {
 /// a time embeds it: an item another session holds is left out. None when the stored vectors
 /// are not of `dims` dimensions (this process's index is not the one the others use: its
 /// vectors would be refused by theirs). Read them with [`read_unembedded`]; release the locks
-/// with [`unlock`].
+/// with [`unlock`], or, `in_transaction` (behind a transaction pooler, where a session lock
+/// could outlive its client on a server session lent to others), they are the transaction's.
 pub(crate) async fn lock_unembedded(
     conn: &mut PgConnection,
     now: Timestamp,
     skip: &[(ItemKey, Timestamp)],
     (limit, dims): (i64, i32),
     seed: i64,
+    in_transaction: bool,
     persistent: bool,
 ) -> Result<Vec<ItemKey>> {
     // The candidates are fixed (LIMIT) before any lock is tried: a volatile condition is never
@@ -713,7 +715,12 @@ pub(crate) async fn lock_unembedded(
             AND pg_try_advisory_lock(hashtextextended(c.prefix, hashtextextended(c.key, $6)))";
     let (prefixes, names) = key_arrays(skip.iter().map(|(k, _)| k));
     let times: Vec<Timestamp> = skip.iter().map(|(_, at)| *at).collect();
-    let locked: Vec<(String, String)> = sqlx::query_as(SQL)
+    let sql = if in_transaction {
+        SQL.replace("pg_try_advisory_lock", "pg_try_advisory_xact_lock")
+    } else {
+        SQL.to_owned()
+    };
+    let locked: Vec<(String, String)> = sqlx::query_as(&sql)
         .persistent(persistent)
         .bind(now)
         .bind(prefixes)
