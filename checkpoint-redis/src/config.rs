@@ -2,6 +2,7 @@
 //! config of the saver and the store, and the one list of URL schemes.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use waypoint_checkpoint::raw::redact_url;
@@ -9,6 +10,7 @@ use waypoint_checkpoint::{Result, Serde};
 
 use crate::PersistenceCheck;
 use crate::error::Fault;
+use crate::tls::{self, TlsSettings, TlsVerify};
 
 /// The longest thread ttl (ten years): the server refuses expiry times past its clock range.
 const MAX_TTL: Duration = Duration::from_secs(10 * 365 * 24 * 60 * 60);
@@ -23,7 +25,7 @@ pub const REDIS_MAX_VALUE_BYTES: usize = 512 * 1024 * 1024;
 #[derive(Clone, Copy)]
 enum Transport {
     Tcp,
-    /// TCP with TLS, which this build of the redis crate lacks.
+    /// TCP with TLS.
     Tls,
     /// A Unix socket (Unix platforms only).
     Unix,
@@ -40,10 +42,9 @@ const SCHEMES: [(&str, Transport); 7] = [
     ("unix", Transport::Unix),
 ];
 
-/// The schemes of Redis URLs, all recognised by [`RedisConfig::from_url`]: it opens those
-/// this build can reach and refuses the others with an error saying why (`rediss://` and
-/// `valkeys://` need TLS, which this build does not include; Unix sockets need a Unix
-/// platform).
+/// The schemes of Redis URLs, all recognised by [`RedisConfig::from_url`]: `redis://` and
+/// `valkey://` (TCP), `rediss://` and `valkeys://` (TCP with TLS), and the Unix sockets
+/// `redis+unix://`, `valkey+unix://` and `unix://` (refused, saying why, off Unix).
 pub const URL_SCHEMES: [&str; SCHEMES.len()] = {
     let mut names = [""; SCHEMES.len()];
     let mut i = 0;
@@ -58,8 +59,9 @@ pub const URL_SCHEMES: [&str; SCHEMES.len()] = {
 /// shows the URL without its password.
 #[derive(Clone)]
 pub struct RedisConfig {
-    /// `redis://[user:password@]host:port[/db]` or `redis+unix:///path/to/socket[?db=N]`
-    /// (see [`URL_SCHEMES`]).
+    /// `redis://[user:password@]host:port[/db]`, `rediss://...` (TLS, with redis-py's
+    /// `ssl_*` query parameters, see the crate docs) or
+    /// `redis+unix:///path/to/socket[?db=N]` (see [`URL_SCHEMES`]).
     pub url: String,
     /// The start of every key name (default `waypoint`): savers and stores with different
     /// prefixes share a server without seeing each other. 1 to 256 bytes, no `{` or `}`.
@@ -97,6 +99,16 @@ pub struct RedisConfig {
     /// (credentials, TLS): connecting succeeds while any of them answers. The cluster's other
     /// nodes are found by asking it.
     pub cluster_nodes: Vec<String>,
+    /// TLS only: a PEM file of the CAs that sign the server's certificate, trusted instead
+    /// of the system's (default: the system's; the URL's `ssl_ca_certs` when not set here).
+    pub tls_ca: Option<PathBuf>,
+    /// TLS only: a PEM client certificate (chain) and its PEM private key, for servers that
+    /// require one (`tls-auth-clients yes`; the URL's `ssl_certfile` and `ssl_keyfile` when
+    /// not set here).
+    pub tls_client_cert: Option<(PathBuf, PathBuf)>,
+    /// TLS only: how the server's certificate is checked (default: the URL's
+    /// `ssl_cert_reqs`/`ssl_check_hostname`, else [`TlsVerify::Full`]).
+    pub tls_verify: Option<TlsVerify>,
 }
 
 impl fmt::Debug for RedisConfig {
@@ -113,6 +125,9 @@ impl fmt::Debug for RedisConfig {
             .field("auto_setup", &self.auto_setup)
             .field("cluster", &self.cluster)
             .field("cluster_nodes", &self.cluster_nodes)
+            .field("tls_ca", &self.tls_ca)
+            .field("tls_client_cert", &self.tls_client_cert)
+            .field("tls_verify", &self.tls_verify)
             .finish()
     }
 }
@@ -132,12 +147,15 @@ impl RedisConfig {
             auto_setup: true,
             cluster: None,
             cluster_nodes: Vec::new(),
+            tls_ca: None,
+            tls_client_cert: None,
+            tls_verify: None,
         }
     }
 
     /// Default settings for the server at `url`, checked now: `Error::InvalidConfig` for a
-    /// URL that does not parse, a scheme not in [`URL_SCHEMES`], or one this build cannot
-    /// open (TLS, or a Unix socket off Unix).
+    /// URL that does not parse, a scheme not in [`URL_SCHEMES`], a Unix socket off Unix, or
+    /// a bad TLS parameter (the files it names are read when connecting).
     pub fn from_url(url: &str) -> Result<Self> {
         Ok(Self::parse(url)?)
     }
@@ -145,7 +163,9 @@ impl RedisConfig {
     /// [`Self::from_url`] with the crate's own error.
     pub(crate) fn parse(url: &str) -> std::result::Result<Self, Fault> {
         let config = RedisConfig::new(url);
-        config.client()?;
+        // The URL parses; TLS files are read when connecting.
+        let (url, _) = config.target()?;
+        redis::Client::open(url).map_err(|e| config.refused(e.to_string()))?;
         Ok(config)
     }
 
@@ -210,6 +230,25 @@ impl RedisConfig {
         self
     }
 
+    /// Trusts the CAs of the PEM file `path` (instead of the system's) for the server's
+    /// TLS certificate.
+    pub fn tls_ca(mut self, path: impl Into<PathBuf>) -> Self {
+        self.tls_ca = Some(path.into());
+        self
+    }
+
+    /// Presents the PEM client certificate `cert` with its PEM private key `key` over TLS.
+    pub fn tls_client_cert(mut self, cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> Self {
+        self.tls_client_cert = Some((cert.into(), key.into()));
+        self
+    }
+
+    /// Sets how the server's TLS certificate is checked.
+    pub fn tls_verify(mut self, verify: TlsVerify) -> Self {
+        self.tls_verify = Some(verify);
+        self
+    }
+
     /// Checks the settings a server cannot check.
     pub(crate) fn check(&self) -> std::result::Result<(), Fault> {
         let prefix = &self.prefix;
@@ -239,40 +278,84 @@ impl RedisConfig {
 
     /// A client for the URL (nothing is sent yet), or why this build cannot open it.
     pub(crate) fn client(&self) -> std::result::Result<redis::Client, Fault> {
-        let shown = redact_url(&self.url);
-        let scheme = self.url.split_once(':').map_or("", |(scheme, _)| scheme);
-        let refused = |why: String| Err(Fault::Config(format!("Redis URL {shown}: {why}")));
-        match SCHEMES.iter().find(|(name, _)| *name == scheme) {
-            None => {
-                return refused(format!(
-                    "not a Redis URL; use one of the schemes {} (e.g. redis://host:6379/0 or \
-                     redis+unix:///path/to/redis.sock)",
-                    URL_SCHEMES.join(", ")
-                ));
-            }
-            Some((_, Transport::Tls)) => {
-                return refused(format!(
-                    "`{scheme}://` is Redis over TLS, which this build does not include (its \
-                     redis crate has no TLS feature); use redis:// on a trusted network or a \
-                     TLS-terminating proxy in front of the server"
-                ));
-            }
-            Some((_, Transport::Unix)) if !cfg!(unix) => {
-                return refused(format!(
-                    "`{scheme}:` is a Unix socket, which this platform does not have"
-                ));
-            }
-            Some((_, Transport::Tcp | Transport::Unix)) => {}
-        }
-        redis::Client::open(self.url.as_str()).or_else(|e| refused(e.to_string()))
+        let (url, tls) = self.target()?;
+        let made = match &tls {
+            Some(tls) => tls::client(&url, tls),
+            None => redis::Client::open(url.as_str()).map_err(|e| e.to_string()),
+        };
+        made.map_err(|why| self.refused(why))
     }
 
-    /// `builder` with this config's TLS certificates (none yet).
+    /// `builder` set up for this config's TLS, if it uses TLS.
     pub(crate) fn cluster_tls(
         &self,
         builder: redis::cluster::ClusterClientBuilder,
     ) -> std::result::Result<redis::cluster::ClusterClientBuilder, Fault> {
-        Ok(builder)
+        match self.target()? {
+            (_, Some(tls)) => tls::cluster(builder, &tls).map_err(|why| self.refused(why)),
+            (_, None) => Ok(builder),
+        }
+    }
+
+    /// The URL for the redis crate (without redis-py's TLS parameters) and, for a TLS
+    /// scheme, the TLS settings: this config's, else the URL's. Refuses a scheme this build
+    /// cannot open, and TLS settings for a scheme without TLS.
+    fn target(&self) -> std::result::Result<(String, Option<TlsSettings>), Fault> {
+        let scheme = self.scheme();
+        let transport = match self.transport() {
+            Some(transport) => transport,
+            None => {
+                return Err(self.refused(format!(
+                    "not a Redis URL; use one of the schemes {} (e.g. redis://host:6379/0, \
+                     rediss://host:6380/0 or redis+unix:///path/to/redis.sock)",
+                    URL_SCHEMES.join(", ")
+                )));
+            }
+        };
+        if matches!(transport, Transport::Unix) && !cfg!(unix) {
+            return Err(self.refused(format!(
+                "`{scheme}:` is a Unix socket, which this platform does not have"
+            )));
+        }
+        let (url, from_url) = tls::split_url(&self.url).map_err(|why| self.refused(why))?;
+        let settings = TlsSettings {
+            ca: self.tls_ca.clone(),
+            client_cert: self.tls_client_cert.clone(),
+            verify: self.tls_verify,
+        }
+        .or(from_url);
+        match transport {
+            Transport::Tls => Ok((url, Some(settings))),
+            _ if settings.is_set() => Err(self.refused(format!(
+                "TLS settings (a CA, a client certificate, ssl_* parameters) need a TLS URL: \
+                 `rediss://` or `valkeys://`, not `{scheme}:`"
+            ))),
+            _ => Ok((url, None)),
+        }
+    }
+
+    /// Whether the URL's scheme is one of TLS.
+    pub(crate) fn is_tls(&self) -> bool {
+        matches!(self.transport(), Some(Transport::Tls))
+    }
+
+    /// The URL's scheme.
+    fn scheme(&self) -> &str {
+        self.url.split_once(':').map_or("", |(scheme, _)| scheme)
+    }
+
+    /// How the URL's scheme reaches the server, `None` for no Redis scheme.
+    fn transport(&self) -> Option<Transport> {
+        let scheme = self.scheme();
+        SCHEMES
+            .iter()
+            .find(|(name, _)| *name == scheme)
+            .map(|(_, transport)| *transport)
+    }
+
+    /// The error refusing this config's URL for the reason `why`.
+    fn refused(&self, why: String) -> Fault {
+        Fault::Config(format!("Redis URL {}: {why}", redact_url(&self.url)))
     }
 
     /// The thread ttl in milliseconds, 0 without one.
@@ -317,12 +400,26 @@ mod tests {
     }
 
     #[test]
-    fn tls_urls_are_refused_with_the_reason() {
-        for url in ["rediss://:secret@host:6380/0", "valkeys://host"] {
-            let why = refusal(url);
-            assert!(why.contains("TLS"), "{why}");
-            assert!(!why.contains("secret"), "{why}");
+    fn tls_urls_open_and_tls_settings_need_them() -> Result<()> {
+        for url in [
+            "rediss://:secret@host:6380/0",
+            "valkeys://host",
+            "rediss://host/?ssl_cert_reqs=none&ssl_check_hostname=false",
+        ] {
+            RedisConfig::from_url(url)?;
         }
+        let why = refusal("redis://:secret@host/?ssl_ca_certs=ca.pem");
+        assert!(why.contains("rediss://"), "{why}");
+        assert!(!why.contains("secret"), "{why}");
+        let why = refusal("rediss://:secret@host/?ssl_cert_reqs=sometimes");
+        assert!(why.contains("ssl_cert_reqs") && !why.contains("secret"), "{why}");
+        let plain = RedisConfig::new("redis://host/").tls_ca("ca.pem");
+        assert!(matches!(plain.client(), Err(Fault::Config(why)) if why.contains("rediss://")));
+        let missing = RedisConfig::new("rediss://host/").tls_ca("/nonexistent/ca.pem");
+        assert!(
+            matches!(missing.client(), Err(Fault::Config(why)) if why.contains("/nonexistent/ca.pem"))
+        );
+        Ok(())
     }
 
     #[test]

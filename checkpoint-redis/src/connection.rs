@@ -108,7 +108,7 @@ impl Connection {
         let client = config.client()?;
         Self::connect(client, config)
             .await
-            .map_err(|fault| fault.at(&redact_url(&config.url)))
+            .map_err(|fault| fault.connecting(&redact_url(&config.url), config.is_tls()))
     }
 
     async fn connect(client: redis::Client, config: &RedisConfig) -> Result<Self, Fault> {

@@ -7,7 +7,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use redis::RedisError;
+use redis::{ErrorKind, RedisError};
 
 /// The backend's name in errors.
 pub(crate) const BACKEND: &str = "redis";
@@ -56,15 +56,10 @@ impl std::error::Error for Failure {
 impl Fault {
     /// `operation` failed with the driver error `e`.
     pub(crate) fn driver(operation: &'static str, e: RedisError) -> Fault {
-        let detail = if is_broken(&e) {
-            format!("the Redis server is unreachable ({e})")
-        } else {
-            e.to_string()
-        };
         Fault::Backend(Failure {
             operation,
             server: None,
-            detail,
+            detail: explain(&e),
             source: Some(e),
         })
     }
@@ -89,16 +84,53 @@ impl Fault {
         })
     }
 
-    /// This fault, naming the server it happened on (`redacted`: its URL without secrets).
-    pub(crate) fn at(self, redacted: &str) -> Fault {
-        match self {
-            Fault::Backend(failure) => Fault::Backend(Failure {
-                server: Some(redacted.to_owned()),
-                ..failure
-            }),
-            config => config,
+    /// This fault of connecting, naming the server it happened on (`redacted`: its URL
+    /// without secrets); `tls` says whether the URL asks for TLS, to explain a server that
+    /// closed the connection at once.
+    pub(crate) fn connecting(self, redacted: &str, tls: bool) -> Fault {
+        let Fault::Backend(mut failure) = self else {
+            return self;
+        };
+        failure.server = Some(redacted.to_owned());
+        let closed = |e: &RedisError| e.is_connection_dropped() && !e.is_connection_refusal();
+        if failure.source.as_ref().is_some_and(closed) {
+            failure.detail.push_str(if tls {
+                "; the server ended the TLS handshake: it may require a client certificate \
+                 (ssl_certfile and ssl_keyfile in the URL, or RedisConfig::tls_client_cert), \
+                 or not speak TLS on this port"
+            } else {
+                "; the server closed the connection at once: if it accepts only TLS, use a \
+                 rediss:// URL"
+            });
         }
+        Fault::Backend(failure)
     }
+}
+
+/// The driver error `e` in words for whoever reads the error: a refused TLS certificate or
+/// credentials say so and what to set, a failed connection says the server is unreachable.
+fn explain(e: &RedisError) -> String {
+    let said = e.to_string();
+    let why = if said.contains("not valid for name") {
+        "TLS: the server's certificate does not name the URL's host; connect by a name the \
+         certificate holds, or skip the check (ssl_check_hostname=false, \
+         TlsVerify::SkipHostname)"
+    } else if said.contains("UnknownIssuer") {
+        "TLS: the server's certificate is not signed by a trusted CA (its issuer is unknown); \
+         name the CA that signed it (ssl_ca_certs in the URL, or RedisConfig::tls_ca)"
+    } else if said.contains("CertificateRequired") {
+        "TLS: the server requires a client certificate (ssl_certfile and ssl_keyfile in the \
+         URL, or RedisConfig::tls_client_cert)"
+    } else if said.contains("invalid peer certificate") || said.contains("fatal alert") {
+        "TLS: the handshake with the server failed"
+    } else if e.kind() == ErrorKind::AuthenticationFailed {
+        "the server refused the credentials (the URL's user name or password)"
+    } else if is_broken(e) {
+        "the Redis server is unreachable"
+    } else {
+        return said;
+    };
+    format!("{why} ({said})")
 }
 
 /// Whether an error means the connection failed (rather than the command), so that the

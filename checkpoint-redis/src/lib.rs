@@ -168,11 +168,13 @@ mod saver;
 mod scripts;
 #[cfg(feature = "store")]
 mod store;
+mod tls;
 
 pub use config::{REDIS_MAX_VALUE_BYTES, RedisConfig, URL_SCHEMES};
 pub use connection::RedisConnection;
 pub use persistence::{PersistenceCheck, PersistenceError, check_persistence};
 pub use saver::RedisSaver;
+pub use tls::TlsVerify;
 #[cfg(feature = "store")]
 pub use store::RedisStore;
 
