@@ -11,7 +11,7 @@ use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use serde_json::Value;
 use sqlx::PgConnection;
-use sqlx::postgres::PgPool;
+use sqlx::postgres::{PgPool, PgRow};
 use waypoint_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
     CheckpointSaver, CheckpointTuple, DeltaChannelHistory, Error, Lease, ListOptions,
@@ -104,7 +104,9 @@ impl PostgresSaver {
     }
 
     /// Streams the checkpoints `list` selects, newest first, decoding each row as it
-    /// arrives: memory stays flat however long the history.
+    /// arrives: memory stays flat however long the history. Behind a transaction pooler
+    /// ([`PostgresConfig::transaction_pooler`]) the rows are read in one transaction, on a
+    /// task of the current Tokio runtime that keeps up to 64 rows ahead of the reader.
     pub fn list_stream(
         &self,
         config: Option<&CheckpointConfig>,
@@ -113,16 +115,59 @@ impl PostgresSaver {
         if options.limit == Some(0) {
             return futures::stream::empty().boxed();
         }
-        let query = match list_query(config, options) {
-            Ok(q) => q.build(true, self.config().persistent()),
+        let query = list_query(config, options)
+            .map(|q| q.build(true, self.config().persistent()))
+            .and_then(|query| {
+                let begin = self.config().pooled_begin().map_err(Error::from_failure)?;
+                Ok((query, begin))
+            });
+        let rows = match query {
+            Ok((query, None)) => query.fetch(self.pool.pg()).boxed(),
+            Ok((query, Some(begin))) => match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => in_transaction(&runtime, self.pool.pg().clone(), begin, query),
+                Err(e) => return futures::stream::once(async move {
+                    Err(Error::backend("postgres", format!("list_stream needs a Tokio runtime: {e}")))
+                })
+                .boxed(),
+            },
             Err(e) => return futures::stream::once(async { Err(e) }).boxed(),
         };
-        query
-            .fetch(self.pool.pg())
-            .map_err(pg_error)
+        rows.map_err(pg_error)
             .and_then(move |row| async move { tuple_from_row(&row, &self.serde, false) })
             .boxed()
     }
+}
+
+/// The rows of `query`, read in one transaction opened by `begin` on a task of `runtime`
+/// that keeps up to 64 rows ahead; it stops (rolling back) once the stream is dropped.
+fn in_transaction(
+    runtime: &tokio::runtime::Handle,
+    pg: PgPool,
+    begin: String,
+    query: sqlx::query::Query<'static, sqlx::Postgres, sqlx::postgres::PgArguments>,
+) -> BoxStream<'static, sqlx::Result<PgRow>> {
+    let (sender, receiver) = tokio::sync::mpsc::channel(64);
+    runtime.spawn(async move {
+        let read = async {
+            let mut tx = pg.begin_with(begin).await?;
+            let mut rows = query.fetch(&mut *tx);
+            while let Some(row) = rows.next().await {
+                let failed = row.is_err();
+                if sender.send(row).await.is_err() || failed {
+                    return Ok(());
+                }
+            }
+            drop(rows);
+            tx.commit().await
+        };
+        if let Err(e) = read.await {
+            let _ = sender.send(Err(e)).await;
+        }
+    });
+    futures::stream::unfold(receiver, |mut receiver| async move {
+        receiver.recv().await.map(|row| (row, receiver))
+    })
+    .boxed()
 }
 
 /// A batch of saves prepared (validated, sealed, checked storable, JSON encoded) before any
@@ -434,13 +479,7 @@ impl CheckpointSaver for PostgresSaver {
             .try_for_each(|id| check_nul("thread_id", id))?;
         let keep_latest = strategy == PruneStrategy::KeepLatest;
         on_conn!(self.pool, retry = true, |conn| async {
-            queries::prune(
-                conn,
-                thread_ids,
-                keep_latest,
-                self.config().persistent(),
-            )
-            .await
+            queries::prune(conn, thread_ids, keep_latest, self.config().persistent()).await
         })
     }
 

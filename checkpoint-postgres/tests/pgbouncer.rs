@@ -287,3 +287,41 @@ async fn items_others_overwrite_are_embedded_again_each_time() -> waypoint_store
     }
     Ok(())
 }
+
+/// `list_stream` behind the pooler reads in one transaction, as `list` does: the same
+/// checkpoints, newest first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_stream_matches_list() -> waypoint_checkpoint::Result<()> {
+    use futures::TryStreamExt;
+    use waypoint_checkpoint::ListOptions;
+
+    let Some(saver) = saver(Serde::default()).await? else {
+        return Ok(());
+    };
+    let mut config = CheckpointConfig::new("streamed");
+    for step in 0..5 {
+        config = saver
+            .put(
+                &config,
+                Checkpoint::new(step),
+                CheckpointMetadata::new(CheckpointSource::Loop, step),
+                ChannelVersions::new(),
+            )
+            .await?;
+    }
+    let thread = CheckpointConfig::new("streamed");
+    let listed = saver.list(Some(&thread), &ListOptions::default()).await?;
+    let streamed: Vec<_> = saver
+        .list_stream(Some(&thread), &ListOptions::default())
+        .try_collect()
+        .await?;
+    assert_eq!(listed.len(), 5);
+    let ids = |tuples: &[waypoint_checkpoint::CheckpointTuple]| {
+        tuples
+            .iter()
+            .map(|t| t.config.checkpoint_id.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ids(&streamed), ids(&listed));
+    Ok(())
+}
