@@ -25,9 +25,15 @@ pub async fn sqlite() -> MaybeSaver {
 /// A PostgreSQL saver on a fresh schema of the server in `WAYPOINT_TEST_POSTGRES_URL`;
 /// `None` without one, unless `WAYPOINT_REQUIRE_BACKENDS=1` makes that a failure.
 pub async fn postgres() -> MaybeSaver {
-    let Some(url) = postgres_url() else {
-        return Ok(None);
-    };
+    match postgres_url() {
+        Some(url) => postgres_at(url).await,
+        None => Ok(None),
+    }
+}
+
+/// A PostgreSQL saver on a fresh schema of the server at `url` (with
+/// `?transaction_pooler=true` through a pooler in transaction mode).
+pub async fn postgres_at(url: String) -> MaybeSaver {
     let schema = fresh_name("wp_rt");
     let saver =
         PostgresSaver::connect(PostgresConfig::new(url).schema(schema).max_connections(4)).await?;
