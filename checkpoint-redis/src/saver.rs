@@ -26,7 +26,7 @@ use crate::convert::{
 };
 use crate::error::Fault;
 use crate::keys::{
-    self, KeyKind, ThreadKeys, blob_field, enc, enc_successor, parse_blob_field,
+    self, KeyKind, SHARDS, ThreadKeys, blob_field, enc, enc_successor, parse_blob_field,
     parse_global_member, parse_index_member, parse_write_field, write_field,
 };
 use crate::scripts;
@@ -42,6 +42,57 @@ const PAGE: usize = 512;
 
 /// How often `prune` and `delete_for_runs` re-plan a thread that changed under them.
 const APPLY_ATTEMPTS: usize = 8;
+
+/// Runs pipelines whose commands each stay in one slot (a Redis Cluster refuses any other),
+/// all at once: on a standalone server they share the round trip, on a cluster each goes to
+/// its node. Every command must be idempotent (a pipeline is sent again after a broken
+/// connection). The replies, per pipeline.
+pub(crate) async fn per_slot(
+    db: &Connection,
+    what: &'static str,
+    pipes: &[redis::Pipeline],
+) -> std::result::Result<Vec<Vec<Value>>, Fault> {
+    let mut calls: Vec<_> = pipes
+        .iter()
+        .map(|pipe| {
+            Some(Box::pin(async move {
+                with_conn!(db, what, retry = true, |conn| pipe
+                    .query_async::<Vec<Value>>(&mut conn))
+            }))
+        })
+        .collect();
+    let mut out: Vec<Option<Vec<Value>>> = vec![None; pipes.len()];
+    // All polled together (a join without a dependency): the first error ends the wait.
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (call, done) in calls.iter_mut().zip(out.iter_mut()) {
+            let Some(running) = call else { continue };
+            match running.as_mut().poll(cx) {
+                std::task::Poll::Ready(Ok(reply)) => {
+                    *done = Some(reply);
+                    *call = None;
+                }
+                std::task::Poll::Ready(Err(e)) => return std::task::Poll::Ready(Err(e)),
+                std::task::Poll::Pending => pending = true,
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(Ok(()))
+        }
+    })
+    .await?;
+    Ok(out.into_iter().flatten().collect())
+}
+
+/// The thread a prepared save writes.
+fn thread_of(save: &PreparedSave) -> &str {
+    match save {
+        PreparedSave::Put(put) => &put.thread_id,
+        PreparedSave::Writes(w) => &w.thread_id,
+    }
+}
 
 /// A checkpointer on a Redis 7 server (no modules), in a key layout of its own (see the
 /// crate docs): every key of a thread carries the thread's hash tag.
@@ -93,6 +144,9 @@ enum Source {
     One(String, String, String),
 }
 
+/// A global-index entry: the checkpoint `(thread, ns, id)` it names.
+type Entry<'a> = (&'a str, &'a str, &'a str);
+
 /// A checkpoint `list` considers: thread, namespace, id.
 type Candidate = (String, String, String);
 
@@ -101,6 +155,7 @@ enum Removal {
     Key(String),
     Member(String, Vec<u8>),
     Field(String, String),
+    /// A global-index entry, removed after the thread's keys.
     Global(Vec<u8>),
 }
 
@@ -111,6 +166,17 @@ struct EncodedPut {
     metadata: Vec<u8>,
     fields: Vec<u8>,
     values: Vec<(String, Vec<u8>)>,
+}
+
+/// What `list` reads of one thread once it has the checkpoints: the heads (their indexes),
+/// the namespaces whose newest id it needs, the value fields per namespace, and the
+/// entries whose checkpoint was missing.
+#[derive(Default)]
+struct ThreadReads<'a> {
+    heads: Vec<usize>,
+    scopes: Vec<&'a str>,
+    groups: Vec<(&'a str, Vec<&'a str>)>,
+    dangling: Vec<(&'a str, &'a str)>,
 }
 
 /// A thread as [`scripts::DUMP`] returned it.
@@ -169,11 +235,17 @@ impl NsState {
 
 impl RedisSaver {
     /// Connects to the server `config` names, checks that it answers, and checks its
-    /// persistence settings per [`RedisConfig::persistence`]. The saver needs nothing set
-    /// up ([`Self::setup`]), whatever [`RedisConfig::auto_setup`] says.
+    /// persistence settings per [`RedisConfig::persistence`]. With
+    /// [`RedisConfig::auto_setup`] (the default) it runs [`Self::setup`], which moves a
+    /// global index written by an older version into its shards (one `ZRANGEBYLEX`
+    /// otherwise).
     pub async fn connect(config: RedisConfig) -> Result<Self> {
         let db = Connection::open(&config).await?;
-        Ok(RedisSaver { db, config })
+        let saver = RedisSaver { db, config };
+        if saver.config.auto_setup {
+            saver.setup().await?;
+        }
+        Ok(saver)
     }
 
     /// Connects to the server `url` names ([`RedisConfig::from_url`]) with default settings.
@@ -181,11 +253,48 @@ impl RedisSaver {
         Self::connect(RedisConfig::from_url(url)?).await
     }
 
-    /// Prepares the server for the saver: there is nothing to create (its keys are made as
-    /// they are written, see the crate docs), so this only checks that the server answers.
-    /// Idempotent; present so every saver follows the same setup rule.
+    /// Prepares the server for the saver: its keys are made as they are written (see the
+    /// crate docs), so this checks that the server answers and moves the entries of a
+    /// single global index `P:index` (written by versions before the sharded index) into
+    /// the shards, so `list` across threads finds them. Idempotent, and safe to interrupt.
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = "redis", rows = tracing::field::Empty))]
     pub async fn setup(&self) -> Result<()> {
-        Ok(self.db.ping("setup").await?)
+        self.db.ping("setup").await?;
+        let legacy = keys::legacy_index(&self.config.prefix);
+        let mut moved = 0;
+        loop {
+            let mut cmd = redis::cmd("ZRANGEBYLEX");
+            cmd.arg(&legacy)
+                .arg("-")
+                .arg("+")
+                .arg("LIMIT")
+                .arg(0)
+                .arg(PAGE);
+            let members: Vec<Vec<u8>> = with_conn!(self.db, "setup", retry = true, |conn| cmd
+                .query_async(&mut conn))?;
+            if members.is_empty() {
+                break;
+            }
+            let entries = members
+                .iter()
+                .map(|m| parse_global_member(m))
+                .collect::<Result<Vec<_>>>()?;
+            // Added to the shards before they leave the old index: never unlisted.
+            self.index(
+                "setup",
+                entries
+                    .iter()
+                    .map(|(t, ns, id)| (t.as_str(), ns.as_str(), id.as_str())),
+            )
+            .await?;
+            let mut cmd = redis::cmd("ZREM");
+            cmd.arg(&legacy).arg(&members);
+            with_conn!(self.db, "setup", retry = true, |conn| cmd
+                .query_async::<Value>(&mut conn))?;
+            moved += members.len();
+        }
+        tracing::Span::current().record("rows", moved);
+        Ok(())
     }
 
     /// A store on this saver's connection and [`RedisConfig`] (prefix, timeouts,
@@ -246,8 +355,98 @@ impl RedisSaver {
         ThreadKeys::new(&self.config.prefix, thread_id)
     }
 
-    fn global(&self) -> String {
-        keys::global_index(&self.config.prefix)
+    /// The key of a shard of the global index.
+    fn shard(&self, shard: usize) -> String {
+        keys::index_shard(&self.config.prefix, shard)
+    }
+
+    /// Adds the global-index entries of checkpoints just stored. Called after the thread's
+    /// own write (never before): an entry whose checkpoint is missing is then stale, or its
+    /// put is still running and adds it again after [`Self::forget`] removed it.
+    async fn index<'a>(
+        &self,
+        what: &'static str,
+        entries: impl IntoIterator<Item = Entry<'a>>,
+    ) -> Result<()> {
+        self.shard_members(what, "ZADD", entries).await
+    }
+
+    /// Runs `ZADD` (score 0) or `ZREM` of global-index entries on their shards.
+    async fn shard_members<'a>(
+        &self,
+        what: &'static str,
+        command: &str,
+        entries: impl IntoIterator<Item = Entry<'a>>,
+    ) -> Result<()> {
+        let mut shards: BTreeMap<usize, Vec<Vec<u8>>> = BTreeMap::new();
+        for (t, ns, id) in entries {
+            let k = self.keys(t);
+            shards
+                .entry(k.shard())
+                .or_default()
+                .push(k.global_member(id, ns));
+        }
+        let pipes: Vec<redis::Pipeline> = shards
+            .into_iter()
+            .map(|(shard, members)| {
+                let mut pipe = redis::pipe();
+                let cmd = pipe.cmd(command).arg(self.shard(shard));
+                for m in members {
+                    if command == "ZADD" {
+                        cmd.arg(0);
+                    }
+                    cmd.arg(m);
+                }
+                pipe.ignore();
+                pipe
+            })
+            .collect();
+        per_slot(&self.db, what, &pipes).await?;
+        Ok(())
+    }
+
+    /// Removes global-index entries whose checkpoints are gone, then puts back those whose
+    /// checkpoint exists after all (a put stores its checkpoint, then its entry: if the
+    /// checkpoint appeared before the check below, the entry goes back here; if after, its
+    /// put adds the entry after this removal). Never loses an entry of a stored checkpoint.
+    async fn forget(&self, what: &'static str, entries: &[Entry<'_>]) -> Result<()> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        self.shard_members(what, "ZREM", entries.iter().copied())
+            .await?;
+        let mut by_thread: BTreeMap<&str, Vec<Entry<'_>>> = BTreeMap::new();
+        for e in entries {
+            by_thread.entry(e.0).or_default().push(*e);
+        }
+        let groups: Vec<Vec<Entry<'_>>> = by_thread.into_values().collect();
+        let pipes: Vec<redis::Pipeline> = groups
+            .iter()
+            .map(|group| {
+                let mut pipe = redis::pipe();
+                for (t, ns, id) in group {
+                    pipe.cmd("EXISTS").arg(self.keys(t).checkpoint(ns, id));
+                }
+                pipe
+            })
+            .collect();
+        let replies = per_slot(&self.db, what, &pipes).await?;
+        let back: Vec<Entry<'_>> = groups
+            .iter()
+            .zip(replies)
+            .flat_map(|(group, exists)| {
+                group
+                    .iter()
+                    .zip(exists)
+                    .filter(|(_, e)| matches!(e, Value::Int(1)))
+                    .map(|(entry, _)| *entry)
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        if back.is_empty() {
+            return Ok(());
+        }
+        self.index(what, back).await
     }
 
     /// `Error::Serialization` (nothing sent) when `len` bytes are over
@@ -283,12 +482,15 @@ impl RedisSaver {
         let fields = json_bytes(&fields)?;
         self.check_size(fields.len(), "json", || "channel_versions".into())?;
         let mut values = Vec::with_capacity(put.values.len());
+        let mut size = checkpoint.len() + metadata.len();
         for v in &put.values {
             let encoded = encode_value(v.value.as_ref());
             let tag = v.value.as_ref().map_or("", |v| &*v.type_tag);
             self.check_size(encoded.len(), tag, || v.channel.clone())?;
+            size += encoded.len();
             values.push((blob_field(&v.channel, v.version.as_str()), encoded));
         }
+        tracing::Span::current().record("bytes", size);
         Ok(EncodedPut {
             checkpoint,
             metadata,
@@ -306,8 +508,7 @@ impl RedisSaver {
             .key(k.checkpoint(ns, id))
             .key(k.ns_index(ns))
             .key(k.index())
-            .key(k.blobs(ns))
-            .key(self.global());
+            .key(k.blobs(ns));
         inv.arg("P")
             .arg(id)
             .arg(encoded.checkpoint)
@@ -315,7 +516,6 @@ impl RedisSaver {
             .arg(put.parent.as_deref().unwrap_or(""))
             .arg(encoded.fields)
             .arg(ThreadKeys::index_member(id, ns))
-            .arg(k.global_member(id, ns))
             .arg(encoded.values.len());
         for (field, value) in encoded.values {
             inv.arg(field).arg(value);
@@ -371,8 +571,6 @@ impl RedisSaver {
             .zadd(&nsz, id, 0)
             .ignore()
             .zadd(&idx, ThreadKeys::index_member(id, ns), 0)
-            .ignore()
-            .zadd(self.global(), k.global_member(id, ns), 0)
             .ignore();
         // A stored version is never rewritten (see `PreparedPut::values`).
         for (field, value) in &encoded.values {
@@ -425,13 +623,47 @@ impl RedisSaver {
         Ok(())
     }
 
-    /// Applies prepared saves in one [`scripts::SAVE`] call (atomic: all or nothing), fenced
-    /// by `fence` when given: `Conflict` and nothing written once that lease is lost.
+    /// Applies prepared saves, one [`scripts::SAVE`] call per thread (atomic per thread:
+    /// all or nothing; its keys share a slot), fenced by `fence` when given: `Conflict` and
+    /// nothing written once that lease is lost. Then adds the puts' global-index entries.
     async fn save(
         &self,
         what: &'static str,
         fence: Option<&Lease>,
         saves: &[PreparedSave],
+    ) -> Result<()> {
+        let mut threads: Vec<&str> = Vec::new();
+        for save in saves {
+            if !threads.contains(&thread_of(save)) {
+                threads.push(thread_of(save));
+            }
+        }
+        if let (Some(lease), true) = (fence, threads.is_empty()) {
+            // An empty fenced batch still checks the lease.
+            threads.push(&lease.thread_id);
+        }
+        for thread in threads {
+            self.save_thread(what, fence, saves, thread).await?;
+            let puts = saves.iter().filter_map(|save| match save {
+                PreparedSave::Put(put) if put.thread_id == thread => Some((
+                    put.thread_id.as_str(),
+                    put.checkpoint_ns.as_str(),
+                    put.checkpoint.id.as_str(),
+                )),
+                _ => None,
+            });
+            self.index(what, puts).await?;
+        }
+        Ok(())
+    }
+
+    /// The saves of `thread` among `saves`, in one [`scripts::SAVE`] call.
+    async fn save_thread(
+        &self,
+        what: &'static str,
+        fence: Option<&Lease>,
+        saves: &[PreparedSave],
+        thread: &str,
     ) -> Result<()> {
         let mut inv = scripts::SAVE.prepare_invoke();
         inv.arg(self.config.ttl_ms());
@@ -443,8 +675,9 @@ impl RedisSaver {
                 .arg(&lease.token),
             None => inv.arg("0").arg(""),
         };
+        let saves_of = || saves.iter().filter(|save| thread_of(save) == thread);
         if fence.is_some() {
-            for save in saves {
+            for save in saves_of() {
                 if let PreparedSave::Put(put) = save
                     && let Some(parent) = put.expected_head()
                 {
@@ -456,7 +689,7 @@ impl RedisSaver {
                 }
             }
         }
-        for save in saves {
+        for save in saves_of() {
             match save {
                 PreparedSave::Put(put) => {
                     self.add_put(&mut inv, put)?;
@@ -496,9 +729,9 @@ impl RedisSaver {
         count: usize,
     ) -> Result<Vec<Candidate>> {
         let (key, thread) = match source {
-            Source::Global => (self.global(), None),
-            Source::Thread(t) => (self.keys(t).index(), Some(t.as_str())),
-            Source::Ns(t, ns) => (self.keys(t).ns_index(ns), Some(t.as_str())),
+            Source::Global => return self.global_page(upper, count).await,
+            Source::Thread(t) => (self.keys(t).index(), t),
+            Source::Ns(t, ns) => (self.keys(t).ns_index(ns), t),
             Source::ThreadId(t, id) => {
                 // Every namespace's checkpoint with this id: members starting with enc(id).
                 let k = self.keys(t);
@@ -531,23 +764,56 @@ impl RedisSaver {
             .query_async(&mut conn))?;
         reply
             .iter()
-            .map(|m| match (source, thread) {
-                (Source::Ns(t, ns), _) => Ok((
-                    t.clone(),
+            .map(|m| match source {
+                Source::Ns(_, ns) => Ok((
+                    thread.clone(),
                     ns.clone(),
                     String::from_utf8(m.clone())
                         .map_err(|_| keys::corrupt("a checkpoint id is not UTF-8"))?,
                 )),
-                (_, Some(t)) => {
+                _ => {
                     let (id, ns) = parse_index_member(m)?;
-                    Ok((t.to_owned(), ns, id))
+                    Ok((thread.clone(), ns, id))
                 }
-                _ => parse_global_member(m),
             })
             .collect()
     }
 
-    /// The tuples of `candidates` that exist and match the filter, at most `wanted`.
+    /// Up to `count` entries of the global index below `upper` (exclusive), newest first:
+    /// the first `count` of every shard, merged.
+    async fn global_page(&self, upper: Option<&[u8]>, count: usize) -> Result<Vec<Candidate>> {
+        let max = upper.map_or_else(|| b"+".to_vec(), exclusive);
+        let pipes: Vec<redis::Pipeline> = (0..SHARDS)
+            .map(|shard| {
+                let mut pipe = redis::pipe();
+                pipe.cmd("ZREVRANGEBYLEX")
+                    .arg(self.shard(shard))
+                    .arg(&max)
+                    .arg("-")
+                    .arg("LIMIT")
+                    .arg(0)
+                    .arg(count);
+                pipe
+            })
+            .collect();
+        let mut members = Vec::new();
+        for reply in per_slot(&self.db, "list", &pipes)
+            .await?
+            .into_iter()
+            .flatten()
+        {
+            for m in array(reply)? {
+                members.push(required(m, "a global index entry")?);
+            }
+        }
+        members.sort_unstable_by(|a, b| b.cmp(a));
+        members.truncate(count);
+        members.iter().map(|m| parse_global_member(m)).collect()
+    }
+
+    /// The tuples of `candidates` that exist and match the filter, at most `wanted`. The
+    /// reads go per thread (one slot each: a pipeline per thread, all at once), and entries
+    /// of checkpoints found missing (expired with their thread) are forgotten.
     async fn load(
         &self,
         candidates: &[Candidate],
@@ -557,17 +823,36 @@ impl RedisSaver {
         if candidates.is_empty() || wanted == 0 {
             return Ok(Vec::new());
         }
-        let mut pipe = redis::pipe();
-        for (t, ns, id) in candidates {
-            pipe.cmd("HMGET")
-                .arg(self.keys(t).checkpoint(ns, id))
-                .arg("c")
-                .arg("m")
-                .arg("p")
-                .arg("b");
+        let mut threads: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for (i, (t, _, _)) in candidates.iter().enumerate() {
+            threads.entry(t).or_default().push(i);
         }
-        let replies: Vec<Value> = with_conn!(self.db, "list", retry = true, |conn| pipe
-            .query_async(&mut conn))?;
+        let pipes: Vec<redis::Pipeline> = threads
+            .iter()
+            .map(|(t, indexes)| {
+                let k = self.keys(t);
+                let mut pipe = redis::pipe();
+                for &i in indexes {
+                    let (_, ns, id) = &candidates[i];
+                    pipe.cmd("HMGET")
+                        .arg(k.checkpoint(ns, id))
+                        .arg("c")
+                        .arg("m")
+                        .arg("p")
+                        .arg("b");
+                }
+                pipe
+            })
+            .collect();
+        let mut replies = vec![Value::Nil; candidates.len()];
+        for (indexes, reply) in threads
+            .values()
+            .zip(per_slot(&self.db, "list", &pipes).await?)
+        {
+            for (&i, value) in indexes.iter().zip(reply) {
+                replies[i] = value;
+            }
+        }
         let mut heads = Vec::new();
         let mut dangling = Vec::new();
         for ((t, ns, id), reply) in candidates.iter().zip(replies) {
@@ -582,7 +867,7 @@ impl RedisSaver {
             };
             let Some(checkpoint) = bytes(c)? else {
                 // The index outlived the checkpoint (expired with its thread): forget it.
-                dangling.push((t, ns, id));
+                dangling.push((t.as_str(), ns.as_str(), id.as_str()));
                 continue;
             };
             let metadata = Json::Object(parse_metadata(&required(m, "metadata")?)?);
@@ -605,132 +890,136 @@ impl RedisSaver {
         if heads.is_empty() && dangling.is_empty() {
             return Ok(Vec::new());
         }
-        // Writes, then values (each distinct field of a namespace once), then ttl renewals
-        // and index cleanups, in one round trip. With an authenticated history, the newest
-        // id of each namespace read too, in the same transaction as the writes: a child
-        // record on the newest checkpoint is only ever seen when its child is gone.
+        // Per thread, in one round trip: writes, then values (each distinct field of a
+        // namespace once), then the ttl renewal and index cleanups. With an authenticated
+        // history, the newest id of each namespace read too, in the same transaction as the
+        // writes: a child record on the newest checkpoint is only ever seen when its child
+        // is gone.
         let authenticated = self.serde().authenticates_history();
-        let mut pipe = redis::pipe();
-        if authenticated {
-            pipe.atomic();
-        }
-        for head in &heads {
-            pipe.cmd("HGETALL")
-                .arg(self.keys(&head.thread_id).writes(&head.ns, &head.id));
-        }
-        let scopes: Vec<(&str, &str)> = if authenticated {
-            heads
-                .iter()
-                .map(|h| (h.thread_id.as_str(), h.ns.as_str()))
-                .collect::<BTreeSet<_>>()
-                .into_iter()
-                .collect()
-        } else {
-            Vec::new()
-        };
-        for (t, ns) in &scopes {
-            pipe.cmd("ZREVRANGEBYLEX")
-                .arg(self.keys(t).ns_index(ns))
-                .arg("+")
-                .arg("-")
-                .arg("LIMIT")
-                .arg(0)
-                .arg(1);
-        }
-        let mut groups: BTreeMap<(&str, &str), BTreeSet<&str>> = BTreeMap::new();
-        for head in &heads {
-            let group = groups.entry((&head.thread_id, &head.ns)).or_default();
-            group.extend(head.fields.iter().map(String::as_str));
-        }
-        let groups: Vec<((&str, &str), Vec<&str>)> = groups
-            .into_iter()
-            .filter(|(_, fields)| !fields.is_empty())
-            .map(|(scope, fields)| (scope, fields.into_iter().collect()))
-            .collect();
-        for ((t, ns), fields) in &groups {
-            pipe.cmd("HMGET").arg(self.keys(t).blobs(ns)).arg(fields);
-        }
         let ttl = self.config.ttl_ms();
-        if ttl > 0 {
-            let mut touched: BTreeMap<&str, Vec<String>> = BTreeMap::new();
-            for head in &heads {
-                let k = self.keys(&head.thread_id);
-                let keys = touched.entry(&head.thread_id).or_default();
-                keys.extend([
-                    k.checkpoint(&head.ns, &head.id),
-                    k.writes(&head.ns, &head.id),
-                    k.ns_index(&head.ns),
-                    k.blobs(&head.ns),
-                    k.index(),
-                ]);
+        let mut plan: BTreeMap<&str, ThreadReads<'_>> = BTreeMap::new();
+        for (i, head) in heads.iter().enumerate() {
+            plan.entry(&head.thread_id).or_default().heads.push(i);
+        }
+        for &(t, ns, id) in &dangling {
+            plan.entry(t).or_default().dangling.push((ns, id));
+        }
+        for reads in plan.values_mut() {
+            let mut groups: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+            for &i in &reads.heads {
+                let head = &heads[i];
+                let group = groups.entry(&head.ns).or_default();
+                group.extend(head.fields.iter().map(String::as_str));
             }
-            for (t, keys) in touched {
-                let k = self.keys(t);
-                pipe.cmd("EVAL")
-                    .arg(&*scripts::TOUCH_SOURCE)
-                    .arg(2)
-                    .arg(k.registry())
-                    .arg(k.meta())
-                    .arg(ttl)
-                    .arg(keys)
-                    .ignore();
+            if authenticated {
+                reads.scopes = groups.keys().copied().collect();
             }
+            reads.groups = groups
+                .into_iter()
+                .filter(|(_, fields)| !fields.is_empty())
+                .map(|(ns, fields)| (ns, fields.into_iter().collect()))
+                .collect();
         }
-        for (t, ns, id) in dangling {
-            let k = self.keys(t);
-            pipe.cmd("EVAL")
-                .arg(scripts::CLEAN)
-                .arg(4)
-                .arg(k.checkpoint(ns, id))
-                .arg(k.ns_index(ns))
-                .arg(k.index())
-                .arg(self.global())
-                .arg(id)
-                .arg(ThreadKeys::index_member(id, ns))
-                .arg(k.global_member(id, ns))
-                .ignore();
-        }
-        let replies: Vec<Value> = with_conn!(self.db, "list", retry = true, |conn| pipe
-            .query_async(&mut conn))?;
-        let mut replies = replies.into_iter();
-        let mut writes = Vec::with_capacity(heads.len());
-        for _ in &heads {
-            writes.push(pairs(replies.next().unwrap_or(Value::Nil))?);
-        }
-        let mut newest: HashMap<(&str, &str), String> = HashMap::with_capacity(scopes.len());
-        for scope in &scopes {
-            let reply = array(replies.next().unwrap_or(Value::Nil))?;
-            if let Some(id) = reply.into_iter().next() {
-                newest.insert(*scope, text(id, "a checkpoint id")?);
-            }
-        }
-        let latest: Vec<bool> = heads
+        let pipes: Vec<redis::Pipeline> = plan
             .iter()
-            .map(|h| {
-                newest
-                    .get(&(h.thread_id.as_str(), h.ns.as_str()))
-                    .is_some_and(|n| *n == h.id)
+            .map(|(t, reads)| {
+                let k = self.keys(t);
+                let mut pipe = redis::pipe();
+                if authenticated {
+                    pipe.atomic();
+                }
+                for &i in &reads.heads {
+                    pipe.cmd("HGETALL")
+                        .arg(k.writes(&heads[i].ns, &heads[i].id));
+                }
+                for ns in &reads.scopes {
+                    pipe.cmd("ZREVRANGEBYLEX")
+                        .arg(k.ns_index(ns))
+                        .arg("+")
+                        .arg("-")
+                        .arg("LIMIT")
+                        .arg(0)
+                        .arg(1);
+                }
+                for (ns, fields) in &reads.groups {
+                    pipe.cmd("HMGET").arg(k.blobs(ns)).arg(fields);
+                }
+                if ttl > 0 && !reads.heads.is_empty() {
+                    let mut touched = Vec::with_capacity(5 * reads.heads.len());
+                    for &i in &reads.heads {
+                        let (ns, id) = (&heads[i].ns, &heads[i].id);
+                        touched.extend([
+                            k.checkpoint(ns, id),
+                            k.writes(ns, id),
+                            k.ns_index(ns),
+                            k.blobs(ns),
+                            k.index(),
+                        ]);
+                    }
+                    pipe.cmd("EVAL")
+                        .arg(&*scripts::TOUCH_SOURCE)
+                        .arg(2)
+                        .arg(k.registry())
+                        .arg(k.meta())
+                        .arg(ttl)
+                        .arg(touched)
+                        .ignore();
+                }
+                for (ns, id) in &reads.dangling {
+                    pipe.cmd("EVAL")
+                        .arg(scripts::CLEAN)
+                        .arg(3)
+                        .arg(k.checkpoint(ns, id))
+                        .arg(k.ns_index(ns))
+                        .arg(k.index())
+                        .arg(id)
+                        .arg(ThreadKeys::index_member(id, ns));
+                }
+                pipe
             })
             .collect();
+        let replies = per_slot(&self.db, "list", &pipes).await?;
+        let mut writes = vec![Vec::new(); heads.len()];
+        let mut newest: HashMap<(String, String), String> = HashMap::new();
         let mut values: HashMap<(String, String), HashMap<String, Vec<u8>>> = HashMap::new();
-        for ((t, ns), fields) in &groups {
-            let reply = array(replies.next().unwrap_or(Value::Nil))?;
-            let group = values
-                .entry(((*t).to_owned(), (*ns).to_owned()))
-                .or_default();
-            for (field, value) in fields.iter().zip(reply) {
-                if let Some(value) = bytes(value)? {
-                    group.insert((*field).to_owned(), value);
+        let mut gone = Vec::new();
+        for ((t, reads), reply) in plan.iter().zip(replies) {
+            let mut reply = reply.into_iter();
+            let mut next = || reply.next().unwrap_or(Value::Nil);
+            for &i in &reads.heads {
+                writes[i] = pairs(next())?;
+            }
+            for ns in &reads.scopes {
+                if let Some(id) = array(next())?.into_iter().next() {
+                    newest.insert(
+                        (t.to_string(), ns.to_string()),
+                        text(id, "a checkpoint id")?,
+                    );
+                }
+            }
+            for (ns, fields) in &reads.groups {
+                let reply = array(next())?;
+                let group = values.entry((t.to_string(), ns.to_string())).or_default();
+                for (field, value) in fields.iter().zip(reply) {
+                    if let Some(value) = bytes(value)? {
+                        group.insert((*field).to_owned(), value);
+                    }
+                }
+            }
+            for &(ns, id) in &reads.dangling {
+                if matches!(next(), Value::Int(1)) {
+                    gone.push((*t, ns, id));
                 }
             }
         }
+        self.forget("list", &gone).await?;
         let serde = self.serde();
         let none = HashMap::new();
         let mut out = Vec::with_capacity(heads.len());
-        for ((head, writes), latest) in heads.into_iter().zip(writes).zip(latest) {
-            let group = values
-                .get(&(head.thread_id.clone(), head.ns.clone()))
-                .unwrap_or(&none);
+        for (head, writes) in heads.into_iter().zip(writes) {
+            let scope = (head.thread_id.clone(), head.ns.clone());
+            let latest = newest.get(&scope).is_some_and(|n| *n == head.id);
+            let group = values.get(&scope).unwrap_or(&none);
             let value_of = |field: &str| group.get(field).map(Vec::as_slice);
             out.push(convert::tuple(serde, head, value_of, writes, latest)?);
         }
@@ -855,6 +1144,71 @@ impl RedisSaver {
         out
     }
 
+    /// Adds to `threads` those of the checkpoints listed in one shard of the global index
+    /// whose metadata names one of `runs`.
+    async fn threads_of_runs(
+        &self,
+        shard: &str,
+        runs: &BTreeSet<&str>,
+        threads: &mut BTreeSet<String>,
+    ) -> Result<()> {
+        let mut lower = b"-".to_vec();
+        loop {
+            let mut cmd = redis::cmd("ZRANGEBYLEX");
+            cmd.arg(shard)
+                .arg(&lower)
+                .arg("+")
+                .arg("LIMIT")
+                .arg(0)
+                .arg(PAGE);
+            let members: Vec<Vec<u8>> =
+                with_conn!(self.db, "delete_for_runs", retry = true, |conn| cmd
+                    .query_async(&mut conn))?;
+            let Some(last) = members.last() else {
+                return Ok(());
+            };
+            lower = exclusive(last);
+            let candidates = members
+                .iter()
+                .map(|m| parse_global_member(m))
+                .collect::<Result<Vec<_>>>()?;
+            let mut by_thread: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+            for (t, ns, id) in &candidates {
+                by_thread
+                    .entry(t)
+                    .or_default()
+                    .push(self.keys(t).checkpoint(ns, id));
+            }
+            let pipes: Vec<redis::Pipeline> = by_thread
+                .values()
+                .map(|keys| {
+                    let mut pipe = redis::pipe();
+                    for key in keys {
+                        pipe.cmd("HGET").arg(key).arg("m");
+                    }
+                    pipe
+                })
+                .collect();
+            let replies = per_slot(&self.db, "delete_for_runs", &pipes).await?;
+            for (t, replies) in by_thread.keys().zip(replies) {
+                for reply in replies {
+                    let Some(m) = bytes(reply)? else { continue };
+                    let meta = parse_metadata(&m)?;
+                    if meta
+                        .get("run_id")
+                        .and_then(Json::as_str)
+                        .is_some_and(|r| runs.contains(r))
+                    {
+                        threads.insert((*t).to_owned());
+                    }
+                }
+            }
+            if members.len() < PAGE {
+                return Ok(());
+            }
+        }
+    }
+
     /// Plans deletions on a consistent dump of a thread and applies them if the thread did
     /// not change meanwhile; re-plans otherwise.
     async fn replan(
@@ -873,20 +1227,31 @@ impl RedisSaver {
             let mut inv = scripts::APPLY.prepare_invoke();
             inv.key(k.registry())
                 .key(k.meta())
-                .key(self.global())
                 .arg(&dump.generation)
                 .arg(self.config.ttl_ms());
+            let mut global = Vec::new();
             for r in &removals {
                 match r {
                     Removal::Key(key) => inv.arg("D").arg(key),
                     Removal::Member(key, m) => inv.arg("Z").arg(key).arg(m),
                     Removal::Field(key, f) => inv.arg("H").arg(key).arg(f),
-                    Removal::Global(m) => inv.arg("G").arg(m),
+                    Removal::Global(m) => {
+                        global.push(m);
+                        continue;
+                    }
                 };
             }
             let applied: i64 = with_conn!(self.db, what, retry = true, |conn| inv
                 .invoke_async(&mut conn))?;
             if applied == 1 {
+                // The thread's keys first, then its entries: an entry may outlive its
+                // checkpoint (`list` forgets it), never the reverse.
+                if !global.is_empty() {
+                    let mut cmd = redis::cmd("ZREM");
+                    cmd.arg(self.shard(k.shard())).arg(&global);
+                    with_conn!(self.db, what, retry = true, |conn| cmd
+                        .query_async::<Value>(&mut conn))?;
+                }
                 return Ok(());
             }
         }
@@ -910,6 +1275,7 @@ impl CheckpointSaver for RedisSaver {
         self.serde().is_encrypted()
     }
 
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "redis", thread_id = %config.thread_id, checkpoint_ns = %config.ns(), checkpoint_id = tracing::field::Empty, rows = 0, bytes = tracing::field::Empty))]
     async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
         if config.thread_id.is_empty() {
             return Ok(None);
@@ -955,10 +1321,18 @@ impl CheckpointSaver for RedisSaver {
             parent,
             fields: fields.clone(),
         };
+        let span = tracing::Span::current();
+        span.record("checkpoint_id", head.id.as_str());
+        span.record("rows", 1);
+        span.record(
+            "bytes",
+            head.checkpoint.len() + by_field.values().map(Vec::len).sum::<usize>(),
+        );
         let value_of = |field: &str| by_field.get(field).map(Vec::as_slice);
         convert::tuple(self.serde(), head, value_of, writes, latest).map(Some)
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = "redis", thread_id = %config.thread_id, checkpoint_ns = %config.ns(), rows = channels.len()))]
     async fn delta_channel_history(
         &self,
         config: &CheckpointConfig,
@@ -1012,7 +1386,361 @@ impl CheckpointSaver for RedisSaver {
         Ok(out)
     }
 
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "redis", thread_id = tracing::field::Empty, checkpoint_ns = tracing::field::Empty, checkpoint_id = tracing::field::Empty, rows = tracing::field::Empty))]
     async fn list(
+        &self,
+        config: Option<&CheckpointConfig>,
+        options: &ListOptions,
+    ) -> Result<Vec<CheckpointTuple>> {
+        let span = tracing::Span::current();
+        if let Some(c) = config {
+            span.record("thread_id", c.thread_id.as_str());
+            if let Some(ns) = &c.checkpoint_ns {
+                span.record("checkpoint_ns", ns.as_str());
+            }
+            if let Some(id) = &c.checkpoint_id {
+                span.record("checkpoint_id", id.as_str());
+            }
+        }
+        let out = self.list_tuples(config, options).await?;
+        span.record("rows", out.len());
+        Ok(out)
+    }
+
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "redis", thread_id = %config.thread_id, checkpoint_ns = %config.ns(), checkpoint_id = %checkpoint.id, rows = 1, bytes = tracing::field::Empty))]
+    async fn put(
+        &self,
+        config: &CheckpointConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> Result<CheckpointConfig> {
+        let put = PreparedPut::new(self.serde(), config, checkpoint, metadata, new_versions)?;
+        if self.config.ttl_ms() == 0 {
+            // Without a ttl the script's writes are unconditional: a MULTI/EXEC pipeline does
+            // them atomically in one round trip, at a fraction of the script's server time.
+            let pipe = self.put_pipeline(&put)?;
+            with_conn!(self.db, "put", retry = true, |conn| pipe
+                .query_async::<Value>(&mut conn))?;
+            let entry = (
+                put.thread_id.as_str(),
+                put.checkpoint_ns.as_str(),
+                put.checkpoint.id.as_str(),
+            );
+            self.index("put", [entry]).await?;
+            return Ok(put.config());
+        }
+        let returned = put.config();
+        self.save("put", None, &[PreparedSave::Put(Box::new(put))])
+            .await?;
+        Ok(returned)
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = "redis", thread_id = %config.thread_id, checkpoint_ns = %config.ns(), checkpoint_id = %config.checkpoint_id.as_deref().unwrap_or(""), rows = writes.len()))]
+    async fn put_writes(
+        &self,
+        config: &CheckpointConfig,
+        writes: Vec<(String, SerializedValue)>,
+        task_id: &str,
+        task_path: &str,
+    ) -> Result<()> {
+        let Some(w) = PreparedWrites::new(self.serde(), config, writes, task_id, task_path)? else {
+            return Ok(());
+        };
+        self.save("put_writes", None, &[PreparedSave::Writes(w)])
+            .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = "redis", rows = saves.len()))]
+    async fn save_batch(&self, saves: Vec<Save>) -> Result<()> {
+        // Prepared (validated, sealed) first, then applied by one script call: atomic.
+        let prepared = PreparedSave::batch(self.serde(), saves)?;
+        if prepared.is_empty() {
+            return Ok(());
+        }
+        self.save("save_batch", None, &prepared).await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = "redis", thread_id = %lease.thread_id, rows = saves.len()))]
+    async fn save_fenced(&self, lease: &Lease, saves: Vec<Save>) -> Result<()> {
+        check_fenced_saves(lease, &saves)?;
+        // Sealed before the call; the token check and the writes are one script. An empty
+        // batch still checks the lease.
+        let prepared = PreparedSave::batch(self.serde(), saves)?;
+        self.save("save_fenced", Some(lease), &prepared).await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = "redis", thread_id = %thread_id, rows = tracing::field::Empty))]
+    async fn delete_thread(&self, thread_id: &str) -> Result<()> {
+        let k = self.keys(thread_id);
+        let mut inv = scripts::DELETE.prepare_invoke();
+        inv.key(k.registry()).key(k.meta()).key(k.index());
+        let members: Vec<Vec<u8>> = with_conn!(self.db, "delete_thread", retry = true, |conn| {
+            inv.invoke_async(&mut conn)
+        })?;
+        tracing::Span::current().record("rows", members.len());
+        // Then the thread's entries of the global index, all in its shard (a retry after a
+        // lost reply finds no members: `list` forgets those entries when it meets them).
+        let entries: Vec<(String, String)> = members
+            .iter()
+            .filter_map(|m| parse_index_member(m).ok())
+            .collect();
+        self.shard_members(
+            "delete_thread",
+            "ZREM",
+            entries
+                .iter()
+                .map(|(id, ns)| (thread_id, ns.as_str(), id.as_str())),
+        )
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = "redis", rows = run_ids.len()))]
+    async fn delete_for_runs(&self, run_ids: &[String]) -> Result<()> {
+        if run_ids.is_empty() {
+            return Ok(());
+        }
+        let runs: BTreeSet<&str> = run_ids.iter().map(String::as_str).collect();
+        // No index by run: one pass over the global index finds the threads concerned.
+        let mut threads: BTreeSet<String> = BTreeSet::new();
+        for shard in 0..SHARDS {
+            self.threads_of_runs(&self.shard(shard), &runs, &mut threads)
+                .await?;
+        }
+        for thread_id in &threads {
+            self.replan(thread_id, "delete_for_runs", |k, namespaces| {
+                let mut out = Vec::new();
+                for (ns, state) in namespaces {
+                    let doomed: BTreeSet<String> = state
+                        .checkpoints
+                        .iter()
+                        .filter(|(_, s)| {
+                            s.metadata
+                                .get("run_id")
+                                .and_then(Json::as_str)
+                                .is_some_and(|r| runs.contains(r))
+                        })
+                        .map(|(id, _)| id.clone())
+                        .collect();
+                    if !doomed.is_empty() {
+                        out.extend(self.removals(k, ns, state, &doomed, |id| doomed.contains(id)));
+                        // Their child records on surviving parents go with them (the
+                        // writes of doomed parents go whole).
+                        for (parent, field, child) in &state.children {
+                            if doomed.contains(child) && !doomed.contains(parent) {
+                                out.push(Removal::Field(k.writes(ns, parent), field.clone()));
+                            }
+                        }
+                    }
+                }
+                out
+            })
+            .await?;
+        }
+        Ok(())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = "redis", thread_id = %source_thread_id, target_thread_id = %target_thread_id))]
+    async fn copy_thread(&self, source_thread_id: &str, target_thread_id: &str) -> Result<()> {
+        if source_thread_id == target_thread_id {
+            return Err(Error::Conflict("cannot copy a thread onto itself".into()));
+        }
+        let conflict = || {
+            Error::Conflict(format!(
+                "target thread `{target_thread_id}` already has checkpoints"
+            ))
+        };
+        let (from, to) = (self.keys(source_thread_id), self.keys(target_thread_id));
+        let dump = self.dump(source_thread_id, false).await?;
+        let has_checkpoints = dump
+            .entries
+            .iter()
+            .any(|(key, _)| from.parse(key) == Some(KeyKind::Index));
+        if !has_checkpoints {
+            let target_index = to.index();
+            let mut cmd = redis::cmd("ZCARD");
+            cmd.arg(&target_index);
+            let taken: i64 = with_conn!(self.db, "copy_thread", retry = true, |conn| cmd
+                .query_async(&mut conn))?;
+            return if taken > 0 { Err(conflict()) } else { Ok(()) };
+        }
+        let encrypted = self.serde().is_encrypted();
+        let mut inv = scripts::RESTORE.prepare_invoke();
+        inv.key(to.registry())
+            .key(to.meta())
+            .key(to.index())
+            .arg(self.config.ttl_ms());
+        let mut copied_ids: Vec<(String, String)> = Vec::new();
+        for (key, content) in &dump.entries {
+            let Some(kind) = from.parse(key) else {
+                continue;
+            };
+            let (target_key, zset) = match &kind {
+                KeyKind::Index => (to.index(), true),
+                KeyKind::NsIndex(ns) => (to.ns_index(ns), true),
+                KeyKind::Blobs(ns) => (to.blobs(ns), false),
+                KeyKind::Checkpoint(ns, id) => (to.checkpoint(ns, id), false),
+                KeyKind::Writes(ns, id) => (to.writes(ns, id), false),
+            };
+            if zset {
+                inv.arg("Z").arg(&target_key).arg(content.len());
+                for m in content {
+                    inv.arg(m);
+                }
+                if kind == KeyKind::Index {
+                    for m in content {
+                        copied_ids.push(parse_index_member(m)?);
+                    }
+                }
+                continue;
+            }
+            inv.arg("H").arg(&target_key).arg(content.len() / 2);
+            for pair in content.chunks_exact(2) {
+                let (field, value) = (&pair[0], &pair[1]);
+                let value = match (&kind, encrypted) {
+                    (KeyKind::Blobs(ns), true) => {
+                        // Sealed values are bound to their slot, thread included.
+                        // Empty channels too: their seal names the slot as well.
+                        let (channel, version) = parse_blob_field(field)?;
+                        let slot = |thread_id| Slot::Channel {
+                            thread_id,
+                            checkpoint_ns: ns,
+                            channel: &channel,
+                            version: &version,
+                        };
+                        let resealed = self.serde().reseal(
+                            &convert::stored_channel(value)?,
+                            &slot(source_thread_id),
+                            &slot(target_thread_id),
+                        )?;
+                        encode_value(Some(&resealed))
+                    }
+                    (KeyKind::Writes(ns, id), true) => {
+                        let (task_id, idx) = parse_write_field(field)?;
+                        let (channel, path, sealed) = decode_write(value)?;
+                        let slot = |thread_id| Slot::Write {
+                            thread_id,
+                            checkpoint_ns: ns,
+                            checkpoint_id: id,
+                            task_id: &task_id,
+                            channel: &channel,
+                            idx,
+                        };
+                        let plain = self.serde().open(&sealed, &slot(source_thread_id))?;
+                        let resealed = self.serde().seal(&plain, &slot(target_thread_id))?;
+                        encode_write(&channel, &path, &resealed)
+                    }
+                    _ => value.clone(),
+                };
+                inv.arg(field).arg(value);
+            }
+        }
+        let copied: i64 = with_conn!(self.db, "copy_thread", retry = false, |conn| inv
+            .invoke_async(&mut conn))?;
+        if copied == 0 {
+            return Err(conflict());
+        }
+        self.index(
+            "copy_thread",
+            copied_ids
+                .iter()
+                .map(|(id, ns)| (target_thread_id, ns.as_str(), id.as_str())),
+        )
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = "redis", rows = thread_ids.len()))]
+    async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<()> {
+        for thread_id in thread_ids {
+            match strategy {
+                PruneStrategy::Delete => self.delete_thread(thread_id).await?,
+                PruneStrategy::KeepLatest => {
+                    self.replan(thread_id, "prune", |k, namespaces| {
+                        let mut out = Vec::new();
+                        for (ns, state) in namespaces {
+                            let keep = state.ids_to_keep();
+                            let Some(newest) = keep.last() else {
+                                continue;
+                            };
+                            let doomed: BTreeSet<String> = state
+                                .checkpoints
+                                .keys()
+                                .filter(|id| !keep.contains(*id))
+                                .cloned()
+                                .collect();
+                            // Writes of checkpoints not stored yet (newer) stay.
+                            out.extend(self.removals(k, ns, state, &doomed, |id| {
+                                !keep.contains(id) && id < newest.as_str()
+                            }));
+                        }
+                        out
+                    })
+                    .await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = "redis", thread_id = %thread_id))]
+    async fn acquire_lease(&self, thread_id: &str, ttl: Duration) -> Result<Lease> {
+        let ttl_ms = lease_ms(thread_id, ttl)?;
+        // One token for every attempt: a retry after a lost reply finds its own claim.
+        let token = Lease::new_token();
+        let key = keys::lease(&self.config.prefix, thread_id);
+        let mut inv = scripts::LEASE_ACQUIRE.prepare_invoke();
+        inv.key(&key).arg(&token).arg(ttl_ms).arg(LEASE_GRACE_MS);
+        let expires: Option<i64> = with_conn!(self.db, "acquire_lease", retry = true, |conn| inv
+            .invoke_async(&mut conn))?;
+        let Some(expires) = expires else {
+            return Err(Error::Conflict(format!(
+                "thread `{thread_id}` is leased by another run"
+            )));
+        };
+        Ok(Lease {
+            thread_id: thread_id.to_owned(),
+            token,
+            expires_at: time_of(expires),
+        })
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = "redis", thread_id = %lease.thread_id))]
+    async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease> {
+        let ttl_ms = lease_ms(&lease.thread_id, ttl)?;
+        let key = keys::lease(&self.config.prefix, &lease.thread_id);
+        let mut inv = scripts::LEASE_RENEW.prepare_invoke();
+        inv.key(&key)
+            .arg(&lease.token)
+            .arg(ttl_ms)
+            .arg(LEASE_GRACE_MS);
+        let expires: Option<i64> = with_conn!(self.db, "renew_lease", retry = true, |conn| inv
+            .invoke_async(&mut conn))?;
+        let Some(expires) = expires else {
+            return Err(Error::Conflict(format!(
+                "the lease on thread `{}` was lost",
+                lease.thread_id
+            )));
+        };
+        Ok(Lease {
+            expires_at: time_of(expires),
+            ..lease.clone()
+        })
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = "redis", thread_id = %lease.thread_id))]
+    async fn release_lease(&self, lease: &Lease) -> Result<()> {
+        let key = keys::lease(&self.config.prefix, &lease.thread_id);
+        let mut inv = scripts::LEASE_RELEASE.prepare_invoke();
+        inv.key(&key).arg(&lease.token);
+        with_conn!(self.db, "release_lease", retry = true, |conn| inv
+            .invoke_async::<Value>(&mut conn))?;
+        Ok(())
+    }
+}
+
+impl RedisSaver {
+    /// `list`, without its span.
+    async fn list_tuples(
         &self,
         config: Option<&CheckpointConfig>,
         options: &ListOptions,
@@ -1069,343 +1797,6 @@ impl CheckpointSaver for RedisSaver {
             }
         }
         Ok(out)
-    }
-
-    async fn put(
-        &self,
-        config: &CheckpointConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> Result<CheckpointConfig> {
-        let put = PreparedPut::new(self.serde(), config, checkpoint, metadata, new_versions)?;
-        if self.config.ttl_ms() == 0 {
-            // Without a ttl the script's writes are unconditional: a MULTI/EXEC pipeline does
-            // them atomically in one round trip, at a fraction of the script's server time.
-            let pipe = self.put_pipeline(&put)?;
-            with_conn!(self.db, "put", retry = true, |conn| pipe
-                .query_async::<Value>(&mut conn))?;
-            return Ok(put.config());
-        }
-        let returned = put.config();
-        self.save("put", None, &[PreparedSave::Put(Box::new(put))])
-            .await?;
-        Ok(returned)
-    }
-
-    async fn put_writes(
-        &self,
-        config: &CheckpointConfig,
-        writes: Vec<(String, SerializedValue)>,
-        task_id: &str,
-        task_path: &str,
-    ) -> Result<()> {
-        let Some(w) = PreparedWrites::new(self.serde(), config, writes, task_id, task_path)? else {
-            return Ok(());
-        };
-        self.save("put_writes", None, &[PreparedSave::Writes(w)])
-            .await
-    }
-
-    async fn save_batch(&self, saves: Vec<Save>) -> Result<()> {
-        // Prepared (validated, sealed) first, then applied by one script call: atomic.
-        let prepared = PreparedSave::batch(self.serde(), saves)?;
-        if prepared.is_empty() {
-            return Ok(());
-        }
-        self.save("save_batch", None, &prepared).await
-    }
-
-    async fn save_fenced(&self, lease: &Lease, saves: Vec<Save>) -> Result<()> {
-        check_fenced_saves(lease, &saves)?;
-        // Sealed before the call; the token check and the writes are one script. An empty
-        // batch still checks the lease.
-        let prepared = PreparedSave::batch(self.serde(), saves)?;
-        self.save("save_fenced", Some(lease), &prepared).await
-    }
-
-    async fn delete_thread(&self, thread_id: &str) -> Result<()> {
-        let k = self.keys(thread_id);
-        let mut inv = scripts::DELETE.prepare_invoke();
-        inv.key(k.registry())
-            .key(k.meta())
-            .key(k.index())
-            .key(self.global())
-            .arg(&k.member);
-        with_conn!(self.db, "delete_thread", retry = true, |conn| inv
-            .invoke_async::<Value>(&mut conn))?;
-        Ok(())
-    }
-
-    async fn delete_for_runs(&self, run_ids: &[String]) -> Result<()> {
-        if run_ids.is_empty() {
-            return Ok(());
-        }
-        let runs: BTreeSet<&str> = run_ids.iter().map(String::as_str).collect();
-        // No index by run: one pass over the global index finds the threads concerned.
-        let global = self.global();
-        let mut threads: BTreeSet<String> = BTreeSet::new();
-        let mut lower = b"-".to_vec();
-        loop {
-            let mut cmd = redis::cmd("ZRANGEBYLEX");
-            cmd.arg(&global)
-                .arg(&lower)
-                .arg("+")
-                .arg("LIMIT")
-                .arg(0)
-                .arg(PAGE);
-            let members: Vec<Vec<u8>> =
-                with_conn!(self.db, "delete_for_runs", retry = true, |conn| cmd
-                    .query_async(&mut conn))?;
-            let Some(last) = members.last() else { break };
-            lower = exclusive(last);
-            let candidates = members
-                .iter()
-                .map(|m| parse_global_member(m))
-                .collect::<Result<Vec<_>>>()?;
-            let mut pipe = redis::pipe();
-            for (t, ns, id) in &candidates {
-                pipe.cmd("HGET")
-                    .arg(self.keys(t).checkpoint(ns, id))
-                    .arg("m");
-            }
-            let replies: Vec<Value> =
-                with_conn!(self.db, "delete_for_runs", retry = true, |conn| {
-                    pipe.query_async(&mut conn)
-                })?;
-            for ((t, _, _), reply) in candidates.iter().zip(replies) {
-                let Some(m) = bytes(reply)? else { continue };
-                let meta = parse_metadata(&m)?;
-                if meta
-                    .get("run_id")
-                    .and_then(Json::as_str)
-                    .is_some_and(|r| runs.contains(r))
-                {
-                    threads.insert(t.clone());
-                }
-            }
-            if members.len() < PAGE {
-                break;
-            }
-        }
-        for thread_id in &threads {
-            self.replan(thread_id, "delete_for_runs", |k, namespaces| {
-                let mut out = Vec::new();
-                for (ns, state) in namespaces {
-                    let doomed: BTreeSet<String> = state
-                        .checkpoints
-                        .iter()
-                        .filter(|(_, s)| {
-                            s.metadata
-                                .get("run_id")
-                                .and_then(Json::as_str)
-                                .is_some_and(|r| runs.contains(r))
-                        })
-                        .map(|(id, _)| id.clone())
-                        .collect();
-                    if !doomed.is_empty() {
-                        out.extend(self.removals(k, ns, state, &doomed, |id| doomed.contains(id)));
-                        // Their child records on surviving parents go with them (the
-                        // writes of doomed parents go whole).
-                        for (parent, field, child) in &state.children {
-                            if doomed.contains(child) && !doomed.contains(parent) {
-                                out.push(Removal::Field(k.writes(ns, parent), field.clone()));
-                            }
-                        }
-                    }
-                }
-                out
-            })
-            .await?;
-        }
-        Ok(())
-    }
-
-    async fn copy_thread(&self, source_thread_id: &str, target_thread_id: &str) -> Result<()> {
-        if source_thread_id == target_thread_id {
-            return Err(Error::Conflict("cannot copy a thread onto itself".into()));
-        }
-        let conflict = || {
-            Error::Conflict(format!(
-                "target thread `{target_thread_id}` already has checkpoints"
-            ))
-        };
-        let (from, to) = (self.keys(source_thread_id), self.keys(target_thread_id));
-        let dump = self.dump(source_thread_id, false).await?;
-        let has_checkpoints = dump
-            .entries
-            .iter()
-            .any(|(key, _)| from.parse(key) == Some(KeyKind::Index));
-        if !has_checkpoints {
-            let target_index = to.index();
-            let mut cmd = redis::cmd("ZCARD");
-            cmd.arg(&target_index);
-            let taken: i64 = with_conn!(self.db, "copy_thread", retry = true, |conn| cmd
-                .query_async(&mut conn))?;
-            return if taken > 0 { Err(conflict()) } else { Ok(()) };
-        }
-        let encrypted = self.serde().is_encrypted();
-        let mut inv = scripts::RESTORE.prepare_invoke();
-        inv.key(to.registry())
-            .key(to.meta())
-            .key(to.index())
-            .key(self.global())
-            .arg(self.config.ttl_ms());
-        for (key, content) in &dump.entries {
-            let Some(kind) = from.parse(key) else {
-                continue;
-            };
-            let (target_key, zset) = match &kind {
-                KeyKind::Index => (to.index(), true),
-                KeyKind::NsIndex(ns) => (to.ns_index(ns), true),
-                KeyKind::Blobs(ns) => (to.blobs(ns), false),
-                KeyKind::Checkpoint(ns, id) => (to.checkpoint(ns, id), false),
-                KeyKind::Writes(ns, id) => (to.writes(ns, id), false),
-            };
-            if zset {
-                inv.arg("Z").arg(&target_key).arg(content.len());
-                for m in content {
-                    inv.arg(m);
-                }
-                if kind == KeyKind::Index {
-                    for m in content {
-                        let (id, ns) = parse_index_member(m)?;
-                        inv.arg("G").arg(to.global_member(&id, &ns));
-                    }
-                }
-                continue;
-            }
-            inv.arg("H").arg(&target_key).arg(content.len() / 2);
-            for pair in content.chunks_exact(2) {
-                let (field, value) = (&pair[0], &pair[1]);
-                let value = match (&kind, encrypted) {
-                    (KeyKind::Blobs(ns), true) => {
-                        // Sealed values are bound to their slot, thread included.
-                        // Empty channels too: their seal names the slot as well.
-                        let (channel, version) = parse_blob_field(field)?;
-                        let slot = |thread_id| Slot::Channel {
-                            thread_id,
-                            checkpoint_ns: ns,
-                            channel: &channel,
-                            version: &version,
-                        };
-                        let resealed = self.serde().reseal(
-                            &convert::stored_channel(value)?,
-                            &slot(source_thread_id),
-                            &slot(target_thread_id),
-                        )?;
-                        encode_value(Some(&resealed))
-                    }
-                    (KeyKind::Writes(ns, id), true) => {
-                        let (task_id, idx) = parse_write_field(field)?;
-                        let (channel, path, sealed) = decode_write(value)?;
-                        let slot = |thread_id| Slot::Write {
-                            thread_id,
-                            checkpoint_ns: ns,
-                            checkpoint_id: id,
-                            task_id: &task_id,
-                            channel: &channel,
-                            idx,
-                        };
-                        let plain = self.serde().open(&sealed, &slot(source_thread_id))?;
-                        let resealed = self.serde().seal(&plain, &slot(target_thread_id))?;
-                        encode_write(&channel, &path, &resealed)
-                    }
-                    _ => value.clone(),
-                };
-                inv.arg(field).arg(value);
-            }
-        }
-        let copied: i64 = with_conn!(self.db, "copy_thread", retry = false, |conn| inv
-            .invoke_async(&mut conn))?;
-        if copied == 0 {
-            return Err(conflict());
-        }
-        Ok(())
-    }
-
-    async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<()> {
-        for thread_id in thread_ids {
-            match strategy {
-                PruneStrategy::Delete => self.delete_thread(thread_id).await?,
-                PruneStrategy::KeepLatest => {
-                    self.replan(thread_id, "prune", |k, namespaces| {
-                        let mut out = Vec::new();
-                        for (ns, state) in namespaces {
-                            let keep = state.ids_to_keep();
-                            let Some(newest) = keep.last() else {
-                                continue;
-                            };
-                            let doomed: BTreeSet<String> = state
-                                .checkpoints
-                                .keys()
-                                .filter(|id| !keep.contains(*id))
-                                .cloned()
-                                .collect();
-                            // Writes of checkpoints not stored yet (newer) stay.
-                            out.extend(self.removals(k, ns, state, &doomed, |id| {
-                                !keep.contains(id) && id < newest.as_str()
-                            }));
-                        }
-                        out
-                    })
-                    .await?;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    async fn acquire_lease(&self, thread_id: &str, ttl: Duration) -> Result<Lease> {
-        let ttl_ms = lease_ms(thread_id, ttl)?;
-        // One token for every attempt: a retry after a lost reply finds its own claim.
-        let token = Lease::new_token();
-        let key = keys::lease(&self.config.prefix, thread_id);
-        let mut inv = scripts::LEASE_ACQUIRE.prepare_invoke();
-        inv.key(&key).arg(&token).arg(ttl_ms).arg(LEASE_GRACE_MS);
-        let expires: Option<i64> = with_conn!(self.db, "acquire_lease", retry = true, |conn| inv
-            .invoke_async(&mut conn))?;
-        let Some(expires) = expires else {
-            return Err(Error::Conflict(format!(
-                "thread `{thread_id}` is leased by another run"
-            )));
-        };
-        Ok(Lease {
-            thread_id: thread_id.to_owned(),
-            token,
-            expires_at: time_of(expires),
-        })
-    }
-
-    async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease> {
-        let ttl_ms = lease_ms(&lease.thread_id, ttl)?;
-        let key = keys::lease(&self.config.prefix, &lease.thread_id);
-        let mut inv = scripts::LEASE_RENEW.prepare_invoke();
-        inv.key(&key)
-            .arg(&lease.token)
-            .arg(ttl_ms)
-            .arg(LEASE_GRACE_MS);
-        let expires: Option<i64> = with_conn!(self.db, "renew_lease", retry = true, |conn| inv
-            .invoke_async(&mut conn))?;
-        let Some(expires) = expires else {
-            return Err(Error::Conflict(format!(
-                "the lease on thread `{}` was lost",
-                lease.thread_id
-            )));
-        };
-        Ok(Lease {
-            expires_at: time_of(expires),
-            ..lease.clone()
-        })
-    }
-
-    async fn release_lease(&self, lease: &Lease) -> Result<()> {
-        let key = keys::lease(&self.config.prefix, &lease.thread_id);
-        let mut inv = scripts::LEASE_RELEASE.prepare_invoke();
-        inv.key(&key).arg(&lease.token);
-        with_conn!(self.db, "release_lease", retry = true, |conn| inv
-            .invoke_async::<Value>(&mut conn))?;
-        Ok(())
     }
 }
 

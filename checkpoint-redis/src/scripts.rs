@@ -3,8 +3,9 @@
 //!
 //! Scripts name the fixed keys of an operation in `KEYS`; the keys whose names depend on
 //! stored data (the latest checkpoint's hash, the registered keys of a thread) are built or
-//! read inside the script. All of them carry the thread's hash tag, so they share its slot;
-//! only the global index lives elsewhere.
+//! read inside the script. All of them carry the thread's hash tag, so they share its slot
+//! (and every script runs on a Redis Cluster); the global index, in shards on other slots,
+//! is written by separate calls (see `RedisSaver`).
 
 use std::sync::LazyLock;
 
@@ -35,28 +36,14 @@ local function touch(reg, meta, ttl, touched)
   redis.call('PEXPIRE', reg, ttl)
   redis.call('PEXPIRE', meta, ttl)
 end
-
--- Splits a thread-index member into the encoded id (terminator included) and the namespace.
-local function split_id(m)
-  local i = 1
-  while true do
-    local z = string.find(m, '\0', i, true)
-    if not z then return nil end
-    if string.byte(m, z + 1) == 255 then
-      i = z + 2
-    else
-      return string.sub(m, 1, z), string.sub(m, z + 1)
-    end
-  end
-end
 "#;
 
 fn with_prelude(body: &str) -> Script {
     Script::new(&format!("{PRELUDE}\n{body}"))
 }
 
-/// A batch of head checks (`H`, 1 key, all first), puts (`P`, 7 keys) and write calls (`W`,
-/// 3 keys), in order; the number of threads written, -1 (and nothing written) when the batch
+/// A batch of head checks (`H`, 1 key, all first), puts (`P`, 6 keys) and write calls (`W`,
+/// 3 keys) of one thread, in order; the number of threads written (0 or 1), -1 (and nothing written) when the batch
 /// is fenced and its lease lost, or the id of a checkpoint newer than a checked head (and
 /// nothing written).
 ///
@@ -68,7 +55,7 @@ fn with_prelude(body: &str) -> Script {
 /// batch applies only while the lease hash still holds the token (lapsed but not taken over
 /// included; a lease key gone, released or expired past its grace, is lost). `P`: id,
 /// checkpoint JSON, metadata JSON, parent id (empty: none), blob fields JSON, thread-index
-/// member, global member, count, then field/value pairs. `W`: replace flag, count, then
+/// member, count, then field/value pairs. `W`: replace flag, count, then
 /// field/value pairs.
 pub(crate) static SAVE: LazyLock<Script> = LazyLock::new(|| {
     with_prelude(
@@ -103,10 +90,10 @@ while a <= #ARGV do
     k = k + 1
     a = a + 3
   elseif op == 'P' then
-    local reg, meta, cp, nsz, idx, blobs, glob =
-      KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], KEYS[k + 5], KEYS[k + 6]
-    k = k + 7
-    local id, parent, n = ARGV[a + 1], ARGV[a + 4], tonumber(ARGV[a + 8])
+    local reg, meta, cp, nsz, idx, blobs =
+      KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], KEYS[k + 5]
+    k = k + 6
+    local id, parent, n = ARGV[a + 1], ARGV[a + 4], tonumber(ARGV[a + 7])
     -- A re-put keeps the parent the checkpoint was first stored with (empty: none).
     if redis.call('EXISTS', cp) == 0 then
       redis.call('HSET', cp, 'p', parent)
@@ -114,8 +101,7 @@ while a <= #ARGV do
     redis.call('HSET', cp, 'c', ARGV[a + 2], 'm', ARGV[a + 3], 'b', ARGV[a + 5])
     redis.call('ZADD', nsz, 0, id)
     redis.call('ZADD', idx, 0, ARGV[a + 6])
-    redis.call('ZADD', glob, 0, ARGV[a + 7])
-    a = a + 9
+    a = a + 8
     for i = 0, n - 1 do
       redis.call('HSETNX', blobs, ARGV[a + 2 * i], ARGV[a + 2 * i + 1])
     end
@@ -330,19 +316,17 @@ return out
     )
 });
 
-/// Deletes every key of a thread and its members of the global index.
+/// Deletes every key of a thread; returns the members its thread index had, whose
+/// global-index entries the caller removes next.
 ///
-/// KEYS: registry, meta, thread index, global index. ARGV: the encoded thread id.
+/// KEYS: registry, meta, thread index.
 pub(crate) static DELETE: LazyLock<Script> = LazyLock::new(|| {
-    with_prelude(
+    Script::new(
         r#"
-for _, m in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
-  local eid, ns = split_id(m)
-  if eid then redis.call('ZREM', KEYS[4], eid .. ARGV[1] .. ns) end
-end
+local members = redis.call('ZRANGE', KEYS[3], 0, -1)
 for _, k in ipairs(redis.call('SMEMBERS', KEYS[1])) do redis.call('DEL', k) end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
-return 1
+return members
 "#,
     )
 });
@@ -386,12 +370,12 @@ return out
 /// Deletions computed from a [`DUMP`], applied only if the thread did not change since
 /// (its `gen` is the same); returns 0 when it did.
 ///
-/// KEYS: registry, meta, global index. ARGV: expected gen, ttl, then `D key` (delete a key),
-/// `Z key member`, `H key field`, `G member` (of the global index).
+/// KEYS: registry, meta. ARGV: expected gen, ttl, then `D key` (delete a key), `Z key
+/// member`, `H key field`.
 pub(crate) static APPLY: LazyLock<Script> = LazyLock::new(|| {
     with_prelude(
         r#"
-local reg, meta, glob = KEYS[1], KEYS[2], KEYS[3]
+local reg, meta = KEYS[1], KEYS[2]
 if (redis.call('HGET', meta, 'gen') or '0') ~= ARGV[1] then return 0 end
 local touched = {}
 local a = 3
@@ -409,9 +393,6 @@ while a <= #ARGV do
     redis.call('HDEL', ARGV[a + 1], ARGV[a + 2])
     touched[#touched + 1] = ARGV[a + 1]
     a = a + 3
-  elseif op == 'G' then
-    redis.call('ZREM', glob, ARGV[a + 1])
-    a = a + 2
   else
     return redis.error_reply('waypoint: unknown apply operation')
   end
@@ -434,12 +415,12 @@ return 1
 /// Writes a copied thread onto an empty target; returns 0 (and writes nothing) if the
 /// target has checkpoints. Leftover keys of the target (writes of a deleted thread) go.
 ///
-/// KEYS: registry, meta, thread index, global index (of the target). ARGV: ttl, then
-/// `H key count field value ...`, `Z key count member ...`, `G member`.
+/// KEYS: registry, meta, thread index (of the target). ARGV: ttl, then `H key count field
+/// value ...`, `Z key count member ...`.
 pub(crate) static RESTORE: LazyLock<Script> = LazyLock::new(|| {
     with_prelude(
         r#"
-local reg, meta, idx, glob = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local reg, meta, idx = KEYS[1], KEYS[2], KEYS[3]
 if redis.call('ZCARD', idx) > 0 then return 0 end
 for _, k in ipairs(redis.call('SMEMBERS', reg)) do redis.call('DEL', k) end
 redis.call('DEL', reg)
@@ -459,9 +440,6 @@ while a <= #ARGV do
     end
     redis.call('SADD', reg, key)
     touched[#touched + 1] = key
-  elseif op == 'G' then
-    redis.call('ZADD', glob, 0, ARGV[a + 1])
-    a = a + 2
   else
     return redis.error_reply('waypoint: unknown restore operation')
   end
@@ -488,15 +466,14 @@ return 1
 /// reload a script the server forgot).
 pub(crate) static TOUCH_SOURCE: LazyLock<String> = LazyLock::new(|| format!("{PRELUDE}\n{TOUCH}"));
 
-/// Forgets an index entry whose checkpoint hash is gone (expired with its thread).
+/// Forgets the thread's index entries of a checkpoint whose hash is gone (expired with its
+/// thread).
 ///
-/// KEYS: checkpoint hash, namespace index, thread index, global index. ARGV: id,
-/// thread-index member, global member.
+/// KEYS: checkpoint hash, namespace index, thread index. ARGV: id, thread-index member.
 pub(crate) const CLEAN: &str = r#"
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[2])
-redis.call('ZREM', KEYS[4], ARGV[3])
 return 1
 "#;
 

@@ -76,10 +76,11 @@ async fn every_key_of_a_thread_carries_its_hash_tag() -> Result<()> {
     let mut conn = saver.connection();
     let prefix = saver.config().prefix.clone();
     let keys = common::scan(&mut conn, &format!("{prefix}:*")).await;
-    // registry, meta, index, 2 x (ns, blobs), 5 checkpoints, 5 writes; plus the global index.
+    // registry, meta, index, 2 x (ns, blobs), 5 checkpoints, 5 writes; plus the thread's
+    // shard of the global index.
     assert_eq!(keys.len(), 3 + 4 + 10 + 1, "{keys:#?}");
     for key in &keys {
-        if key == &format!("{prefix}:index") {
+        if key.starts_with(&format!("{prefix}:index:{{")) {
             continue;
         }
         let open = key.find('{').expect("a hash tag");
@@ -113,12 +114,7 @@ async fn delete_thread_leaves_no_key_behind() -> Result<()> {
     assert_eq!(thread_keys(&saver, doomed).await, Vec::<String>::new());
     assert_eq!(thread_keys(&saver, kept).await, kept_before);
     let mut conn = saver.connection();
-    let global = format!("{}:index", saver.config().prefix);
-    let members: i64 = redis::cmd("ZCARD")
-        .arg(&global)
-        .query_async(&mut conn)
-        .await
-        .expect("zcard");
+    let members = common::global_entries(&mut conn, &saver.config().prefix).await;
     assert_eq!(
         members, 2,
         "only the kept thread's checkpoints stay indexed"
@@ -349,4 +345,65 @@ async fn bad_settings_are_invalid_config() {
             "{config:?}: {err:?}"
         );
     }
+}
+
+/// A global index written before it had shards (one sorted set, `P:index`) is moved into the
+/// shards by `setup()`, which connecting runs: `list` across threads finds every checkpoint
+/// of the old layout again, and the old key is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn setup_moves_the_old_global_index_into_its_shards() -> Result<()> {
+    let Some(config) = common::config() else {
+        return Ok(());
+    };
+    let saver = RedisSaver::connect(config.clone()).await?;
+    for thread in ["t1", "t2", "t3"] {
+        history(&saver, thread, "", 2).await?;
+    }
+    let prefix = config.prefix.clone();
+    let mut conn = saver.connection();
+    // Back to the old layout: every entry in `P:index`, none in a shard.
+    let old = format!("{prefix}:index");
+    for shard in common::scan(&mut conn, &format!("{prefix}:index:{{*")).await {
+        let members: Vec<Vec<u8>> = redis::cmd("ZRANGE")
+            .arg(&shard)
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut conn)
+            .await
+            .expect("zrange");
+        for m in members {
+            redis::cmd("ZADD")
+                .arg(&old)
+                .arg(0)
+                .arg(m)
+                .query_async::<()>(&mut conn)
+                .await
+                .expect("zadd");
+        }
+        redis::cmd("DEL")
+            .arg(&shard)
+            .query_async::<()>(&mut conn)
+            .await
+            .expect("del");
+    }
+    assert!(saver.list(None, &ListOptions::default()).await?.is_empty());
+
+    let reopened = RedisSaver::connect(config).await?;
+    let listed = reopened.list(None, &ListOptions::default()).await?;
+    assert_eq!(listed.len(), 6);
+    let ids: Vec<&str> = listed.iter().map(|t| t.checkpoint.id.as_str()).collect();
+    let mut sorted = ids.clone();
+    sorted.sort_by(|a, b| b.cmp(a));
+    assert_eq!(ids, sorted, "newest first across threads");
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg(&old)
+        .query_async(&mut conn)
+        .await
+        .expect("exists");
+    assert_eq!(exists, 0);
+    assert_eq!(common::global_entries(&mut conn, &prefix).await, 6);
+    // Idempotent.
+    reopened.setup().await?;
+    assert_eq!(reopened.list(None, &ListOptions::default()).await?.len(), 6);
+    Ok(())
 }

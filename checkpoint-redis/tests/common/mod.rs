@@ -56,6 +56,21 @@ pub async fn scan(conn: &mut impl ConnectionLike, pattern: &str) -> Vec<String> 
     keys
 }
 
+/// How many global-index entries the saver under `prefix` holds, over every shard (the
+/// keys `P:index:{tag}`, found by SCAN).
+pub async fn global_entries(conn: &mut impl ConnectionLike, prefix: &str) -> i64 {
+    let mut n = 0;
+    for key in scan(conn, &format!("{prefix}:index:{{*")).await {
+        let count: i64 = redis::cmd("ZCARD")
+            .arg(&key)
+            .query_async(conn)
+            .await
+            .expect("zcard");
+        n += count;
+    }
+    n
+}
+
 /// The remaining time to live of `key` in ms (-1: none, -2: no such key).
 pub async fn pttl(conn: &mut impl ConnectionLike, key: &str) -> i64 {
     redis::cmd("PTTL")
