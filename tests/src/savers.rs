@@ -52,6 +52,23 @@ pub async fn redis() -> MaybeSaver {
     Ok(Some(Arc::new(saver)))
 }
 
+/// A Redis saver on a fresh key prefix of the Redis Cluster in
+/// `WAYPOINT_TEST_REDIS_CLUSTER_URL`; `None` without one, unless
+/// `WAYPOINT_REQUIRE_BACKENDS=1` makes that a failure.
+pub async fn redis_cluster() -> MaybeSaver {
+    let Some(url) = waypoint_test_kit::redis_cluster_url() else {
+        return Ok(None);
+    };
+    let prefix = fresh_name("wp_rt");
+    let saver = RedisSaver::connect(RedisConfig::new(url).prefix(prefix)).await?;
+    if !saver.connection().is_cluster() {
+        return Err(waypoint_checkpoint::Error::InvalidConfig(
+            "WAYPOINT_TEST_REDIS_CLUSTER_URL names a server that is not a Redis Cluster".into(),
+        ));
+    }
+    Ok(Some(Arc::new(saver)))
+}
+
 /// Opens the saver a spec names, so a second process can open the same one: `sqlite:PATH`,
 /// `postgres:URL#SCHEMA` or `redis:URL#PREFIX` (the schema must be set up already).
 pub async fn open_spec(spec: &str) -> waypoint_checkpoint::Result<Arc<dyn CheckpointSaver>> {
