@@ -2,8 +2,10 @@
 
 use std::collections::BTreeMap;
 use std::time::Duration;
+use tracing::field::Empty;
 use waypoint_checkpoint::raw::{
     PreparedPut, PreparedSave, PreparedWrites, check_fenced_saves, expected_heads_json, lease_lost,
+    record_batch, record_put, record_read, record_writes,
 };
 
 use async_trait::async_trait;
@@ -70,6 +72,7 @@ impl PostgresSaver {
     /// Creates the schema (if one is configured) and the tables, or migrates them; numbered
     /// as langgraph-checkpoint-postgres numbers its migrations. Idempotent, and safe when
     /// several processes run it at once; refuses a database migrated by a newer version.
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "postgres"))]
     pub async fn setup(&self) -> Result<()> {
         self.pool
             .setup(&schema::CHECKPOINT_TABLES)
@@ -181,6 +184,7 @@ struct Batch {
 impl Batch {
     fn prepare(serde: &Serde, saves: Vec<Save>) -> Result<Self> {
         let saves = PreparedSave::batch(serde, saves)?;
+        record_batch(&saves);
         let texts = saves
             .iter()
             .map(|save| match save {
@@ -286,11 +290,14 @@ impl CheckpointSaver for PostgresSaver {
         self.config().langgraph_values
     }
 
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "postgres",
+        thread_id = %config.thread_id, checkpoint_ns = config.ns(), checkpoint_id = Empty,
+        rows = Empty, bytes = Empty))]
     async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
         check_lookup(config)?;
         let id = config.checkpoint_id.clone().filter(|id| !id.is_empty());
         let persistent = self.config().persistent();
-        on_conn!(self.pool, retry = true, |conn| async {
+        let tuple = on_conn!(self.pool, retry = true, |conn| async {
             let query = queries::get(
                 config.thread_id.clone(),
                 config.ns().to_owned(),
@@ -301,9 +308,15 @@ impl CheckpointSaver for PostgresSaver {
             // Read without an id, the row is its namespace's newest.
             row.map(|row| tuple_from_row(&row, &self.serde, id.is_none()))
                 .transpose()
-        })
+        })?;
+        record_read(&tuple);
+        Ok(tuple)
     }
 
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "postgres",
+        thread_id = config.map(|c| c.thread_id.as_str()),
+        checkpoint_ns = config.and_then(|c| c.checkpoint_ns.as_deref()), limit = options.limit,
+        filter = options.filter.is_some(), rows = Empty, bytes = Empty))]
     async fn list(
         &self,
         config: Option<&CheckpointConfig>,
@@ -317,7 +330,7 @@ impl CheckpointSaver for PostgresSaver {
         // Checkpoints first, then each value they share once: consecutive checkpoints
         // mostly hold the same versions.
         let timeout = self.config().timeout;
-        on_conn!(self.pool, retry = true, bounded = false, |conn| async {
+        let tuples = on_conn!(self.pool, retry = true, bounded = false, |conn| async {
             let query = list_query(config, options)?.build(false, persistent);
             let heads = queries::fetch_heads(&mut *conn, query, &self.serde, timeout).await?;
             let values = queries::fetch_values(conn, &heads, persistent, timeout).await?;
@@ -336,9 +349,14 @@ impl CheckpointSaver for PostgresSaver {
                     })
                 })
                 .collect::<Result<Vec<_>>>()
-        })
+        })?;
+        record_read(&tuples);
+        Ok(tuples)
     }
 
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "postgres",
+        thread_id = %config.thread_id, checkpoint_ns = config.ns(), checkpoint_id = %checkpoint.id,
+        bytes = Empty))]
     async fn put(
         &self,
         config: &CheckpointConfig,
@@ -347,6 +365,7 @@ impl CheckpointSaver for PostgresSaver {
         new_versions: ChannelVersions,
     ) -> Result<CheckpointConfig> {
         let put = PreparedPut::new(&self.serde, config, checkpoint, metadata, new_versions)?;
+        record_put(&put);
         let (checkpoint, metadata) = (json_text(&put.checkpoint)?, json_text(&put.metadata)?);
         let persistent = self.config().persistent();
         on_conn!(self.pool, retry = true, |conn| async {
@@ -357,6 +376,10 @@ impl CheckpointSaver for PostgresSaver {
         Ok(put.config())
     }
 
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "postgres",
+        thread_id = %config.thread_id, checkpoint_ns = config.ns(),
+        checkpoint_id = config.checkpoint_id.as_deref(), task_id = task_id, rows = Empty,
+        bytes = Empty))]
     async fn put_writes(
         &self,
         config: &CheckpointConfig,
@@ -367,6 +390,7 @@ impl CheckpointSaver for PostgresSaver {
         let Some(w) = PreparedWrites::new(&self.serde, config, writes, task_id, task_path)? else {
             return Ok(());
         };
+        record_writes(&w);
         let persistent = self.config().persistent();
         on_conn!(self.pool, retry = true, |conn| async {
             queries::put_writes(conn, &w, persistent)
@@ -375,6 +399,8 @@ impl CheckpointSaver for PostgresSaver {
         })
     }
 
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "postgres", thread_id = Empty,
+        checkpoint_ns = Empty, checkpoint_id = Empty, rows = Empty, bytes = Empty))]
     async fn save_batch(&self, saves: Vec<Save>) -> Result<()> {
         let batch = Batch::prepare(&self.serde, saves)?;
         if batch.is_empty() {
@@ -390,6 +416,9 @@ impl CheckpointSaver for PostgresSaver {
         })
     }
 
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "postgres",
+        thread_id = %lease.thread_id, checkpoint_ns = Empty, checkpoint_id = Empty, rows = Empty,
+        bytes = Empty))]
     async fn save_fenced(&self, lease: &Lease, saves: Vec<Save>) -> Result<()> {
         check_fenced_saves(lease, &saves)?;
         check_nul("lease token", &lease.token)?;
@@ -426,6 +455,8 @@ impl CheckpointSaver for PostgresSaver {
         })
     }
 
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "postgres",
+        thread_id = thread_id))]
     async fn delete_thread(&self, thread_id: &str) -> Result<()> {
         check_nul("thread_id", thread_id)?;
         let persistent = self.config().persistent();
@@ -436,6 +467,8 @@ impl CheckpointSaver for PostgresSaver {
         })
     }
 
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "postgres",
+        runs = run_ids.len()))]
     async fn delete_for_runs(&self, run_ids: &[String]) -> Result<()> {
         if run_ids.is_empty() {
             return Ok(());
@@ -446,6 +479,8 @@ impl CheckpointSaver for PostgresSaver {
         })
     }
 
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "postgres",
+        thread_id = source_thread_id, target_thread_id = target_thread_id))]
     async fn copy_thread(&self, source_thread_id: &str, target_thread_id: &str) -> Result<()> {
         if source_thread_id == target_thread_id {
             return Err(Error::Conflict("cannot copy a thread onto itself".into()));
@@ -470,6 +505,8 @@ impl CheckpointSaver for PostgresSaver {
         Ok(())
     }
 
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "postgres",
+        threads = thread_ids.len(), strategy = ?strategy))]
     async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<()> {
         if thread_ids.is_empty() {
             return Ok(());
@@ -483,6 +520,9 @@ impl CheckpointSaver for PostgresSaver {
         })
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = "postgres",
+        thread_id = %config.thread_id, checkpoint_ns = config.ns(),
+        checkpoint_id = config.checkpoint_id.as_deref(), channels = channels.len()))]
     async fn delta_channel_history(
         &self,
         config: &CheckpointConfig,
@@ -507,6 +547,8 @@ impl CheckpointSaver for PostgresSaver {
         ))
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = "postgres",
+        thread_id = thread_id))]
     async fn acquire_lease(&self, thread_id: &str, ttl: Duration) -> Result<Lease> {
         let ttl = lease::ttl_micros(thread_id, ttl)?;
         // One token for every attempt: a retry after a lost reply finds the row it wrote.
@@ -517,6 +559,8 @@ impl CheckpointSaver for PostgresSaver {
         ))
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = "postgres",
+        thread_id = %lease.thread_id))]
     async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease> {
         let ttl = lease::ttl_micros(&lease.thread_id, ttl)?;
         check_nul("thread_id", &lease.thread_id)?;
@@ -527,6 +571,8 @@ impl CheckpointSaver for PostgresSaver {
         ))
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = "postgres",
+        thread_id = %lease.thread_id))]
     async fn release_lease(&self, lease: &Lease) -> Result<()> {
         check_nul("thread_id", &lease.thread_id)?;
         check_nul("lease token", &lease.token)?;

@@ -238,9 +238,8 @@ pub(crate) async fn migrate(
 macro_rules! pinned {
     ($config:expr, $conn:ident, $body:expr) => {
         async {
-            let driver = |e| {
-                $crate::error::DbError::from_failure($crate::error::Failure::Driver(e))
-            };
+            let driver =
+                |e| $crate::error::DbError::from_failure($crate::error::Failure::Driver(e));
             match $config.pooled_begin() {
                 Err(failure) => Err($crate::error::DbError::from_failure(failure)),
                 Ok(None) => $body.await,

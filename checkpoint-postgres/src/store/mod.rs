@@ -262,6 +262,8 @@ impl PgBackend {
     /// the keys stored. Each item is locked while it is embedded, so one process embeds it;
     /// an item another process holds is left to it. Failures of the embedder are not errors
     /// here: the item is left out of semantic results and tried again later.
+    #[tracing::instrument(name = "store.embed_others", level = "debug", skip_all,
+        fields(backend = "postgres", rows = tracing::field::Empty))]
     async fn embed_unembedded(
         &self,
         index: &IndexConfig,
@@ -286,6 +288,9 @@ impl PgBackend {
         if done.is_err() {
             // The session may hold locks: closed, never reused.
             conn.discard();
+        }
+        if let Ok(stored) = &done {
+            tracing::Span::current().record("rows", stored.len());
         }
         done
     }
@@ -375,6 +380,10 @@ fn storable_keys(keys: &[ItemKey]) -> (Vec<usize>, Vec<ItemKey>) {
 
 #[async_trait]
 impl Backend for PgBackend {
+    fn name(&self) -> &'static str {
+        "postgres"
+    }
+
     async fn get(&self, keys: &[ItemKey], now: DateTime<Utc>) -> Result<Vec<Option<Row>>> {
         if keys.is_empty() {
             return Ok(Vec::new());
