@@ -412,7 +412,10 @@ mod tests {
         assert!(why.contains("rediss://"), "{why}");
         assert!(!why.contains("secret"), "{why}");
         let why = refusal("rediss://:secret@host/?ssl_cert_reqs=sometimes");
-        assert!(why.contains("ssl_cert_reqs") && !why.contains("secret"), "{why}");
+        assert!(
+            why.contains("ssl_cert_reqs") && !why.contains("secret"),
+            "{why}"
+        );
         let plain = RedisConfig::new("redis://host/").tls_ca("ca.pem");
         assert!(matches!(plain.client(), Err(Fault::Config(why)) if why.contains("rediss://")));
         let missing = RedisConfig::new("rediss://host/").tls_ca("/nonexistent/ca.pem");

@@ -22,7 +22,8 @@ use crate::persistence::{PersistenceError, check_persistence, check_settings};
 /// `Result<_, Fault>` naming `$what`. A failure of the connection itself (the server
 /// restarted) makes the connection manager reconnect; with `retry = true` (idempotent
 /// operations) the body then runs once more, so a restart costs no failed call once the
-/// server is back.
+/// server is back. A server still loading its data after a restart refuses every command
+/// without running it: the body runs again, every 50 ms, until the deadline.
 macro_rules! with_conn {
     ($db:expr, $what:expr, retry = $retry:expr, |$conn:ident| $body:expr) => {{
         let db: &$crate::connection::Connection = &$db;
@@ -33,6 +34,10 @@ macro_rules! with_conn {
                 #[allow(unused_mut)]
                 let mut $conn = db.manager();
                 match $body.await {
+                    Err(e) if $crate::error::is_loading(&e) => {
+                        attempts += 1;
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    }
                     Err(e) if attempts > 0 && $crate::error::is_broken(&e) => continue,
                     Err(e) => break Err($crate::error::Fault::driver($what, e)),
                     Ok(v) => break Ok(v),
@@ -191,7 +196,10 @@ impl Connection {
 
     /// A connection to the Redis Cluster that `client`'s node and
     /// [`RedisConfig::cluster_nodes`] belong to.
-    async fn cluster(client: &redis::Client, config: &RedisConfig) -> Result<RedisConnection, Fault> {
+    async fn cluster(
+        client: &redis::Client,
+        config: &RedisConfig,
+    ) -> Result<RedisConnection, Fault> {
         let first = client.get_connection_info().clone();
         if first.redis_settings().db() != 0 {
             return Err(Fault::Config(format!(
@@ -211,9 +219,7 @@ impl Connection {
             .retries(2)
             .min_retry_wait(50)
             .max_retry_wait(500);
-        let cluster = config
-            .cluster_tls(builder)?
-            .build().map_err(|e| {
+        let cluster = config.cluster_tls(builder)?.build().map_err(|e| {
             Fault::Config(format!(
                 "Redis URL {}: cannot open a Redis Cluster client: {e}",
                 redact_url(&config.url)
@@ -266,7 +272,10 @@ fn seed(first: &ConnectionInfo, node: &str, config: &RedisConfig) -> Result<Conn
     }
     let mut addr = first.addr().clone();
     match &mut addr {
-        ConnectionAddr::Tcp(h, p) | ConnectionAddr::TcpTls { host: h, port: p, .. } => {
+        ConnectionAddr::Tcp(h, p)
+        | ConnectionAddr::TcpTls {
+            host: h, port: p, ..
+        } => {
             *h = host.to_owned();
             *p = port;
         }

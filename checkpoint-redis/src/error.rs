@@ -7,7 +7,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use redis::{ErrorKind, RedisError};
+use redis::{ErrorKind, RedisError, ServerErrorKind};
 
 /// The backend's name in errors.
 pub(crate) const BACKEND: &str = "redis";
@@ -123,6 +123,8 @@ fn explain(e: &RedisError) -> String {
          URL, or RedisConfig::tls_client_cert)"
     } else if said.contains("invalid peer certificate") || said.contains("fatal alert") {
         "TLS: the handshake with the server failed"
+    } else if is_loading(e) {
+        "the server is still loading its data after a restart"
     } else if e.kind() == ErrorKind::AuthenticationFailed {
         "the server refused the credentials (the URL's user name or password)"
     } else if is_broken(e) {
@@ -131,6 +133,12 @@ fn explain(e: &RedisError) -> String {
         return said;
     };
     format!("{why} ({said})")
+}
+
+/// Whether the server refused a command, without running it, because it is still loading
+/// its data (after a restart).
+pub(crate) fn is_loading(e: &RedisError) -> bool {
+    e.kind() == ErrorKind::Server(ServerErrorKind::BusyLoading)
 }
 
 /// Whether an error means the connection failed (rather than the command), so that the

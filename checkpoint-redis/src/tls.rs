@@ -84,9 +84,7 @@ pub(crate) fn split_url(url: &str) -> Result<(String, TlsSettings), String> {
             "ssl_cert_reqs" => {
                 let verify = match value.to_ascii_lowercase().as_str() {
                     "none" | "cert_none" => TlsVerify::Off,
-                    "optional" | "cert_optional" | "required" | "cert_required" => {
-                        TlsVerify::Full
-                    }
+                    "optional" | "cert_optional" | "required" | "cert_required" => TlsVerify::Full,
                     _ => {
                         return Err(format!(
                             "ssl_cert_reqs={value} is not one of none, optional, required"
@@ -106,9 +104,7 @@ pub(crate) fn split_url(url: &str) -> Result<(String, TlsSettings), String> {
                     "true" | "1" | "yes" | "y" | "t" => true,
                     "false" | "0" | "no" | "n" | "f" => false,
                     _ => {
-                        return Err(format!(
-                            "ssl_check_hostname={value} is not true or false"
-                        ));
+                        return Err(format!("ssl_check_hostname={value} is not true or false"));
                     }
                 };
                 if !check && settings.verify != Some(TlsVerify::Off) {
@@ -170,7 +166,11 @@ pub(crate) fn cluster(
 
 /// The certificates `settings` name, read from their files.
 fn certificates(settings: &TlsSettings) -> Result<TlsCertificates, String> {
-    let root_cert = settings.ca.as_deref().map(|ca| read(ca, "CA")).transpose()?;
+    let root_cert = settings
+        .ca
+        .as_deref()
+        .map(|ca| read(ca, "CA"))
+        .transpose()?;
     let client_tls = match &settings.client_cert {
         Some((cert, key)) => Some(ClientTlsConfig {
             client_cert: read(cert, "client certificate")?,
@@ -224,7 +224,10 @@ mod tests {
         assert_eq!(tls.verify, Some(TlsVerify::Off));
 
         let plain = "redis://h:1/0?protocol=resp3";
-        assert_eq!(split_url(plain)?, (plain.to_owned(), TlsSettings::default()));
+        assert_eq!(
+            split_url(plain)?,
+            (plain.to_owned(), TlsSettings::default())
+        );
         Ok(())
     }
 
@@ -232,7 +235,10 @@ mod tests {
     fn bad_parameters_are_named() {
         for (url, says) in [
             ("rediss://h/?ssl_cert_reqs=maybe", "ssl_cert_reqs=maybe"),
-            ("rediss://h/?ssl_check_hostname=perhaps", "ssl_check_hostname"),
+            (
+                "rediss://h/?ssl_check_hostname=perhaps",
+                "ssl_check_hostname",
+            ),
             ("rediss://h/?ssl_certfile=c.pem", "go together"),
         ] {
             let why = split_url(url).expect_err(url);

@@ -91,8 +91,7 @@ async fn a_saver_and_a_store_work_over_tls_with_a_client_certificate() -> Result
 
 #[tokio::test]
 async fn redis_py_url_parameters_set_the_ca_and_client_certificate() -> Result<()> {
-    let (Some(url), Some(tls)) = (waypoint_test_kit::redis_tls(), waypoint_test_kit::tls())
-    else {
+    let (Some(url), Some(tls)) = (waypoint_test_kit::redis_tls(), waypoint_test_kit::tls()) else {
         return Ok(());
     };
     let (cert, key) = tls.client();
@@ -116,7 +115,11 @@ async fn redis_py_url_parameters_set_the_ca_and_client_certificate() -> Result<(
         .tls_ca(tls.other_ca())
         .tls_client_cert(&cert, &key)
         .tls_verify(TlsVerify::SkipHostname);
-    assert!(refusal(wrong_ca).await.contains("not signed by a trusted CA"));
+    assert!(
+        refusal(wrong_ca)
+            .await
+            .contains("not signed by a trusted CA")
+    );
     Ok(())
 }
 
