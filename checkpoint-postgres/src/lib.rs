@@ -51,6 +51,61 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # TLS
+//!
+//! TLS is rustls on ring (no OpenSSL), set by libpq's URL parameters or by the
+//! [`PostgresConfig`] methods of the same names, which win over the URL's:
+//!
+//! | URL parameter | method | meaning |
+//! |---|---|---|
+//! | `sslmode=disable` | [`SslMode::Disable`] | plaintext only |
+//! | `sslmode=allow` | [`SslMode::Allow`] | plaintext, TLS if the server insists; nothing verified |
+//! | `sslmode=prefer` (default) | [`SslMode::Prefer`] | TLS if the server offers it; nothing verified |
+//! | `sslmode=require` | [`SslMode::Require`] | TLS or fail; the server not verified (encrypted, but to whom is not proven) |
+//! | `sslmode=verify-ca` | [`SslMode::VerifyCa`] | TLS; the certificate chains to a trusted CA |
+//! | `sslmode=verify-full` | [`SslMode::VerifyFull`] | TLS; the certificate chains to a trusted CA and names the URL's host |
+//! | `sslrootcert=/path/ca.pem` | [`ssl_root_cert`](PostgresConfig::ssl_root_cert) | a CA to trust, besides the public (webpki) roots |
+//! | `sslcert=/path/client.pem&sslkey=/path/client.key` | [`ssl_client_cert`](PostgresConfig::ssl_client_cert) | a client certificate, for `cert` authentication (its CN is the user) |
+//!
+//! Only `verify-full` protects against a server impersonated on the network: use it, with
+//! the host name the certificate holds (not an IP address unless the certificate lists it).
+//! `verify-ca` with sqlx 0.8.6 still refuses a certificate naming another host
+//! (launchbadge/sqlx#3793). sqlx also reads libpq's `PGSSLMODE`, `PGSSLROOTCERT`,
+//! `PGSSLCERT` and `PGSSLKEY`. The saver, the store, `waypoint_runtime::connect` and the
+//! CLI all take these URLs:
+//!
+//! ```text
+//! postgres://app@db.example.com:5432/agents?sslmode=verify-full&sslrootcert=/etc/ssl/db-ca.pem
+//! postgres://app_cert@db.example.com/agents?sslmode=verify-full&sslrootcert=ca.pem&sslcert=app.pem&sslkey=app.key
+//! ```
+//!
+//! A refused connection fails within the timeout with an error naming the server, the
+//! operation and the cause: `postgres backend error: setup on db.example.com:5432: cannot
+//! connect: invalid peer certificate: certificate not valid for name "10.0.0.5"; ...`, or
+//! `... UnknownIssuer (the server's certificate is not signed by a trusted CA: name its CA
+//! with sslrootcert)`, or the server's own refusal (`no pg_hba.conf entry for host ...,
+//! no encryption`; `connection requires a valid client certificate`).
+//!
+//! # Lost connections
+//!
+//! Sessions the server ends (`pg_terminate_backend`, a restart, a failover, a network cut, a
+//! pooler recycling its connections) need no restart of the process:
+//!
+//! - An operation that meets a broken connection closes it and every connection parked
+//!   beside it. The saver's and the store's reads, and their writes, which are upserts of
+//!   rows keyed by their ids (running one twice stores the same rows), then run once more on
+//!   a connection that first answers a ping, so the first call after the sessions were
+//!   killed succeeds. An operation that is not idempotent (`copy_thread`) fails instead, and
+//!   the next call gets a fresh connection.
+//! - No call outlasts [`PostgresConfig::timeout`]: a refused connection is retried while
+//!   the server restarts, and when the timeout runs out the error says why, naming the
+//!   server and the operation (`put on 10.0.0.5:5432: cannot connect: Connection refused
+//!   (os error 111)`). Once the server is back the next call succeeds on the same saver.
+//! - A write is acknowledged only after its transaction committed, so nothing acknowledged
+//!   is lost. A write whose connection broke runs again with the same rows, whether it had
+//!   committed or not; one cut off by the timeout fails, committed or not, and the caller
+//!   may put the same checkpoint again.
+//!
 //! | feature | enables |
 //! |---|---|
 //! | `store` (default) | `PostgresStore`, on `waypoint-store`; without it the crate is the saver alone |

@@ -426,3 +426,40 @@ pub(crate) fn op_name(closure: &'static str) -> &'static str {
     }
     path.rsplit("::").next().unwrap_or(path)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_operation_is_the_enclosing_function() {
+        fn named() -> &'static str {
+            op_name(std::any::type_name_of_val(&|| ()))
+        }
+        assert_eq!(named(), "named");
+        let nested = async { op_name(std::any::type_name_of_val(&|| ())) };
+        assert_eq!(
+            futures::executor::block_on(nested),
+            "the_operation_is_the_enclosing_function"
+        );
+        assert_eq!(
+            op_name("crate::<impl Trait for Type>::get_tuple::{{closure}}::{{closure}}"),
+            "get_tuple"
+        );
+    }
+
+    /// Sessions ask the server for warnings and up only: setup's idempotent statements
+    /// ("already exists, skipping") send no notices for sqlx to log at info level.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sessions_get_no_notices() {
+        let Some(url) = waypoint_test_kit::postgres_url() else {
+            return;
+        };
+        let pool = Pool::new(PostgresConfig::new(url)).expect("config");
+        let level: String = sqlx::query_scalar("SHOW client_min_messages")
+            .fetch_one(pool.pg())
+            .await
+            .expect("show");
+        assert_eq!(level, "warning");
+    }
+}
