@@ -47,6 +47,8 @@ fn orphans() -> MutexGuard<'static, HashMap<String, Vec<Orphan>>> {
 impl LeaseGuard {
     /// Claims `thread_id` for `ttl` at a time; `Error::Conflict` if another writer holds it
     /// after `wait`. `None` when the saver has no leases.
+    #[tracing::instrument(name = "lease", level = "debug", skip_all,
+        fields(thread_id = thread_id, conflicts = tracing::field::Empty))]
     pub(crate) async fn acquire(
         saver: &Arc<dyn CheckpointSaver>,
         thread_id: &str,
@@ -59,12 +61,16 @@ impl LeaseGuard {
         release_orphans(thread_id).await;
         let deadline = wait.map(|w| Instant::now() + w);
         let mut backoff = Duration::from_millis(5);
+        let mut conflicts = 0u32;
         let lease = loop {
             match saver.acquire_lease(thread_id, ttl).await {
                 Ok(lease) => break lease,
                 Err(waypoint_checkpoint::Error::Conflict(_))
                     if deadline.is_some_and(|d| Instant::now() + backoff < d) =>
                 {
+                    // How long a run waited for another is its span's time; this counts tries.
+                    conflicts += 1;
+                    tracing::Span::current().record("conflicts", conflicts);
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_millis(200));
                 }
@@ -89,8 +95,18 @@ impl LeaseGuard {
                         Ok(renewed) => *held = renewed,
                         // Lost (taken over after expiring): the run's next fenced write
                         // fails with `Conflict`. A transient error is retried next tick.
-                        Err(waypoint_checkpoint::Error::Conflict(_)) => return,
-                        Err(_) => {}
+                        Err(waypoint_checkpoint::Error::Conflict(_)) => {
+                            tracing::warn!(
+                                thread_id = %held.thread_id,
+                                "lease lost: another run took the thread; this run's next write fails"
+                            );
+                            return;
+                        }
+                        Err(error) => tracing::warn!(
+                            thread_id = %held.thread_id,
+                            %error,
+                            "lease renewal failed; retrying"
+                        ),
                     }
                 }
             }
@@ -113,7 +129,12 @@ impl LeaseGuard {
     pub(crate) async fn release(self) {
         self.renewer.abort();
         let lease = self.lease.lock().await.clone();
-        if self.saver.release_lease(&lease).await.is_err() {
+        if let Err(error) = self.saver.release_lease(&lease).await {
+            tracing::warn!(
+                thread_id = %lease.thread_id,
+                %error,
+                "lease release failed; retrying in the background until it lapses"
+            );
             orphan(Arc::clone(&self.saver), lease);
         }
     }

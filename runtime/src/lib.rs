@@ -58,6 +58,17 @@
 //! | `redis` | `redis` (`waypoint-checkpoint-redis`): `RedisSaver`, `RedisStore`, `RedisConfig` | `redis://` |
 //! | `openai` | the store's `OpenAiEmbedder` | |
 //!
+//! **Tracing.** Runs report through [`tracing`](https://docs.rs/tracing) spans: `invoke` and
+//! `stream` (info; `thread_id`, `checkpoint_ns`, `checkpoint_id`, `durability`), then at debug
+//! `superstep` (`step`, `tasks`), `node` (`node`, `step`, `task_id`), `lease` (`thread_id`,
+//! `conflicts`: tries another run held the thread), `save_checkpoint` and `async_saves`. The
+//! savers' and the store's spans nest inside (`get_tuple`, `put`, `save_fenced`,
+//! `store.search`, ... with `backend`, `rows`, `bytes`). Fields are names, ids and counts,
+//! never a state value, metadata value or credential. A lost or unreleasable lease is a
+//! `warn` event. Nothing is recorded until the application installs a subscriber, e.g.
+//! `tracing_subscriber::fmt().with_span_events(FmtSpan::CLOSE).init()` for each span's
+//! duration on close.
+//!
 //! **Layout.** `builder` (`StateGraph`) compiles into `pregel` (`CompiledGraph` and all its
 //! methods), whose run loop (`pregel/run.rs`) drives the step algorithm (`step.rs`) over a
 //! frame (`frame.rs`) and saves through one durability policy (`durability.rs`); `context`,

@@ -17,6 +17,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use tracing::Instrument;
 use waypoint_checkpoint::{
     ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSaver,
     CheckpointSource, Save, SerializedValue, metadata,
@@ -55,6 +56,17 @@ impl Target {
     /// The config of checkpoint `checkpoint_id` on this target.
     fn at(&self, checkpoint_id: &str) -> CheckpointConfig {
         CheckpointConfig::of(&self.thread, &self.ns, checkpoint_id)
+    }
+
+    /// The span of saving `frame`'s checkpoint here.
+    fn save_span<S: State>(&self, frame: &Frame<S>) -> tracing::Span {
+        tracing::debug_span!(
+            "save_checkpoint",
+            thread_id = %self.thread,
+            checkpoint_ns = %self.ns,
+            checkpoint_id = frame.checkpoint_id.as_deref(),
+            step = frame.step,
+        )
     }
 }
 
@@ -141,7 +153,7 @@ impl Saves {
             };
             match self {
                 Saves::Sync { with_checkpoint } => with_checkpoint.push(save),
-                Saves::Async { writer } => Writer::send(writer, &to.saver, save),
+                Saves::Async { writer } => Writer::send(writer, to, save),
                 Saves::Exit { .. } => {}
             }
         }
@@ -165,18 +177,20 @@ impl Saves {
             return Ok(());
         };
         let put = self.put(to, graph, frame, changed)?;
+        let span = to.save_span(frame);
         match self {
             Saves::Sync { with_checkpoint } if with_checkpoint.is_empty() => {
                 to.saver
                     .put(&put.parent, put.checkpoint, put.metadata, put.new_versions)
+                    .instrument(span)
                     .await?;
             }
             Saves::Sync { with_checkpoint } => {
                 let mut batch = std::mem::take(with_checkpoint);
                 batch.push(put.into_save());
-                to.saver.save_batch(batch).await?;
+                to.saver.save_batch(batch).instrument(span).await?;
             }
-            Saves::Async { writer } => Writer::send(writer, &to.saver, put.into_save()),
+            Saves::Async { writer } => Writer::send(writer, to, put.into_save()),
             Saves::Exit { .. } => {}
         }
         frame.persisted_id = frame.checkpoint_id.clone();
@@ -207,7 +221,11 @@ impl Saves {
         if !frame.dirty.is_empty() {
             let dirty = std::mem::take(&mut frame.dirty);
             let put = self.put(to, graph, frame, dirty)?;
-            to.saver.save_batch(vec![put.into_save()]).await?;
+            let span = to.save_span(frame);
+            to.saver
+                .save_batch(vec![put.into_save()])
+                .instrument(span)
+                .await?;
             frame.persisted_id = frame.checkpoint_id.clone();
         }
         let config = to.at(frame.checkpoint_id.as_deref().unwrap_or(""));
@@ -290,30 +308,36 @@ pub(crate) struct Writer {
 }
 
 impl Writer {
-    fn spawn(saver: Arc<dyn CheckpointSaver>) -> Self {
+    fn spawn(saver: Arc<dyn CheckpointSaver>, thread_id: &str) -> Self {
         let (queue, mut rx) = tokio::sync::mpsc::unbounded_channel::<Save>();
-        let task = tokio::spawn(async move {
-            while let Some(save) = rx.recv().await {
-                let mut batch = vec![save];
-                while batch.len() < MAX_BATCH {
-                    match rx.try_recv() {
-                        Ok(save) => batch.push(save),
-                        Err(_) => break,
+        // Its own root (it outlives the step that starts it), linked to that step's span.
+        let span = tracing::debug_span!(parent: None, "async_saves", thread_id);
+        span.follows_from(tracing::Span::current());
+        let task = tokio::spawn(
+            async move {
+                while let Some(save) = rx.recv().await {
+                    let mut batch = vec![save];
+                    while batch.len() < MAX_BATCH {
+                        match rx.try_recv() {
+                            Ok(save) => batch.push(save),
+                            Err(_) => break,
+                        }
                     }
+                    // After a failure nothing more is written: a later checkpoint without the
+                    // one before it would break the thread's chain.
+                    saver.save_batch(batch).await?;
                 }
-                // After a failure nothing more is written: a later checkpoint without the
-                // one before it would break the thread's chain.
-                saver.save_batch(batch).await?;
+                Ok(())
             }
-            Ok(())
-        });
+            .instrument(span),
+        );
         Writer { queue, task }
     }
 
     /// Queues a save on `writer`, starting it if needed; a writer that already failed
     /// reports it when the run finishes.
-    fn send(writer: &mut Option<Writer>, saver: &Arc<dyn CheckpointSaver>, save: Save) {
-        let writer = writer.get_or_insert_with(|| Writer::spawn(Arc::clone(saver)));
+    fn send(writer: &mut Option<Writer>, to: &Target, save: Save) {
+        let writer = writer.get_or_insert_with(|| Writer::spawn(Arc::clone(&to.saver), &to.thread));
         let _ = writer.queue.send(save);
     }
 

@@ -24,6 +24,7 @@ use std::sync::Arc;
 
 use futures::Stream;
 use futures::future::BoxFuture;
+use tracing::Instrument;
 use waypoint_checkpoint::{
     BoxError, CheckpointConfig, CheckpointMetadata, CheckpointSaver, CheckpointSource, ListOptions,
     channels,
@@ -109,6 +110,13 @@ impl<S: State> CompiledGraph<S> {
         input: impl Into<Input<S>>,
         config: &RunConfig,
     ) -> Result<Outcome<S>> {
+        let span = tracing::info_span!(
+            "invoke",
+            thread_id = config.thread_id.as_deref(),
+            checkpoint_ns = %config.checkpoint_ns,
+            checkpoint_id = config.checkpoint_id.as_deref(),
+            durability = %config.durability,
+        );
         run(
             &self.inner,
             input.into(),
@@ -116,6 +124,7 @@ impl<S: State> CompiledGraph<S> {
             &Emitter::none(),
             Nested::default(),
         )
+        .instrument(span)
         .await
     }
 
@@ -133,11 +142,21 @@ impl<S: State> CompiledGraph<S> {
         let graph = Arc::clone(&self.inner);
         let config = config.clone();
         let input = input.into();
-        tokio::spawn(async move {
-            if let Err(err) = run(&graph, input, &config, &emitter, Nested::default()).await {
-                emitter.fail(err);
+        let span = tracing::info_span!(
+            "stream",
+            thread_id = config.thread_id.as_deref(),
+            checkpoint_ns = %config.checkpoint_ns,
+            checkpoint_id = config.checkpoint_id.as_deref(),
+            durability = %config.durability,
+        );
+        tokio::spawn(
+            async move {
+                if let Err(err) = run(&graph, input, &config, &emitter, Nested::default()).await {
+                    emitter.fail(err);
+                }
             }
-        });
+            .instrument(span),
+        );
         rx
     }
 

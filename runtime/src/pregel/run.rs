@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use futures::future::join_all;
+use tracing::Instrument;
 use waypoint_checkpoint::{
     CheckpointConfig, CheckpointSaver, CheckpointSource, PendingWrite, SerializedValue, Slot,
     channels,
@@ -302,13 +303,17 @@ impl<'g, S: State> Run<'g, S> {
             }
             steps += 1;
             let step = self.frame.step + 1;
+            let span = tracing::debug_span!("superstep", step, tasks = tasks.len());
             for task in &tasks {
                 self.emitter.debug(|| {
                     serde_json::json!({"type": "task", "step": step,
                         "payload": {"id": task.id, "name": task.name}})
                 });
             }
-            let (outputs, unsaved) = self.run_tasks(&tasks, skip_done).await;
+            let (outputs, unsaved) = self
+                .run_tasks(&tasks, skip_done)
+                .instrument(span.clone())
+                .await;
             let target = self.target();
             let checkpoint_id = self.frame.checkpoint_id.as_deref().unwrap_or("");
             self.saves.barrier(target.as_ref(), checkpoint_id, unsaved);
@@ -336,8 +341,10 @@ impl<'g, S: State> Run<'g, S> {
             skip_done = true;
             self.emit_updates(&tasks, &outputs);
             let version = self.frame.next_version(self.graph)?;
-            step::apply(self.graph, &mut self.frame, &tasks, outputs, &version)?;
-            self.checkpoint(CheckpointSource::Loop, step).await?;
+            span.in_scope(|| step::apply(self.graph, &mut self.frame, &tasks, outputs, &version))?;
+            self.checkpoint(CheckpointSource::Loop, step)
+                .instrument(span)
+                .await?;
             self.emitter.values(&self.frame.state);
             if self.breakpoint(
                 &tasks,
@@ -598,6 +605,12 @@ impl<'g, S: State> Run<'g, S> {
         let saved = &saved;
         let futures = tasks.iter().map(|task| {
             let interrupted = &interrupted;
+            let span = tracing::debug_span!(
+                "node",
+                node = %task.name,
+                step = self.frame.step + 1,
+                task_id = %task.id,
+            );
             async move {
                 let mut answered = Vec::new();
                 if let Some(own) = saved.get(task.id.as_str()) {
@@ -680,6 +693,7 @@ impl<'g, S: State> Run<'g, S> {
                     .await?;
                 Ok::<_, Error>((end, unsaved))
             }
+            .instrument(span)
         });
         let results = join_all(futures).await;
         let mut outputs = Vec::with_capacity(tasks.len());
