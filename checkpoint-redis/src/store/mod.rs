@@ -342,6 +342,10 @@ fn head(source: usize, entries: &VecDeque<Entry>) -> Option<Reverse<Head>> {
 
 #[async_trait]
 impl Backend for RedisBackend {
+    fn name(&self) -> &'static str {
+        "redis"
+    }
+
     async fn get(&self, keys: &[ItemKey], now: DateTime<Utc>) -> Result<Vec<Option<Row>>> {
         if keys.is_empty() {
             return Ok(Vec::new());
