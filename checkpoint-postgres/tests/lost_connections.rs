@@ -157,14 +157,23 @@ async fn killed_sessions_cost_no_call() -> Result<()> {
     Ok(())
 }
 
-/// Starts the fault server again when dropped, so a failed test leaves it running.
-struct Restart<'a>(&'a waypoint_test_kit::FaultServer, bool);
+/// Runs the fault server's control script with the action given when dropped (`start`
+/// after `stop`, `resume` after `pause`) unless [`done`](Self::done), so a failed test
+/// leaves the server running.
+struct Undo<'a>(&'a waypoint_test_kit::FaultServer, Option<&'static str>);
 
-impl Drop for Restart<'_> {
-    fn drop(&mut self) {
-        if !self.1 {
-            self.0.ctl("start");
+impl Undo<'_> {
+    /// Undoes now.
+    fn done(&mut self) {
+        if let Some(action) = self.1.take() {
+            self.0.ctl(action);
         }
+    }
+}
+
+impl Drop for Undo<'_> {
+    fn drop(&mut self) {
+        self.done();
     }
 }
 
@@ -207,7 +216,7 @@ async fn a_stopped_server_fails_calls_clearly_and_the_saver_recovers() -> Result
     }
 
     faults.ctl("stop");
-    let mut restart = Restart(&faults, false);
+    let mut restart = Undo(&faults, Some("start"));
     for op in ["get_tuple", "put", "list", "get_tuple"] {
         let start = Instant::now();
         let err = match op {
@@ -224,8 +233,7 @@ async fn a_stopped_server_fails_calls_clearly_and_the_saver_recovers() -> Result
         names(&err, &server, op, "refused");
     }
 
-    faults.ctl("start");
-    restart.1 = true;
+    restart.done();
     let latest = saver
         .get_tuple(&CheckpointConfig::new("stopped"))
         .await?
@@ -233,6 +241,19 @@ async fn a_stopped_server_fails_calls_clearly_and_the_saver_recovers() -> Result
     assert_eq!(Some(&latest.checkpoint.id), acked[2].checkpoint_id.as_ref());
     acked.push(put(&saver, "stopped", 3).await?);
     assert_eq!(ids(&saver, "stopped").await?, acked_ids(&acked));
+
+    // A server that accepts connections but never answers (hung): opening a saver fails
+    // within the timeout, saying so.
+    faults.ctl("pause");
+    let mut resume = Undo(&faults, Some("resume"));
+    let start = Instant::now();
+    let err = PostgresSaver::connect(PostgresConfig::new(faults.url()).timeout(TIMEOUT))
+        .await
+        .expect_err("the server is hung");
+    let took = start.elapsed();
+    resume.done();
+    assert!(took <= TIMEOUT + SLACK, "took {took:?}");
+    names(&err, &server, "setup", "no answer");
     Ok(())
 }
 
