@@ -52,9 +52,10 @@
 //! the saver's connection: one connection, one persistence check, one prefix.
 //!
 //! URLs: [`RedisConfig::from_url`] takes the schemes of [`URL_SCHEMES`]: `redis://` and
-//! `valkey://` (TCP), `redis+unix://`, `valkey+unix://` and `unix://` (a Unix socket, on Unix
-//! platforms); `rediss://` and `valkeys://` are recognised and refused, since this build has
-//! no TLS.
+//! `valkey://` (TCP), `rediss://` and `valkeys://` (TCP with TLS, see [TLS](#tls)),
+//! `redis+unix://`, `valkey+unix://` and `unix://` (a Unix socket, on Unix platforms). A
+//! URL naming one node of a Redis Cluster opens the cluster (see
+//! [Redis Cluster](#redis-cluster)).
 //!
 //! Setup follows the rule of every Waypoint backend: with [`RedisConfig::auto_setup`] (the
 //! default), opening a saver or a store runs its idempotent `setup()`. The saver needs
@@ -142,6 +143,56 @@
 //! A server that disallows `CONFIG` (as managed services often do) has unknown settings:
 //! a warning, or a refusal under [`PersistenceCheck::Require`].
 //!
+//! # TLS
+//!
+//! `rediss://host:port/db` (or `valkeys://`) connects over TLS with rustls on ring (no
+//! OpenSSL; ring becomes the process' rustls provider unless the application installed
+//! one). The server's certificate must chain to a trusted CA (the system's, or those of
+//! [`RedisConfig::tls_ca`]) and name the URL's host; [`RedisConfig::tls_client_cert`]
+//! presents a client certificate to a server with `tls-auth-clients yes`. The same settings
+//! can come from the URL, with redis-py's names, so a LangGraph URL works unchanged (the
+//! builder methods win over the URL):
+//!
+//! | URL parameter | Means | Builder |
+//! |---|---|---|
+//! | `ssl_ca_certs=/path/ca.pem` | trust these CAs instead of the system's | [`RedisConfig::tls_ca`] |
+//! | `ssl_certfile=/path/client.pem&ssl_keyfile=/path/client.key` | the client certificate and its key | [`RedisConfig::tls_client_cert`] |
+//! | `ssl_cert_reqs=required` (default) or `optional` | check the certificate fully | [`TlsVerify::Full`] |
+//! | `ssl_check_hostname=false` | check the CA, not the host name | [`TlsVerify::SkipHostname`] |
+//! | `ssl_cert_reqs=none` | no check at all (encrypted, not authenticated) | [`TlsVerify::Off`] |
+//!
+//! Files are read when connecting; a missing one is an `InvalidConfig` naming it. Other
+//! `ssl_*` parameters of redis-py are not supported; TLS settings on a `redis://` URL are
+//! refused. A refused handshake says why: a certificate for another host name, one signed by
+//! an unknown CA, a client certificate the server requires, or (plaintext to a TLS port) a
+//! connection the server closed at once, suggesting `rediss://`.
+//!
+//! # Redis Cluster
+//!
+//! Connecting asks the server whether it is a cluster node (`INFO cluster`); if so the saver
+//! or store connects as a cluster client, seeded with the URL's node and
+//! [`RedisConfig::cluster_nodes`] (more `host:port` seeds, for when that node is down), and
+//! sends every command to the primary of its keys' slot, following the cluster as slots
+//! move. [`RedisConfig::cluster`] says which it is without asking (`false` for a proxy that
+//! hides a cluster). Credentials and TLS settings apply to every node; a cluster has only
+//! database 0. [`RedisSaver::connection`] returns a [`RedisConnection`] either way
+//! ([`RedisConnection::is_cluster`]). The persistence check reads `appendonly` and
+//! `appendfsync` on every primary and names the node that fails it.
+//!
+//! # Lost connections
+//!
+//! The connection reconnects by itself. An operation that finds it broken (the server
+//! restarted, a `CLIENT KILL`, a network cut) reconnects and, if the operation is idempotent
+//! (every read, and every write whose second application changes nothing), runs once more
+//! on the new connection, so a single lost connection costs no failed call; an operation
+//! that is not idempotent fails with a `Backend` error instead and is never sent twice. A
+//! server still loading its data after a restart refuses commands without running them: they
+//! are tried again every 50 ms. Every operation is bounded by [`RedisConfig::timeout`]
+//! (reconnecting included) and each connection attempt by
+//! [`RedisConfig::connect_timeout`]: while the server is down calls fail within the timeout
+//! with an error naming the operation and saying the server is unreachable, none hangs, and
+//! the first call after it is back succeeds on the same saver, without reopening it.
+//!
 //! # Limits, errors and secrets
 //!
 //! A saver's value over [`RedisConfig::max_value_bytes`] (default 512 MB, the server's own
@@ -149,8 +200,9 @@
 //! and the limit; the server would drop the connection otherwise. Errors follow one rule for
 //! the saver and the store: settings that cannot work (a URL, a prefix, a refused server)
 //! are `InvalidConfig`; a failed server or connection is `Backend { backend: "redis", .. }`
-//! naming the operation. `Debug` of the config and every error show the URL with its
-//! password replaced by `***`.
+//! naming the operation and the cause (and, when connecting, the server:
+//! `redis://:***@host:port/db`). `Debug` of the config and every error show the URL with
+//! its password replaced by `***`.
 //!
 //! # Features
 //!

@@ -203,3 +203,33 @@ async fn a_stopped_or_killed_server_keeps_every_acknowledged_write() -> Result<(
     }
     Ok(())
 }
+
+#[tokio::test]
+async fn connect_errors_name_the_server_the_operation_and_the_cause() {
+    let Some(url) = waypoint_test_kit::redis_url() else {
+        return;
+    };
+    let port = waypoint_test_kit::free_port();
+    let closed = format!("redis://:hunter2@127.0.0.1:{port}/");
+    let wrong_password = url.replacen("redis://", "redis://:hunter2@", 1);
+    for (config, cause) in [
+        (RedisConfig::new(closed), "unreachable"),
+        (RedisConfig::new(wrong_password), "refused the credentials"),
+    ] {
+        let config = config.timeout(Duration::from_secs(2));
+        let start = Instant::now();
+        let err = RedisSaver::connect(config).await.expect_err("refused");
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            start.elapsed()
+        );
+        let message = format!("{err}: {:?}", std::error::Error::source(&err));
+        assert!(
+            message.contains("`connect`") && message.contains(cause),
+            "{message}"
+        );
+        assert!(message.contains(":***@127.0.0.1:"), "{message}");
+        assert!(!message.contains("hunter2"), "{message}");
+    }
+}
