@@ -168,37 +168,28 @@ impl Pool {
 
     /// A connection from sqlx's pool, or why none came: sqlx's pool retries a refused
     /// connection until its wait ends and then says only that it timed out, so one more
-    /// attempt, within what is left of the timeout, finds the cause.
+    /// attempt, within what is left of the timeout, finds the cause (or that the server
+    /// answers, and every connection was busy).
     async fn connect(&self) -> Result<PoolConnection<Postgres>, Failure> {
         let pg = &self.inner.pg;
+        let waited = pg.options().get_acquire_timeout();
         let cause = match pg.acquire().await {
             Ok(conn) => return Ok(conn),
-            Err(sqlx::Error::PoolTimedOut) if pg.size() >= self.inner.config.max_connections => {
-                format!(
-                    "all {} connections stayed busy for {:?}",
-                    pg.size(),
-                    pg.options().get_acquire_timeout()
-                )
-            }
             Err(sqlx::Error::PoolTimedOut) => {
                 let rest = self.inner.config.timeout.mul_f32(PROBE_SHARE);
                 let options = pg.connect_options();
                 match tokio::time::timeout(rest, PgConnection::connect_with(&options)).await {
-                    // Closed on drop.
-                    Ok(Ok(_conn)) => {
-                        format!(
-                            "none opened within {:?} (the server answers again now)",
-                            pg.options().get_acquire_timeout()
-                        )
+                    // The server answers (the probe closes on drop): every connection was
+                    // busy, or the server came back just now.
+                    Ok(Ok(_probe)) => {
+                        return Err(Failure::Connect(format!(
+                            "no connection free within {waited:?} ({} open, at most {}); the server answers",
+                            pg.size(),
+                            self.inner.config.max_connections
+                        )));
                     }
                     Ok(Err(e)) => connect_cause(&e),
-                    Err(_) => format!(
-                        "no answer within {:?}",
-                        self.inner
-                            .config
-                            .timeout
-                            .mul_f32(ACQUIRE_SHARE + PROBE_SHARE)
-                    ),
+                    Err(_) => format!("no answer within {:?}", waited + rest),
                 }
             }
             Err(e) => connect_cause(&e),

@@ -270,3 +270,35 @@ async fn a_closed_port_fails_within_the_timeout_naming_the_cause() {
     assert!(took <= TIMEOUT, "took {took:?}");
     names(&err, &format!("127.0.0.1:{port}"), "setup", "refused");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_kept_busy_says_so_within_the_timeout() -> Result<()> {
+    let Some(url) = waypoint_test_kit::postgres_url() else {
+        return Ok(());
+    };
+    let saver = PostgresSaver::connect(
+        PostgresConfig::new(&url)
+            .schema(waypoint_test_kit::fresh_name("wp_lost"))
+            .max_connections(1)
+            .timeout(TIMEOUT),
+    )
+    .await?;
+    // The pool's one connection, held elsewhere.
+    let held = saver.pool().acquire().await.expect("the connection");
+    let start = Instant::now();
+    let err = saver
+        .get_tuple(&CheckpointConfig::new("busy"))
+        .await
+        .expect_err("no connection free");
+    let took = start.elapsed();
+    assert!(took <= TIMEOUT + SLACK, "took {took:?}");
+    names(&err, address(&url), "get_tuple", "no connection free");
+    drop(held);
+    assert!(
+        saver
+            .get_tuple(&CheckpointConfig::new("busy"))
+            .await?
+            .is_none()
+    );
+    Ok(())
+}
