@@ -131,8 +131,9 @@ case "\$1" in
         $bin --bind 127.0.0.1 $listen --dir $root --save '' \\
             --appendonly yes --appendfsync everysec \\
             --daemonize yes --pidfile $root/redis.pid --logfile $root/server.log
-        for _ in \$(seq 100); do
-            $cli ping >/dev/null 2>&1 && exit 0
+        for _ in \$(seq 400); do
+            # PONG, not LOADING: a restarted server answers once it has read its data.
+            [ "\$($cli ping 2>/dev/null)" = PONG ] && exit 0
             sleep 0.05
         done
         echo "Redis did not start" >&2; exit 1 ;;
