@@ -128,10 +128,15 @@ impl PostgresSaver {
             Ok((query, None)) => query.fetch(self.pool.pg()).boxed(),
             Ok((query, Some(begin))) => match tokio::runtime::Handle::try_current() {
                 Ok(runtime) => in_transaction(&runtime, self.pool.pg().clone(), begin, query),
-                Err(e) => return futures::stream::once(async move {
-                    Err(Error::backend("postgres", format!("list_stream needs a Tokio runtime: {e}")))
-                })
-                .boxed(),
+                Err(e) => {
+                    return futures::stream::once(async move {
+                        Err(Error::backend(
+                            "postgres",
+                            format!("list_stream needs a Tokio runtime: {e}"),
+                        ))
+                    })
+                    .boxed();
+                }
             },
             Err(e) => return futures::stream::once(async { Err(e) }).boxed(),
         };

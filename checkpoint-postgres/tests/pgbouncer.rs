@@ -168,7 +168,9 @@ async fn setup_lands_in_the_schema_and_takes_turns() -> waypoint_checkpoint::Res
         .into_iter()
         .collect::<waypoint_checkpoint::Result<Vec<_>>>()?;
     let setups = futures::future::join_all(savers.iter().map(|s| s.setup())).await;
-    setups.into_iter().collect::<waypoint_checkpoint::Result<Vec<_>>>()?;
+    setups
+        .into_iter()
+        .collect::<waypoint_checkpoint::Result<Vec<_>>>()?;
     savers[0]
         .put(
             &CheckpointConfig::new("t"),
@@ -187,11 +189,12 @@ async fn setup_lands_in_the_schema_and_takes_turns() -> waypoint_checkpoint::Res
         .await
         .expect("the schema's table");
     assert_eq!(rows, 1);
-    let versions: Vec<i32> =
-        sqlx::query_scalar(&format!(r#"SELECT v FROM "{schema}".waypoint_migrations ORDER BY v"#))
-            .fetch_all(&server)
-            .await
-            .expect("versions");
+    let versions: Vec<i32> = sqlx::query_scalar(&format!(
+        r#"SELECT v FROM "{schema}".waypoint_migrations ORDER BY v"#
+    ))
+    .fetch_all(&server)
+    .await
+    .expect("versions");
     let expected: Vec<i32> = (1..=waypoint_checkpoint_postgres::WAYPOINT_SCHEMA_VERSION).collect();
     assert_eq!(versions, expected, "each migration once");
     Ok(())
