@@ -77,7 +77,7 @@ impl Pool {
             .max_connections(config.max_connections)
             .min_connections(config.min_connections.min(config.max_connections))
             // What is left of the timeout goes to finding out why no connection came.
-            .acquire_timeout(config.timeout.mul_f32(ACQUIRE_SHARE))
+            .acquire_timeout(config.timeout * ACQUIRE_TENTHS / 10)
             .idle_timeout(Some(config.idle_timeout))
             // A ping per checkout would double the round trips; broken connections are
             // detected by the operation that meets them instead.
@@ -176,7 +176,7 @@ impl Pool {
         let cause = match pg.acquire().await {
             Ok(conn) => return Ok(conn),
             Err(sqlx::Error::PoolTimedOut) => {
-                let rest = self.inner.config.timeout.mul_f32(PROBE_SHARE);
+                let rest = self.inner.config.timeout * PROBE_TENTHS / 10;
                 let options = pg.connect_options();
                 match tokio::time::timeout(rest, PgConnection::connect_with(&options)).await {
                     // The server answers (the probe closes on drop): every connection was
@@ -282,11 +282,11 @@ impl Pool {
     }
 }
 
-/// The share of the timeout sqlx's pool may spend finding a connection, and the share one
+/// The tenths of the timeout sqlx's pool may spend finding a connection, and the tenths one
 /// more attempt may then spend finding out why it found none: together under the whole, so
 /// the operation's own deadline does not cut the answer off.
-const ACQUIRE_SHARE: f32 = 0.7;
-const PROBE_SHARE: f32 = 0.2;
+const ACQUIRE_TENTHS: u32 = 7;
+const PROBE_TENTHS: u32 = 2;
 
 /// Why connecting failed, in words: the driver's error, with what a certificate refusal
 /// means (rustls names it by its variant).
@@ -415,6 +415,21 @@ pub(crate) fn op_name(closure: &'static str) -> &'static str {
     while let Some(outer) = path.strip_suffix("::{{closure}}") {
         path = outer;
     }
+    // A generic function's arguments (`get_tuple<'_, '_>`).
+    if path.ends_with('>') {
+        let mut depth = 0;
+        for (i, c) in path.char_indices().rev() {
+            match c {
+                '>' => depth += 1,
+                '<' => depth -= 1,
+                _ => {}
+            }
+            if depth == 0 {
+                path = &path[..i];
+                break;
+            }
+        }
+    }
     path.rsplit("::").next().unwrap_or(path)
 }
 
@@ -436,6 +451,10 @@ mod tests {
         assert_eq!(
             op_name("crate::<impl Trait for Type>::get_tuple::{{closure}}::{{closure}}"),
             "get_tuple"
+        );
+        assert_eq!(
+            op_name("crate::<impl Trait for a::Type>::list<'_, '_>::{{closure}}"),
+            "list"
         );
     }
 

@@ -182,6 +182,7 @@ impl Drop for Undo<'_> {
 fn names(err: &Error, server: &str, op: &str, cause: &str) {
     assert!(matches!(err, Error::Backend { .. }), "{err:?}");
     let shown = err.to_string();
+    eprintln!("failed as expected: {shown}");
     for expected in [server, op, cause] {
         assert!(
             shown.to_lowercase().contains(&expected.to_lowercase()),

@@ -67,6 +67,7 @@ async fn refused(config: PostgresConfig) -> String {
         matches!(err, waypoint_checkpoint::Error::Backend { .. }),
         "{err:?}"
     );
+    eprintln!("refused as expected: {err}");
     err.to_string()
 }
 
