@@ -15,7 +15,9 @@ use waypoint_checkpoint::{
     ListOptions, Result, Serde,
 };
 use waypoint_checkpoint_redis::{RedisConfig, RedisSaver, RedisStore};
-use waypoint_store::StoreConfig;
+use waypoint_store::{
+    IndexConfig, ListNamespacesOp, Namespace, Op, PutOp, SearchOp, Store, StoreConfig, StoreExt,
+};
 
 /// Default settings on a fresh prefix of the test cluster; `None` without it.
 fn config() -> Option<RedisConfig> {
@@ -212,5 +214,86 @@ async fn listing_across_threads_merges_every_node() -> Result<()> {
     let listed = saver.list(None, &ListOptions::default()).await?;
     assert_eq!(listed.len(), 22);
     assert!(listed.iter().all(|t| t.config.thread_id != "thread-3"));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_spreads_over_nodes_by_namespace() -> waypoint_store::Result<()> {
+    let Some(config) = config() else {
+        return Ok(());
+    };
+    let prefix = config.prefix.clone();
+    let store = RedisStore::connect(
+        config.clone(),
+        StoreConfig::new().index(IndexConfig::hashing(32)),
+    )
+    .await?;
+    // One namespace per user under a shared first label: the first two labels choose the
+    // bucket, so the users spread.
+    for i in 0..24 {
+        let ns = Namespace::new(["memories".to_owned(), format!("user-{i}")]);
+        store
+            .put(&ns, "m", json!({"text": format!("note {i}"), "i": i}))
+            .await?;
+    }
+    let items = keys_by_node(&format!("{{*}}/{prefix}:i:*")).await;
+    assert_eq!(items.len(), 3, "items on every node: {items:#?}");
+    // Across buckets: a one-label prefix, the whole store, namespaces, a semantic search.
+    let under = store
+        .search(SearchOp::new(Namespace::from(["memories"])).limit(100))
+        .await?;
+    assert_eq!(under.len(), 24);
+    let mut seen: Vec<i64> = under
+        .iter()
+        .filter_map(|hit| hit.item.value["i"].as_i64())
+        .collect();
+    seen.sort_unstable();
+    assert_eq!(seen, (0..24).collect::<Vec<_>>());
+    // Newest first across buckets.
+    assert_eq!(under[0].item.value["i"], 23);
+    let all = store
+        .search(SearchOp::new(Namespace::root()).limit(100))
+        .await?;
+    assert_eq!(all.len(), 24);
+    let namespaces = store.list_namespaces(ListNamespacesOp::new()).await?;
+    assert_eq!(namespaces.len(), 24);
+    let hits = store
+        .search(
+            SearchOp::new(Namespace::from(["memories"]))
+                .query("note 7")
+                .limit(1),
+        )
+        .await?;
+    assert_eq!(hits[0].item.key, "m");
+    // A batch over several buckets applies (atomically per bucket), and a second store on
+    // the same prefix follows every bucket's change feed.
+    let other =
+        RedisStore::connect(config, StoreConfig::new().index(IndexConfig::hashing(32))).await?;
+    let put = |user: &str, text: &str| {
+        Op::Put(PutOp::new(
+            Namespace::new(["memories", user]),
+            "late",
+            json!({"text": text})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+        ))
+    };
+    store
+        .batch(
+            (0..6)
+                .map(|i| put(&format!("user-{i}"), "spicy ramen"))
+                .collect(),
+        )
+        .await?;
+    let found = other
+        .search(
+            SearchOp::new(Namespace::from(["memories"]))
+                .query("spicy ramen")
+                .limit(6),
+        )
+        .await?;
+    assert!(found.iter().all(|hit| hit.item.key == "late"), "{found:?}");
+    assert_eq!(found.len(), 6);
     Ok(())
 }

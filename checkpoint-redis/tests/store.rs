@@ -52,9 +52,19 @@ async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
         .expect("connect")
 }
 
-/// Every key under a store's prefix.
+/// Every key of a store: its buckets' (`{tag}/P:...`) and its layout marker (`{P}:meta`).
 async fn keys_of(url: &str, prefix: &str) -> Vec<String> {
-    common::scan(&mut raw(url).await, &format!("{{{prefix}}}:*")).await
+    let mut conn = raw(url).await;
+    let mut keys = common::scan(&mut conn, &format!("{{*}}/{prefix}:*")).await;
+    keys.extend(common::scan(&mut conn, &format!("{{{prefix}}}:*")).await);
+    keys
+}
+
+/// The one key of a store whose name ends with `/P:<suffix>` (in the bucket it belongs to).
+async fn bucket_key(url: &str, prefix: &str, suffix: &str) -> String {
+    let keys = common::scan(&mut raw(url).await, &format!("{{*}}/{prefix}:{suffix}")).await;
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    keys.into_iter().next().unwrap_or_default()
 }
 
 async fn query_keys(store: &RedisStore, ns: &Namespace, q: &str) -> Result<Vec<String>> {
@@ -138,13 +148,11 @@ async fn deletes_and_sweeps_leave_no_key_behind() -> Result<()> {
         store.delete(&ns, &format!("k{i}")).await?;
     }
     let left = keys_of(&url, &prefix).await;
-    assert_eq!(
-        left,
-        [
-            format!("{{{prefix}}}:changes"),
-            format!("{{{prefix}}}:meta")
-        ],
-        "only the change feed (capped) and the layout marker stay"
+    assert!(
+        left.iter()
+            .all(|k| k.ends_with(&format!("/{prefix}:changes"))
+                || *k == format!("{{{prefix}}}:meta")),
+        "only the buckets' change feeds (capped) and the layout marker stay: {left:?}"
     );
     assert!(
         query_keys(&store, &Namespace::from(["a"]), "item 3")
@@ -161,12 +169,18 @@ async fn a_batch_that_cannot_apply_writes_nothing() -> Result<()> {
     };
     let prefix = common::fresh_prefix();
     let store = RedisStore::connect(RedisConfig::new(&url).prefix(&prefix), indexed()).await?;
-    let ns = Namespace::from(["atomic"]);
+    // Both namespaces start with the same two labels: one bucket, one script (a batch over
+    // several buckets is atomic per bucket).
+    let ns = Namespace::from(["atomic", "x"]);
+    let other = Namespace::from(["atomic", "x", "other"]);
+    store.put(&other, "gone", json!({"text": "soon"})).await?;
+    let taken = bucket_key(&url, &prefix, "n:atomic.x.other").await;
+    store.delete(&other, "gone").await?;
     store.put(&ns, "kept", json!({"text": "before"})).await?;
     // Something else took the key of the second item's namespace.
     let mut conn = raw(&url).await;
     redis::cmd("SET")
-        .arg(format!("{{{prefix}}}:n:other"))
+        .arg(&taken)
         .arg("not a sorted set")
         .query_async::<()>(&mut conn)
         .await
@@ -182,7 +196,7 @@ async fn a_batch_that_cannot_apply_writes_nothing() -> Result<()> {
                     .unwrap_or_default(),
             )),
             Op::Put(PutOp::new(
-                ["other"],
+                &other,
                 "new",
                 json!({"text": "new"})
                     .as_object()
@@ -195,7 +209,7 @@ async fn a_batch_that_cannot_apply_writes_nothing() -> Result<()> {
     assert!(matches!(err, Error::Backend { .. }), "{err:?}");
     let kept = store.get(&ns, "kept").await?.expect("still there");
     assert_eq!(kept.value["text"], "before");
-    assert!(store.get(["other"], "new").await?.is_none());
+    assert!(store.get(&other, "new").await?.is_none());
     Ok(())
 }
 
@@ -265,10 +279,11 @@ async fn from_url_opens_redis_urls() -> Result<()> {
 /// An entry of a change feed: its id and its fields.
 type FeedEntry = (String, Vec<(String, Vec<u8>)>);
 
-/// The `n` of every entry of a store's change feed, oldest first.
+/// The `n` of every entry of a store's change feed (the store's one bucket with a feed),
+/// oldest first.
 async fn feed_entries(url: &str, prefix: &str) -> Vec<i64> {
     let entries: Vec<FeedEntry> = redis::cmd("XRANGE")
-        .arg(format!("{{{prefix}}}:changes"))
+        .arg(bucket_key(url, prefix, "changes").await)
         .arg("-")
         .arg("+")
         .query_async(&mut raw(url).await)
@@ -297,7 +312,7 @@ async fn a_reader_behind_a_trimmed_feed_reloads_its_index() -> Result<()> {
     let entries = feed_entries(&url, &prefix).await;
     assert_eq!(entries.len(), 2, "one entry per batch: {entries:?}");
     let trimmed: i64 = redis::cmd("XTRIM")
-        .arg(format!("{{{prefix}}}:changes"))
+        .arg(bucket_key(&url, &prefix, "changes").await)
         .arg("MINID")
         .arg(format!("0-{}", entries[1]))
         .query_async(&mut raw(&url).await)
@@ -326,29 +341,128 @@ async fn a_reader_behind_a_trimmed_feed_reloads_its_index() -> Result<()> {
     Ok(())
 }
 
+/// The hashes of a store's keys of one kind (`i` items, `v` vectors), by item id.
+async fn hashes_of(
+    conn: &mut redis::aio::MultiplexedConnection,
+    prefix: &str,
+    kind: &str,
+) -> Vec<(Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>)> {
+    let mut out = Vec::new();
+    for key in common::scan(conn, &format!("{{*}}/{prefix}:{kind}:*")).await {
+        let id = key
+            .split_once(&format!("/{prefix}:{kind}:"))
+            .expect("a bucket key")
+            .1
+            .as_bytes()
+            .to_vec();
+        let hash: Vec<(Vec<u8>, Vec<u8>)> = redis::cmd("HGETALL")
+            .arg(&key)
+            .query_async(conn)
+            .await
+            .expect("hgetall");
+        out.push((id, hash));
+    }
+    out
+}
+
+/// Stores of layouts 1 and 2 (every key under `{P}:`, one slot, one node) are moved into
+/// their buckets by `setup`, which opening runs: values, times, TTLs and vectors are kept,
+/// the index finds the items, and no old key is left but the layout marker, now 3.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn layout_1_is_upgraded_to_the_change_feed() -> Result<()> {
+async fn layouts_1_and_2_move_into_buckets() -> Result<()> {
     let Some(url) = waypoint_test_kit::redis_url() else {
         return Ok(());
     };
-    let prefix = common::fresh_prefix();
-    let meta = format!("{{{prefix}}}:meta");
     let mut conn = raw(&url).await;
-    redis::cmd("HSET")
-        .arg(&meta)
-        .arg("layout")
-        .arg(1)
-        .query_async::<()>(&mut conn)
-        .await
-        .expect("hset");
-    RedisStore::connect(RedisConfig::new(&url).prefix(&prefix), StoreConfig::new()).await?;
-    let layout: String = redis::cmd("HGET")
-        .arg(&meta)
-        .arg("layout")
-        .query_async(&mut conn)
-        .await
-        .expect("hget");
-    assert_eq!(layout, "2");
+    // The items, written by this version under a scratch prefix, then written by hand as
+    // layout 2 has them.
+    let scratch = common::fresh_prefix();
+    let written = RedisStore::connect(RedisConfig::new(&url).prefix(&scratch), indexed()).await?;
+    written
+        .put(["users", "alice"], "prefs", json!({"theme": "dark"}))
+        .await?;
+    written
+        .put(["memories", "u1"], "m1", json!({"text": "spicy ramen"}))
+        .await?;
+    written
+        .put_with(
+            ["memories", "u2"],
+            "m2",
+            json!({"text": "green tea"}),
+            Index::Default,
+            Ttl::Minutes(60.0),
+        )
+        .await?;
+    let items = hashes_of(&mut conn, &scratch, "i").await;
+    let vectors = hashes_of(&mut conn, &scratch, "v").await;
+    assert_eq!((items.len(), vectors.len()), (3, 3));
+    for old in [1, 2] {
+        let prefix = common::fresh_prefix();
+        let key = |kind: &str, rest: &[u8]| {
+            [format!("{{{prefix}}}:{kind}").into_bytes(), rest.to_vec()].concat()
+        };
+        let mut pipe = redis::pipe();
+        for (id, hash) in &items {
+            let field = |name: &[u8]| {
+                hash.iter()
+                    .find(|(f, _)| f == name)
+                    .map(|(_, v)| v.clone())
+                    .expect("a field")
+            };
+            let (ns, updated) = (field(b"ns"), field(b"updated"));
+            let score = format!("-{}", String::from_utf8_lossy(&updated));
+            pipe.hset_multiple(key("i:", id), hash)
+                .zadd(key("order", b""), id, &score)
+                .zadd(key("n:", &ns), id, &score)
+                .zadd(key("namespaces", b""), &ns, 0);
+            if let Some((_, at)) = hash.iter().find(|(f, _)| f == b"expires") {
+                pipe.zadd(key("expiry", b""), id, at);
+            }
+        }
+        for (id, hash) in &vectors {
+            pipe.hset_multiple(key("v:", id), hash)
+                .sadd(key("vectored", b""), id);
+        }
+        if old == 2 {
+            pipe.cmd("XADD")
+                .arg(key("changes", b""))
+                .arg("0-1")
+                .arg("i")
+                .arg(&vectors[0].0);
+        }
+        pipe.hset(key("meta", b""), "layout", old);
+        pipe.query_async::<()>(&mut conn).await.expect("layout 2");
+
+        let store = RedisStore::connect(RedisConfig::new(&url).prefix(&prefix), indexed()).await?;
+        let left = common::scan(&mut conn, &format!("{{{prefix}}}:*")).await;
+        assert_eq!(left, [format!("{{{prefix}}}:meta")], "layout {old}");
+        let layout: String = redis::cmd("HGET")
+            .arg(format!("{{{prefix}}}:meta"))
+            .arg("layout")
+            .query_async(&mut conn)
+            .await
+            .expect("hget");
+        assert_eq!(layout, "3");
+        for (ns, k) in [
+            (["users", "alice"], "prefs"),
+            (["memories", "u1"], "m1"),
+            (["memories", "u2"], "m2"),
+        ] {
+            let moved = store.get(ns, k).await?.expect("moved");
+            let original = written.get(ns, k).await?.expect("written");
+            assert_eq!(moved, original, "layout {old}");
+        }
+        assert_eq!(
+            store.list_namespaces(ListNamespacesOp::new()).await?.len(),
+            3
+        );
+        let mut found = query_keys(&store, &Namespace::from(["memories"]), "ramen").await?;
+        assert_eq!(found.first().map(String::as_str), Some("m1"));
+        found.sort();
+        assert_eq!(found, ["m1", "m2"]);
+        // The TTL came along: a sweep far in the future would take m2 only.
+        assert_eq!(store.sweep_expired().await?, 0);
+    }
     Ok(())
 }
 
@@ -559,7 +673,7 @@ async fn the_store_follows_auto_setup_like_the_saver() -> Mixed {
         .query_async(&mut conn)
         .await
         .expect("hget");
-    assert_eq!(layout, "2");
+    assert_eq!(layout, "3");
     RedisStore::connect(manual, StoreConfig::new()).await?;
     Ok(())
 }

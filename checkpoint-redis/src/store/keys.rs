@@ -7,16 +7,48 @@
 
 use waypoint_store::{ItemKey, Namespace};
 
-/// The keys of one store: every name starts with `{prefix}:`, the hash tag that keeps the
-/// whole store in one cluster slot (batches touch many namespaces in one script).
+use crate::keys::{SHARDS, shard_of, shard_tag};
+
+/// How many leading labels of a namespace choose its bucket.
+pub(crate) const BUCKET_LABELS: usize = 2;
+
+/// The bucket of a namespace: its first [`BUCKET_LABELS`] labels (all of them when it has
+/// fewer), dot-joined, hashed to one of the [`SHARDS`] sixteenths of the cluster's slot
+/// range. Every item of a namespace, and every namespace sharing those labels, is in the
+/// bucket: one slot, one script per batch.
+pub(crate) fn bucket_of(namespace: &Namespace) -> usize {
+    let labels = &namespace.labels()[..namespace.len().min(BUCKET_LABELS)];
+    shard_of(labels.join(".").as_bytes())
+}
+
+/// The bucket of a dot-joined namespace.
+pub(crate) fn bucket_of_joined(joined: &str) -> usize {
+    bucket_of(&Namespace::from_joined(joined))
+}
+
+/// The keys of one bucket of a store (or of a store in layout 2, all in one slot).
 #[derive(Clone, Debug)]
 pub(crate) struct Keys {
     base: String,
 }
 
 impl Keys {
-    /// The keys under `prefix` (already checked to hold no brace).
-    pub(crate) fn new(prefix: &str) -> Self {
+    /// The keys of bucket `bucket` of the store under `prefix` (already checked to hold no
+    /// brace): `{<tag>}/<prefix>:`, the tag being the bucket's shard tag.
+    pub(crate) fn bucket(prefix: &str, bucket: usize) -> Self {
+        Keys {
+            base: format!("{{{}}}/{prefix}:", shard_tag(bucket)),
+        }
+    }
+
+    /// Every bucket of the store under `prefix`, in bucket order.
+    pub(crate) fn buckets(prefix: &str) -> Vec<Self> {
+        (0..SHARDS).map(|b| Keys::bucket(prefix, b)).collect()
+    }
+
+    /// The keys of layout 2 and older under `prefix`: `{<prefix>}:`, one slot for the whole
+    /// store. Its `meta` hash still records the layout of the store.
+    pub(crate) fn legacy(prefix: &str) -> Self {
         Keys {
             base: format!("{{{prefix}}}:"),
         }
@@ -167,10 +199,29 @@ mod tests {
     }
 
     #[test]
-    fn every_key_carries_the_stores_hash_tag() {
-        let keys = Keys::new("tenant-a");
+    fn keys_carry_their_buckets_tag_chosen_by_the_first_two_labels() {
+        let keys = Keys::legacy("tenant-a");
         assert_eq!(keys.order(), b"{tenant-a}:order");
         assert_eq!(keys.namespace("users.alice"), b"{tenant-a}:n:users.alice");
         assert_eq!(keys.item(b"x\0\0k"), b"{tenant-a}:i:x\0\0k");
+        let b = bucket_of(&Namespace::new(["users", "alice", "prefs"]));
+        assert_eq!(b, bucket_of(&Namespace::new(["users", "alice"])));
+        assert_eq!(b, bucket_of_joined("users.alice.x.y"));
+        assert_eq!(b, shard_of(b"users.alice"));
+        let tag = shard_tag(b);
+        assert_eq!(
+            Keys::bucket("tenant-a", b).order(),
+            format!("{{{tag}}}/tenant-a:order").into_bytes()
+        );
+        // Users spread: 64 of them land in more than half of the buckets.
+        let used: std::collections::BTreeSet<usize> = (0..64)
+            .map(|i| {
+                bucket_of(&Namespace::new([
+                    "memories".to_owned(),
+                    format!("user-{i}"),
+                ]))
+            })
+            .collect();
+        assert!(used.len() > SHARDS / 2, "{used:?}");
     }
 }

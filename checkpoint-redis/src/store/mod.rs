@@ -16,8 +16,9 @@ mod keys;
 mod scripts;
 
 use std::cmp::{Ordering, Reverse};
-use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::fmt;
+use std::sync::Mutex;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -25,16 +26,23 @@ use waypoint_store::raw::{Backend, Changes, Engine, ItemVectors, Row, Write};
 use waypoint_store::{Error, ItemKey, Namespace, Object, Result, StoreConfig, forward_store};
 
 use self::convert::{FIELDS, LAST_EXPIRY, expires_at, field_vectors, micros, row};
-use self::keys::Keys;
-use self::scripts::{CHANGES, PAGE, REFRESH, SWEEP, WRITE};
+use self::keys::{BUCKET_LABELS, Keys, bucket_of, bucket_of_joined};
+use self::scripts::{CHANGES_SOURCE, PAGE, REFRESH, SWEEP, WRITE};
 use crate::config::RedisConfig;
 use crate::connection::{Connection, with_conn};
+use crate::keys::SHARDS;
+use crate::saver::per_slot;
+use redis::{FromRedisValue, Value};
 use waypoint_store::raw::encode_vector;
 
 /// The version of the key layout this code writes; a store written by a newer one is refused.
-/// Layout 2 adds the change feed to layout 1, which [`RedisStore::setup`] upgrades in place:
-/// from then on, older versions (which would write without logging) refuse the store.
-const LAYOUT: i64 = 2;
+/// Layout 2 added the change feed to layout 1; layout 3 spreads the store over buckets chosen
+/// by namespace (layouts 1 and 2 keep it in one slot). [`RedisStore::setup`] upgrades both
+/// in place: from then on, older versions refuse the store.
+const LAYOUT: i64 = 3;
+
+/// Items one step of the upgrade to layout 3 moves.
+const MOVE_CHUNK: usize = 200;
 
 /// Entries of the change feed one read replays at most; a reader further behind reloads.
 const CHANGES_READ: usize = 1000;
@@ -89,11 +97,7 @@ impl RedisStore {
         config: RedisConfig,
         store: StoreConfig,
     ) -> Result<Self> {
-        let backend = RedisBackend {
-            keys: Keys::new(&config.prefix),
-            db,
-            config,
-        };
+        let backend = RedisBackend::new(db, config);
         backend.layout(backend.config.auto_setup).await?;
         Ok(RedisStore {
             engine: Engine::open(backend, store).await?,
@@ -131,21 +135,59 @@ const SWEEP_CHUNK: usize = 500;
 /// Items whose vectors one pipeline reads.
 const VECTOR_CHUNK: usize = 256;
 
-/// Items and vectors in Redis.
+/// Items and vectors in Redis, in [`SHARDS`] buckets chosen by namespace (see the crate
+/// docs): each bucket's keys share one slot, so a batch is one atomic script per bucket.
 pub(crate) struct RedisBackend {
     db: Connection,
-    keys: Keys,
+    /// The keys of each bucket, by bucket number.
+    buckets: Vec<Keys>,
+    /// The keys of layout 2 (one slot): the store's `meta` hash, and what `setup` moves.
+    legacy: Keys,
     config: RedisConfig,
+    /// Where this process has read the change feeds to: see [`Backend::changes`].
+    feeds: Mutex<Feeds>,
+}
+
+/// The change-feed cursors handed to the engine: the engine holds one number, `token`,
+/// which stands for one position in every bucket's feed, `seqs`.
+#[derive(Default)]
+struct Feeds {
+    token: i64,
+    seqs: Vec<i64>,
+}
+
+/// A reply converted to `T`; a reply of another shape is corrupt data.
+fn parse<T: FromRedisValue>(v: Value) -> Result<T> {
+    T::from_redis_value(v).map_err(|e| Error::Corrupt(format!("an unexpected reply: {e}")))
+}
+
+/// Groups `items` by bucket: the buckets in order, each with the positions of its items.
+fn by_bucket(buckets: impl IntoIterator<Item = usize>) -> BTreeMap<usize, Vec<usize>> {
+    let mut out: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for (i, bucket) in buckets.into_iter().enumerate() {
+        out.entry(bucket).or_default().push(i);
+    }
+    out
 }
 
 impl RedisBackend {
+    fn new(db: Connection, config: RedisConfig) -> Self {
+        RedisBackend {
+            buckets: Keys::buckets(&config.prefix),
+            legacy: Keys::legacy(&config.prefix),
+            db,
+            config,
+            feeds: Mutex::new(Feeds::default()),
+        }
+    }
+
     /// Checks the key layout under the prefix; with `create`, records this code's layout
-    /// under a new prefix and upgrades layout 1 (which lacks only the change feed). Without
-    /// it nothing is written: a prefix `setup` never ran on, or one needing the upgrade, is
-    /// refused.
+    /// under a new prefix and upgrades layouts 1 and 2 (moving their items into the
+    /// buckets). Without it nothing is written: a prefix `setup` never ran on, or one
+    /// needing the upgrade, is refused.
     async fn layout(&self, create: bool) -> Result<()> {
         let what = if create { "setup" } else { "connect" };
-        let meta = self.keys.meta();
+        let meta = self.legacy.meta();
         let mut pipe = redis::pipe();
         if create {
             pipe.cmd("HSETNX")
@@ -165,7 +207,12 @@ impl RedisBackend {
         };
         match layout.as_deref().map(str::parse::<i64>) {
             Some(Ok(LAYOUT)) => Ok(()),
-            Some(Ok(1)) if create => {
+            Some(Ok(old @ (1 | 2))) if create => {
+                self.move_into_buckets(what).await?;
+                tracing::info!(
+                    prefix = %self.config.prefix,
+                    "store upgraded from key layout {old} to {LAYOUT}"
+                );
                 Ok(with_conn!(self.db, what, retry = true, |conn| redis::cmd(
                     "HSET"
                 )
@@ -174,8 +221,8 @@ impl RedisBackend {
                 .arg(LAYOUT)
                 .query_async::<()>(&mut conn))?)
             }
-            Some(Ok(1)) => refused(format!(
-                "have layout 1, which needs upgrading to layout {LAYOUT}: run \
+            Some(Ok(old @ (1 | 2))) => refused(format!(
+                "have layout {old}, which needs upgrading to layout {LAYOUT}: run \
                  `RedisStore::setup` or open with `auto_setup(true)`"
             )),
             None if !create => refused(
@@ -191,18 +238,126 @@ impl RedisBackend {
         }
     }
 
-    /// The hash fields of a row for each id, positionally, read as the operation `what`.
+    /// Moves every item of layout 2 (all under `{P}:`, one slot) into its bucket, a page at
+    /// a time: copied first (created and updated times, TTL and vectors kept), then removed
+    /// from the old keys, so an interrupted upgrade loses nothing and the next `setup`
+    /// finishes it. Writers of the old layout must be stopped meanwhile.
+    async fn move_into_buckets(&self, what: &'static str) -> Result<()> {
+        let old = &self.legacy;
+        loop {
+            let mut cmd = redis::cmd("ZRANGE");
+            cmd.arg(old.order())
+                .arg(0)
+                .arg(MOVE_CHUNK - 1)
+                .arg("WITHSCORES");
+            let page: Vec<(Vec<u8>, String)> = with_conn!(self.db, what, retry = true, |conn| {
+                cmd.query_async(&mut conn)
+            })?;
+            if page.is_empty() {
+                break;
+            }
+            let mut read = redis::pipe();
+            for (id, _) in &page {
+                read.cmd("HGETALL").arg(old.item(id));
+                read.cmd("HGETALL").arg(old.vectors(id));
+            }
+            let hashes: Vec<Vec<(Vec<u8>, Vec<u8>)>> =
+                with_conn!(self.db, what, retry = true, |conn| read
+                    .query_async(&mut conn))?;
+            let mut hashes = hashes.into_iter();
+            let mut moves = Vec::with_capacity(page.len());
+            for (id, score) in &page {
+                let item = hashes.next().unwrap_or_default();
+                let vectors = hashes.next().unwrap_or_default();
+                moves.push((id, score, keys::parse_id(id), item, vectors));
+            }
+            let groups = by_bucket(
+                moves
+                    .iter()
+                    .map(|(_, _, key, _, _)| key.as_ref().map_or(0, |k| bucket_of(&k.namespace))),
+            );
+            let pipes: Vec<redis::Pipeline> = groups
+                .iter()
+                .map(|(&bucket, positions)| {
+                    let k = &self.buckets[bucket];
+                    let mut pipe = redis::pipe();
+                    pipe.atomic();
+                    for &i in positions {
+                        let (id, score, key, item, vectors) = &moves[i];
+                        let (Some(key), false) = (key, item.is_empty()) else {
+                            continue;
+                        };
+                        let joined = key.namespace.joined();
+                        pipe.del(k.item(id)).ignore();
+                        pipe.hset_multiple(k.item(id), item).ignore();
+                        pipe.zadd(k.order(), id, score.as_str()).ignore();
+                        pipe.zadd(k.namespace(&joined), id, score.as_str()).ignore();
+                        pipe.zadd(k.namespaces(), &joined, 0).ignore();
+                        if let Some((_, at)) = item.iter().find(|(f, _)| f == b"expires") {
+                            pipe.zadd(k.expiry(), id, at.as_slice()).ignore();
+                        }
+                        pipe.del(k.vectors(id)).ignore();
+                        if !vectors.is_empty() {
+                            pipe.hset_multiple(k.vectors(id), vectors).ignore();
+                            pipe.sadd(k.vectored(), id).ignore();
+                        }
+                    }
+                    pipe
+                })
+                .collect();
+            per_slot(&self.db, what, &pipes).await?;
+            let mut drop = redis::pipe();
+            drop.atomic();
+            for (id, _, key, _, _) in &moves {
+                drop.del(old.item(id)).ignore();
+                drop.del(old.vectors(id)).ignore();
+                drop.zrem(old.order(), id).ignore();
+                drop.zrem(old.expiry(), id).ignore();
+                drop.srem(old.vectored(), id).ignore();
+                if let Some(key) = key {
+                    drop.zrem(old.namespace(&key.namespace.joined()), id)
+                        .ignore();
+                }
+            }
+            with_conn!(self.db, what, retry = true, |conn| drop
+                .query_async::<()>(&mut conn))?;
+        }
+        let mut rest = redis::pipe();
+        rest.del(old.namespaces())
+            .del(old.expiry())
+            .del(old.vectored())
+            .del(old.changes());
+        Ok(with_conn!(self.db, what, retry = true, |conn| rest
+            .query_async::<()>(&mut conn))?)
+    }
+
+    /// The hash fields of a row for each `(bucket, id)`, positionally, read as `what`: one
+    /// pipeline per bucket, all at once.
     async fn fetch_rows(
         &self,
         what: &'static str,
-        ids: &[Vec<u8>],
+        ids: &[(usize, Vec<u8>)],
     ) -> Result<Vec<Vec<Option<Vec<u8>>>>> {
-        let mut pipe = redis::pipe();
-        for id in ids {
-            pipe.cmd("HMGET").arg(self.keys.item(id)).arg(&FIELDS[..]);
+        let groups = by_bucket(ids.iter().map(|(b, _)| *b));
+        let pipes: Vec<redis::Pipeline> = groups
+            .iter()
+            .map(|(&bucket, positions)| {
+                let mut pipe = redis::pipe();
+                for &i in positions {
+                    pipe.cmd("HMGET")
+                        .arg(self.buckets[bucket].item(&ids[i].1))
+                        .arg(&FIELDS[..]);
+                }
+                pipe
+            })
+            .collect();
+        let mut out = vec![Vec::new(); ids.len()];
+        for (positions, replies) in groups.values().zip(per_slot(&self.db, what, &pipes).await?) {
+            for (&i, reply) in positions.iter().zip(replies) {
+                out[i] = parse(reply)?;
+            }
         }
-        Ok(with_conn!(self.db, what, retry = true, |conn| pipe
-            .query_async(&mut conn))?)
+        Ok(out)
     }
 
     /// Up to `count` members of a sorted set in scan order, after the cursor.
@@ -236,11 +391,23 @@ impl RedisBackend {
         Ok(entries)
     }
 
-    /// The sorted sets a scan under `prefix` merges: the whole store's, or one per namespace.
-    async fn scan_sources(&self, prefix: &Namespace) -> Result<Vec<Vec<u8>>> {
+    /// The sorted sets a scan under `prefix` merges, each with its bucket: every bucket's
+    /// whole order, or one set per namespace under the prefix (looked up in the prefix's
+    /// bucket when it has [`BUCKET_LABELS`] labels or more, in every bucket otherwise).
+    async fn scan_sources(&self, prefix: &Namespace) -> Result<Vec<(usize, Vec<u8>)>> {
         if prefix.is_empty() {
-            return Ok(vec![self.keys.order()]);
+            return Ok(self
+                .buckets
+                .iter()
+                .enumerate()
+                .map(|(b, k)| (b, k.order()))
+                .collect());
         }
+        let buckets: Vec<usize> = if prefix.len() >= BUCKET_LABELS {
+            vec![bucket_of(prefix)]
+        } else {
+            (0..SHARDS).collect()
+        };
         let exact = prefix.joined();
         // Everything from `p` to just before `p/` ('/' follows '.'): `p`, every `p.…`, and a
         // few siblings such as `p-x` that the label check drops.
@@ -249,37 +416,71 @@ impl RedisBackend {
         let mut to = b"(".to_vec();
         to.extend_from_slice(exact.as_bytes());
         to.push(b'/');
-        let key = self.keys.namespaces();
-        let found: Vec<Vec<u8>> = with_conn!(self.db, "search", retry = true, |conn| redis::cmd(
-            "ZRANGEBYLEX"
-        )
-        .arg(&key)
-        .arg(&from)
-        .arg(&to)
-        .query_async(&mut conn))?;
-        Ok(found
-            .into_iter()
-            .filter_map(|ns| String::from_utf8(ns).ok())
-            .filter(|ns| Namespace::from_joined(ns).starts_with(prefix))
-            .map(|ns| self.keys.namespace(&ns))
-            .collect())
+        let pipes: Vec<redis::Pipeline> = buckets
+            .iter()
+            .map(|&b| {
+                let mut pipe = redis::pipe();
+                pipe.cmd("ZRANGEBYLEX")
+                    .arg(self.buckets[b].namespaces())
+                    .arg(&from)
+                    .arg(&to);
+                pipe
+            })
+            .collect();
+        let mut out = Vec::new();
+        for (&b, replies) in buckets
+            .iter()
+            .zip(per_slot(&self.db, "search", &pipes).await?)
+        {
+            for reply in replies {
+                let found: Vec<Vec<u8>> = parse(reply)?;
+                out.extend(
+                    found
+                        .into_iter()
+                        .filter_map(|ns| String::from_utf8(ns).ok())
+                        .filter(|ns| Namespace::from_joined(ns).starts_with(prefix))
+                        .map(|ns| (b, self.buckets[b].namespace(&ns))),
+                );
+            }
+        }
+        Ok(out)
     }
 
-    /// Ids of items with a TTL that expired at `now` or before, at most `limit` (all: `None`),
-    /// read as the operation `what`.
+    /// Ids of items of every bucket with a TTL that expired at `now` or before, at most
+    /// `limit` per bucket (all: `None`), read as the operation `what`; by bucket.
     async fn expired(
         &self,
         what: &'static str,
         now: DateTime<Utc>,
         limit: Option<usize>,
-    ) -> Result<Vec<Vec<u8>>> {
-        let mut cmd = redis::cmd("ZRANGEBYSCORE");
-        cmd.arg(self.keys.expiry()).arg("-inf").arg(micros(now));
-        if let Some(limit) = limit {
-            cmd.arg("LIMIT").arg(0).arg(limit);
-        }
-        Ok(with_conn!(self.db, what, retry = true, |conn| cmd
-            .query_async(&mut conn))?)
+    ) -> Result<Vec<Vec<Vec<u8>>>> {
+        let pipes: Vec<redis::Pipeline> = self
+            .buckets
+            .iter()
+            .map(|k| {
+                let mut pipe = redis::pipe();
+                let cmd = pipe
+                    .cmd("ZRANGEBYSCORE")
+                    .arg(k.expiry())
+                    .arg("-inf")
+                    .arg(micros(now));
+                if let Some(limit) = limit {
+                    cmd.arg("LIMIT").arg(0).arg(limit);
+                }
+                pipe
+            })
+            .collect();
+        per_slot(&self.db, what, &pipes)
+            .await?
+            .into_iter()
+            .map(|replies| {
+                let mut ids = Vec::new();
+                for reply in replies {
+                    ids.extend(parse::<Vec<Vec<u8>>>(reply)?);
+                }
+                Ok(ids)
+            })
+            .collect()
     }
 }
 
@@ -293,6 +494,8 @@ struct Entry {
 
 /// One sorted set a scan merges.
 struct Source {
+    /// The bucket holding the set and the items it names.
+    bucket: usize,
     key: Vec<u8>,
     buffered: VecDeque<Entry>,
     /// The last entry taken: where the next page starts.
@@ -350,7 +553,10 @@ impl Backend for RedisBackend {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let ids: Vec<Vec<u8>> = keys.iter().map(keys::id).collect();
+        let ids: Vec<(usize, Vec<u8>)> = keys
+            .iter()
+            .map(|k| (bucket_of(&k.namespace), keys::id(k)))
+            .collect();
         let now = micros(now);
         self.fetch_rows("get", &ids)
             .await?
@@ -372,7 +578,8 @@ impl Backend for RedisBackend {
             .scan_sources(prefix)
             .await?
             .into_iter()
-            .map(|key| Source {
+            .map(|(bucket, key)| Source {
+                bucket,
                 key,
                 buffered: VecDeque::new(),
                 after: None,
@@ -402,7 +609,7 @@ impl Backend for RedisBackend {
                     continue;
                 };
                 source.after = Some((entry.text, entry.member.clone()));
-                ids.push(entry.member);
+                ids.push((source.bucket, entry.member));
                 match head(next.source, &source.buffered) {
                     Some(h) => heads.push(h),
                     None if !source.done => {
@@ -434,53 +641,83 @@ impl Backend for RedisBackend {
     }
 
     async fn refresh(&self, keys: &[ItemKey], now: DateTime<Utc>) -> Result<()> {
-        if keys.is_empty() {
-            return Ok(());
+        // One script per bucket.
+        for (bucket, positions) in by_bucket(keys.iter().map(|k| bucket_of(&k.namespace))) {
+            let k = &self.buckets[bucket];
+            let ids: Vec<Vec<u8>> = positions.iter().map(|&i| keys::id(&keys[i])).collect();
+            let mut call = REFRESH.prepare_invoke();
+            call.key(k.expiry());
+            for id in &ids {
+                call.key(k.item(id));
+            }
+            call.arg(micros(now)).arg(LAST_EXPIRY);
+            for id in &ids {
+                call.arg(id);
+            }
+            with_conn!(self.db, "refresh", retry = true, |conn| call
+                .invoke_async::<()>(&mut conn))?;
         }
-        let ids: Vec<Vec<u8>> = keys.iter().map(keys::id).collect();
-        let mut call = REFRESH.prepare_invoke();
-        call.key(self.keys.expiry());
-        for id in &ids {
-            call.key(self.keys.item(id));
-        }
-        call.arg(micros(now)).arg(LAST_EXPIRY);
-        for id in &ids {
-            call.arg(id);
-        }
-        Ok(with_conn!(self.db, "refresh", retry = true, |conn| call
-            .invoke_async::<()>(&mut conn))?)
+        Ok(())
     }
 
     async fn namespaces(&self, now: DateTime<Utc>) -> Result<Vec<Namespace>> {
-        let key = self.keys.namespaces();
-        let all: Vec<Vec<u8>> =
-            with_conn!(self.db, "list_namespaces", retry = true, |conn| redis::cmd(
-                "ZRANGE"
-            )
-            .arg(&key)
-            .arg(0)
-            .arg(-1)
-            .query_async(&mut conn))?;
-        let mut all: Vec<String> = all
-            .into_iter()
-            .filter_map(|ns| String::from_utf8(ns).ok())
+        let pipes: Vec<redis::Pipeline> = self
+            .buckets
+            .iter()
+            .map(|k| {
+                let mut pipe = redis::pipe();
+                pipe.cmd("ZRANGE").arg(k.namespaces()).arg(0).arg(-1);
+                pipe
+            })
             .collect();
+        let mut all: Vec<String> = Vec::new();
+        for reply in per_slot(&self.db, "list_namespaces", &pipes)
+            .await?
+            .into_iter()
+            .flatten()
+        {
+            let found: Vec<Vec<u8>> = parse(reply)?;
+            all.extend(
+                found
+                    .into_iter()
+                    .filter_map(|ns| String::from_utf8(ns).ok()),
+            );
+        }
         // A namespace whose items all expired (not swept yet) holds no live item.
-        let mut expired: HashMap<String, usize> = HashMap::new();
-        for id in self.expired("list_namespaces", now, None).await? {
+        let mut expired: BTreeMap<String, usize> = BTreeMap::new();
+        for id in self
+            .expired("list_namespaces", now, None)
+            .await?
+            .into_iter()
+            .flatten()
+        {
             if let Some(key) = keys::parse_id(&id) {
                 *expired.entry(key.namespace.joined()).or_default() += 1;
             }
         }
         if !expired.is_empty() {
             let checked: Vec<(String, usize)> = expired.into_iter().collect();
-            let mut pipe = redis::pipe();
-            for (ns, _) in &checked {
-                pipe.cmd("ZCARD").arg(self.keys.namespace(ns));
+            let groups = by_bucket(checked.iter().map(|(ns, _)| bucket_of_joined(ns)));
+            let pipes: Vec<redis::Pipeline> = groups
+                .iter()
+                .map(|(&bucket, positions)| {
+                    let mut pipe = redis::pipe();
+                    for &i in positions {
+                        pipe.cmd("ZCARD")
+                            .arg(self.buckets[bucket].namespace(&checked[i].0));
+                    }
+                    pipe
+                })
+                .collect();
+            let mut sizes = vec![0usize; checked.len()];
+            for (positions, replies) in groups
+                .values()
+                .zip(per_slot(&self.db, "list_namespaces", &pipes).await?)
+            {
+                for (&i, reply) in positions.iter().zip(replies) {
+                    sizes[i] = parse(reply)?;
+                }
             }
-            let sizes: Vec<usize> =
-                with_conn!(self.db, "list_namespaces", retry = true, |conn| pipe
-                    .query_async(&mut conn))?;
             let dead: Vec<&String> = checked
                 .iter()
                 .zip(sizes)
@@ -493,65 +730,71 @@ impl Backend for RedisBackend {
     }
 
     async fn write(&self, writes: Vec<Write>, now: DateTime<Utc>) -> Result<()> {
-        if writes.is_empty() {
-            return Ok(());
-        }
-        let at = micros(now);
-        let mut call = WRITE.prepare_invoke();
-        call.key(self.keys.order())
-            .key(self.keys.namespaces())
-            .key(self.keys.expiry())
-            .key(self.keys.vectored())
-            .key(self.keys.changes())
-            .arg(at)
-            .arg(-at);
-        for write in &writes {
-            match write {
-                Write::Put(put) => {
-                    let id = keys::id(&put.key);
-                    let joined = put.key.namespace.joined();
-                    let value = serde_json::to_string(&put.value)
-                        .map_err(|e| Error::InvalidValue(e.to_string()))?;
-                    call.key(self.keys.item(&id))
-                        .key(self.keys.vectors(&id))
-                        .key(self.keys.namespace(&joined))
-                        .arg("p")
-                        .arg(&id)
-                        .arg(&joined)
-                        .arg(&put.key.key)
-                        .arg(value);
-                    match put.ttl_minutes {
-                        Some(minutes) => {
-                            call.arg(minutes.to_string()).arg(expires_at(now, minutes))
-                        }
-                        None => call.arg("").arg(""),
-                    };
-                    match &put.vectors {
-                        None => {
-                            call.arg(-1);
-                        }
-                        Some(vectors) => {
-                            call.arg(vectors.len());
-                            for field in vectors {
-                                call.arg(&field.field).arg(encode_vector(&field.vector));
+        // One script per bucket (atomic per bucket), in the order of each bucket's first
+        // write; within a bucket, the batch's order.
+        let groups = by_bucket(writes.iter().map(|w| match w {
+            Write::Put(put) => bucket_of(&put.key.namespace),
+            Write::Delete(key) => bucket_of(&key.namespace),
+        }));
+        for (bucket, positions) in groups {
+            let k = &self.buckets[bucket];
+            let at = micros(now);
+            let mut call = WRITE.prepare_invoke();
+            call.key(k.order())
+                .key(k.namespaces())
+                .key(k.expiry())
+                .key(k.vectored())
+                .key(k.changes())
+                .arg(at)
+                .arg(-at);
+            for &i in &positions {
+                match &writes[i] {
+                    Write::Put(put) => {
+                        let id = keys::id(&put.key);
+                        let joined = put.key.namespace.joined();
+                        let value = serde_json::to_string(&put.value)
+                            .map_err(|e| Error::InvalidValue(e.to_string()))?;
+                        call.key(k.item(&id))
+                            .key(k.vectors(&id))
+                            .key(k.namespace(&joined))
+                            .arg("p")
+                            .arg(&id)
+                            .arg(&joined)
+                            .arg(&put.key.key)
+                            .arg(value);
+                        match put.ttl_minutes {
+                            Some(minutes) => {
+                                call.arg(minutes.to_string()).arg(expires_at(now, minutes))
+                            }
+                            None => call.arg("").arg(""),
+                        };
+                        match &put.vectors {
+                            None => {
+                                call.arg(-1);
+                            }
+                            Some(vectors) => {
+                                call.arg(vectors.len());
+                                for field in vectors {
+                                    call.arg(&field.field).arg(encode_vector(&field.vector));
+                                }
                             }
                         }
                     }
-                }
-                Write::Delete(key) => {
-                    let id = keys::id(key);
-                    let joined = key.namespace.joined();
-                    call.key(self.keys.item(&id))
-                        .key(self.keys.vectors(&id))
-                        .key(self.keys.namespace(&joined))
-                        .arg("d")
-                        .arg(&id)
-                        .arg(&joined);
+                    Write::Delete(key) => {
+                        let id = keys::id(key);
+                        let joined = key.namespace.joined();
+                        call.key(k.item(&id))
+                            .key(k.vectors(&id))
+                            .key(k.namespace(&joined))
+                            .arg("d")
+                            .arg(&id)
+                            .arg(&joined);
+                    }
                 }
             }
+            with_conn!(self.db, "write", retry = true, |conn| call
+                .invoke_async::<i64>(&mut conn))?;
         }
-        with_conn!(self.db, "write", retry = true, |conn| call
-            .invoke_async::<i64>(&mut conn))?;
         Ok(())
     }
 
@@ -559,24 +802,26 @@ impl Backend for RedisBackend {
         let wanted: Vec<ItemKey> = match keys {
             Some(keys) => keys.to_vec(),
             None => {
-                let set = self.keys.vectored();
                 let mut found = Vec::new();
-                let mut cursor = String::from("0");
-                loop {
-                    let (next, ids): (String, Vec<Vec<u8>>) =
-                        with_conn!(self.db, "load_vectors", retry = true, |conn| redis::cmd(
-                            "SSCAN"
-                        )
-                        .arg(&set)
-                        .arg(&cursor)
-                        .arg("COUNT")
-                        .arg(1000)
-                        .query_async(&mut conn))?;
-                    found.extend(ids.iter().filter_map(|id| keys::parse_id(id)));
-                    if next == "0" {
-                        break;
+                for k in &self.buckets {
+                    let set = k.vectored();
+                    let mut cursor = String::from("0");
+                    loop {
+                        let (next, ids): (String, Vec<Vec<u8>>) =
+                            with_conn!(self.db, "load_vectors", retry = true, |conn| redis::cmd(
+                                "SSCAN"
+                            )
+                            .arg(&set)
+                            .arg(&cursor)
+                            .arg("COUNT")
+                            .arg(1000)
+                            .query_async(&mut conn))?;
+                        found.extend(ids.iter().filter_map(|id| keys::parse_id(id)));
+                        if next == "0" {
+                            break;
+                        }
+                        cursor = next;
                     }
-                    cursor = next;
                 }
                 // SSCAN may return an id twice.
                 found.sort();
@@ -586,13 +831,27 @@ impl Backend for RedisBackend {
         };
         let mut all = Vec::new();
         for chunk in wanted.chunks(VECTOR_CHUNK) {
-            let mut pipe = redis::pipe();
-            for key in chunk {
-                pipe.cmd("HGETALL").arg(self.keys.vectors(&keys::id(key)));
+            let groups = by_bucket(chunk.iter().map(|key| bucket_of(&key.namespace)));
+            let pipes: Vec<redis::Pipeline> = groups
+                .iter()
+                .map(|(&bucket, positions)| {
+                    let mut pipe = redis::pipe();
+                    for &i in positions {
+                        pipe.cmd("HGETALL")
+                            .arg(self.buckets[bucket].vectors(&keys::id(&chunk[i])));
+                    }
+                    pipe
+                })
+                .collect();
+            let mut hashes: Vec<BTreeMap<String, Vec<u8>>> = vec![BTreeMap::new(); chunk.len()];
+            for (positions, replies) in groups
+                .values()
+                .zip(per_slot(&self.db, "load_vectors", &pipes).await?)
+            {
+                for (&i, reply) in positions.iter().zip(replies) {
+                    hashes[i] = parse(reply)?;
+                }
             }
-            let hashes: Vec<BTreeMap<String, Vec<u8>>> =
-                with_conn!(self.db, "load_vectors", retry = true, |conn| pipe
-                    .query_async(&mut conn))?;
             for (key, hash) in chunk.iter().zip(hashes) {
                 if hash.is_empty() {
                     continue;
@@ -608,86 +867,137 @@ impl Backend for RedisBackend {
 
     async fn sweep(&self, now: DateTime<Utc>) -> Result<Vec<ItemKey>> {
         let mut removed = Vec::new();
-        loop {
-            let ids = self.expired("sweep", now, Some(SWEEP_CHUNK)).await?;
-            if ids.is_empty() {
-                break;
-            }
-            let mut call = SWEEP.prepare_invoke();
-            call.key(self.keys.order())
-                .key(self.keys.namespaces())
-                .key(self.keys.expiry())
-                .key(self.keys.vectored())
-                .key(self.keys.changes())
-                .arg(micros(now));
-            let mut foreign = Vec::new();
-            for id in &ids {
-                match keys::parse_id(id) {
-                    Some(key) => {
-                        let joined = key.namespace.joined();
-                        call.key(self.keys.item(id))
-                            .key(self.keys.vectors(id))
-                            .key(self.keys.namespace(&joined))
-                            .arg(id)
-                            .arg(joined);
-                    }
-                    None => foreign.push(id),
+        for k in &self.buckets {
+            loop {
+                let mut cmd = redis::cmd("ZRANGEBYSCORE");
+                cmd.arg(k.expiry())
+                    .arg("-inf")
+                    .arg(micros(now))
+                    .arg("LIMIT")
+                    .arg(0)
+                    .arg(SWEEP_CHUNK);
+                let ids: Vec<Vec<u8>> = with_conn!(self.db, "sweep", retry = true, |conn| cmd
+                    .query_async(&mut conn))?;
+                if ids.is_empty() {
+                    break;
                 }
-            }
-            // Members no id encodes were not written by this store: drop them, or every
-            // sweep would meet them again.
-            if !foreign.is_empty() {
-                let expiry = self.keys.expiry();
-                with_conn!(self.db, "sweep", retry = true, |conn| redis::cmd("ZREM")
-                    .arg(&expiry)
-                    .arg(&foreign)
-                    .query_async::<()>(&mut conn))?;
-            }
-            let gone: Vec<Vec<u8>> = with_conn!(self.db, "sweep", retry = true, |conn| call
-                .invoke_async(&mut conn))?;
-            removed.extend(gone.iter().filter_map(|id| keys::parse_id(id)));
-            if ids.len() < SWEEP_CHUNK {
-                break;
+                let mut call = SWEEP.prepare_invoke();
+                call.key(k.order())
+                    .key(k.namespaces())
+                    .key(k.expiry())
+                    .key(k.vectored())
+                    .key(k.changes())
+                    .arg(micros(now));
+                let mut foreign = Vec::new();
+                for id in &ids {
+                    match keys::parse_id(id) {
+                        Some(key) => {
+                            let joined = key.namespace.joined();
+                            call.key(k.item(id))
+                                .key(k.vectors(id))
+                                .key(k.namespace(&joined))
+                                .arg(id)
+                                .arg(joined);
+                        }
+                        None => foreign.push(id),
+                    }
+                }
+                // Members no id encodes were not written by this store: drop them, or every
+                // sweep would meet them again.
+                if !foreign.is_empty() {
+                    let expiry = k.expiry();
+                    with_conn!(self.db, "sweep", retry = true, |conn| redis::cmd("ZREM")
+                        .arg(&expiry)
+                        .arg(&foreign)
+                        .query_async::<()>(&mut conn))?;
+                }
+                let gone: Vec<Vec<u8>> = with_conn!(self.db, "sweep", retry = true, |conn| call
+                    .invoke_async(&mut conn))?;
+                removed.extend(gone.iter().filter_map(|id| keys::parse_id(id)));
+                if ids.len() < SWEEP_CHUNK {
+                    break;
+                }
             }
         }
         Ok(removed)
     }
 
+    /// The engine's cursor is a token standing for a position in each bucket's feed (kept
+    /// here, per process): every call reads all the feeds after their positions at once
+    /// and hands out a new token. A token this process did not hand out last reads as
+    /// incomplete (the engine reloads its index).
     async fn changes(&self, after: i64) -> Result<Option<Changes>> {
-        let from = (after != i64::MAX).then_some(after);
-        let mut call = CHANGES.prepare_invoke();
-        call.key(self.keys.changes())
-            .arg(from.map(|a| a.to_string()).unwrap_or_default())
-            .arg(CHANGES_READ);
-        let reply: Vec<Vec<u8>> = with_conn!(self.db, "changes", retry = true, |conn| call
-            .invoke_async(&mut conn))?;
-        let mut reply = reply.into_iter();
-        let mut header = || reply.next().unwrap_or_default();
-        let (first, last, read) = (header(), header(), header());
-        let first = feed_seq(&first);
-        let last_seq = feed_seq(&last).flatten().unwrap_or(0);
-        let read: usize = std::str::from_utf8(&read)
-            .ok()
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(usize::MAX);
-        let ids: Vec<Vec<u8>> = reply.collect();
-        let keys: Vec<ItemKey> = ids.iter().filter_map(|id| keys::parse_id(id)).collect();
-        // Complete when nothing after the cursor was trimmed (the first entry kept follows
-        // it), the feed is not behind the cursor (it was not deleted and begun again), the
-        // read was not cut short, and every entry was the feed's own.
-        let complete = from.is_none_or(|after| {
-            let first_ok = match first {
-                None => true,
-                Some(Some(seq)) => seq <= after.saturating_add(1),
-                Some(None) => false,
-            };
-            first_ok && last_seq >= after && read <= CHANGES_READ && keys.len() == ids.len()
-        });
+        let from: Option<Vec<i64>> = {
+            let feeds = self.feeds.lock().unwrap_or_else(|e| e.into_inner());
+            (after != i64::MAX && after == feeds.token && feeds.seqs.len() == SHARDS)
+                .then(|| feeds.seqs.clone())
+        };
+        let pipes: Vec<redis::Pipeline> = self
+            .buckets
+            .iter()
+            .enumerate()
+            .map(|(b, k)| {
+                let mut pipe = redis::pipe();
+                pipe.cmd("EVAL")
+                    .arg(CHANGES_SOURCE)
+                    .arg(1)
+                    .arg(k.changes())
+                    .arg(from.as_ref().map(|f| f[b].to_string()).unwrap_or_default())
+                    .arg(CHANGES_READ);
+                pipe
+            })
+            .collect();
+        let replies = per_slot(&self.db, "changes", &pipes).await?;
+        let mut keys = Vec::new();
+        let mut seqs = Vec::with_capacity(SHARDS);
+        // A cursor given but not this process's last is a position nobody knows.
+        let mut complete = after == i64::MAX || from.is_some();
+        for (b, reply) in replies.into_iter().flatten().enumerate() {
+            let feed = read_feed(parse(reply)?, from.as_ref().map(|f| f[b]));
+            seqs.push(feed.last_seq);
+            keys.extend(feed.keys);
+            complete &= feed.complete;
+        }
+        let mut feeds = self.feeds.lock().unwrap_or_else(|e| e.into_inner());
+        feeds.token += 1;
+        feeds.seqs = seqs;
         Ok(Some(Changes {
-            last_seq,
+            last_seq: feeds.token,
             keys,
             complete,
         }))
+    }
+}
+
+/// One bucket's feed as [`CHANGES_SOURCE`] returned it, read after `from` (`None`: only
+/// where it ends).
+fn read_feed(reply: Vec<Vec<u8>>, from: Option<i64>) -> Changes {
+    let mut reply = reply.into_iter();
+    let mut header = || reply.next().unwrap_or_default();
+    let (first, last, read) = (header(), header(), header());
+    let first = feed_seq(&first);
+    let last_seq = feed_seq(&last).flatten().unwrap_or(0);
+    let read: usize = std::str::from_utf8(&read)
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(usize::MAX);
+    let ids: Vec<Vec<u8>> = reply.collect();
+    let keys: Vec<ItemKey> = ids.iter().filter_map(|id| keys::parse_id(id)).collect();
+    // Complete when nothing after the cursor was trimmed (the first entry kept follows it),
+    // the feed is not behind the cursor (it was not deleted and begun again), the read was
+    // not cut short, and every entry was the feed's own.
+    let complete = from.is_none_or(|after| {
+        let first_ok = match first {
+            None => true,
+            Some(Some(seq)) => seq <= after.saturating_add(1),
+            Some(None) => false,
+        };
+        first_ok && last_seq >= after && read <= CHANGES_READ && keys.len() == ids.len()
+    });
+    Changes {
+        last_seq,
+        keys,
+        complete,
     }
 }
 
@@ -716,11 +1026,10 @@ mod tests {
             return Ok(None);
         };
         let config = RedisConfig::new(url).prefix(waypoint_test_kit::fresh_name("wp-store-unit"));
-        Ok(Some(RedisBackend {
-            db: Connection::open(&config).await?,
-            keys: Keys::new(&config.prefix),
+        Ok(Some(RedisBackend::new(
+            Connection::open(&config).await?,
             config,
-        }))
+        )))
     }
 
     fn members(entries: &VecDeque<Entry>) -> Vec<&[u8]> {
@@ -732,7 +1041,7 @@ mod tests {
         let Some(backend) = backend().await? else {
             return Ok(());
         };
-        let key = backend.keys.order();
+        let key = backend.buckets[0].order();
         // Ties at -5 ordered bytewise (`\xc3` sorts after ASCII, whatever the locale), then -3.
         let mut pipe = redis::pipe();
         for (score, member) in [

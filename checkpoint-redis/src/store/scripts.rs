@@ -202,9 +202,9 @@ fn logging(body: &str) -> Script {
 /// `limit + 1` entries are read, so a reader too far behind learns it cheaply).
 ///
 /// KEYS: the feed. ARGV: the cursor (`n` of the last entry read; empty: none), `limit`.
-pub(crate) static CHANGES: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r#"#!lua flags=no-writes
+/// Sent with `EVAL` in the pipelines that read every bucket's feed at once (a pipeline does
+/// not reload a script the server forgot).
+pub(crate) const CHANGES_SOURCE: &str = r#"#!lua flags=no-writes
 local key, after, limit = KEYS[1], ARGV[1], tonumber(ARGV[2])
 local t = redis.call('TYPE', key)['ok']
 if t == 'none' then return {'', '', '0'} end
@@ -225,9 +225,7 @@ if after ~= '' then
   end
 end
 return out
-"#,
-    )
-});
+"#;
 
 /// One page of a sorted set in scan order (score, then member bytewise), starting after a
 /// cursor: the element after which the previous page ended, found again by rank when it is
