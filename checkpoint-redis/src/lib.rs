@@ -3,9 +3,10 @@
 //! plain Redis 7 without modules (no RedisJSON, no RediSearch), in key layouts of their own,
 //! over one connection layer, one [`RedisConfig`] and one error mapping.
 //!
-//! Every write is one Lua script (atomic: a `put` stores its values, checkpoint and index
-//! entries at once, a `save_batch` all of its saves, a store batch all of its puts and
-//! deletes). Reads that take one round trip (`get_tuple`) are scripts too, so they can renew
+//! Every write to a thread is one Lua script or transaction (atomic: a `put` stores its
+//! values, checkpoint and thread index entries at once, a `save_batch` all of its saves to a
+//! thread), then the checkpoints' entries of the global index; a store batch is one script
+//! per bucket (see [Key layout](#key-layout)). Reads that take one round trip (`get_tuple`) are scripts too, so they can renew
 //! the thread's ttl in the same call. Metadata filters are JSON containment, checked on the
 //! client over candidates read in pages from the sorted sets. Every optional operation of
 //! the saver is implemented except a backend-specific delta history (the generic walk over
@@ -67,9 +68,13 @@
 //! # Key layout
 //!
 //! `P` is the prefix ([`RedisConfig::prefix`], default `waypoint`; 1 to 256 bytes, no `{` or
-//! `}`). The saver's keys start with `P:`, the store's with `{P}:`: a saver key's first byte
-//! is the prefix's, never `{`, and every store key's is `{`, so under one prefix (or any
-//! two) no saver key is ever a store key.
+//! `}`). The saver's keys start with `P:`, the store's with `{`: a saver key's first byte
+//! is the prefix's, never `{`, so under one prefix (or any two) no saver key is ever a store
+//! key. One layout serves a standalone server and a Redis Cluster: every script and
+//! transaction stays in one slot, and what spans slots (the global index, a store) is
+//! spread over sixteen hash tags `S0` .. `S15`, `Si` being the first of `si-0`, `si-1`, ...
+//! whose slot lies in the `i`-th sixteenth of the slot range (so they spread over every node
+//! of a cluster of up to sixteen primaries).
 //!
 //! The saver: `{T}` is the thread id with `%`, `{` and `}` percent-escaped, so it is always
 //! the whole hash tag and every key of a thread lives in one cluster slot. `<ns>` is written
@@ -84,30 +89,47 @@
 //! | `P:{T}:writes:<ns>:<id>` | hash | field `<len>:<task_id><idx>`, value channel, task path and value; a call of only reserved channels overwrites (`HSET`), any other call inserts if absent (`HSETNX`) |
 //! | `P:{T}:registry` | set | the names of every key above, for `delete_thread`, pins and ttl |
 //! | `P:{T}:meta` | hash | `gen` (bumped by every write), `pinned`, `refreshed` (last full ttl renewal) |
-//! | `P:index` | sorted set | `enc(id) enc(thread) ns` of every checkpoint: `list` without a thread, newest first across threads |
 //! | `P:lease:{T}` | hash | the thread's lease: `token`, `expires` (server ms); kept a day past `expires` |
+//! | `P:index:{Si}` | sorted set | shard `i` of the global index: `enc(id) enc(thread) ns` of every checkpoint of the threads whose slot lies in the `i`-th sixteenth (the shard's own), for `list` without a thread |
 //!
 //! `enc` escapes NUL as `00 FF` and ends with `00`, which keeps members in the order of
-//! their ids. The global index is the only key outside a thread's slot: the scripts update
-//! it with the thread's keys, so this saver needs a standalone server (or a primary), not a
-//! Redis Cluster.
+//! their ids. The global index is the only part outside a thread's slot. A write stores the
+//! thread's keys first (one script or transaction), then adds the entries to the thread's
+//! shard: an acknowledged checkpoint is always listed. `list` across threads reads a page
+//! below `before` from each shard and merges them newest first; an entry whose checkpoint is
+//! missing (its thread expired or was deleted) is removed, then put back if the checkpoint
+//! exists after all (its put was between its two steps), so no stored checkpoint is ever
+//! unlisted. A `save_batch` over several threads is one script per thread (atomic per
+//! thread). Versions before the shards kept one sorted set, `P:index`: [`RedisSaver::setup`]
+//! (run by `connect` unless `auto_setup(false)`) moves its entries into the shards.
 //!
-//! The store: `{P}` is the hash tag, so a whole store lives in one cluster slot and a batch
-//! is one script. An item's id is its dot-joined namespace and key, each with NUL written as
-//! `00 01`, joined by `00 00`, so ids sort as (namespace, key) pairs. Times are integer
-//! microseconds since the epoch.
+//! The store (key layout 3): a namespace's first two labels (all of them when it has fewer),
+//! dot-joined, hash to one of sixteen buckets, bucket `b` having the tag `{Sb}`: every item
+//! of a namespace, and of every namespace sharing those two labels, is in one slot, and the
+//! namespaces of a store spread over the cluster (`("memories", user)` spreads by user;
+//! `(user, "memories")` too). A batch is one atomic script per bucket it touches (all of a
+//! batch within one bucket, such as one user's, is atomic; across buckets, each bucket's part
+//! is). A search under a prefix of two labels or more visits one bucket; under one label or
+//! none, all sixteen at once. An item's id is its dot-joined namespace and key, each with NUL
+//! written as `00 01`, joined by `00 00`, so ids sort as (namespace, key) pairs. Times are
+//! integer microseconds since the epoch.
 //!
 //! | Key | Type | Holds |
 //! |---|---|---|
-//! | `{P}:i:<id>` | hash | `ns`, `key`, `value` (JSON text), `created`, `updated`, and `ttl` (minutes), `expires` when the item has a TTL |
-//! | `{P}:v:<id>` | hash | the item's vectors: field path to little-endian `f32`s |
-//! | `{P}:n:<namespace>` | sorted set | the ids of one namespace, scored `-updated`: newest first, ties by id |
-//! | `{P}:order` | sorted set | every id, scored the same way: the scan order of the whole store |
-//! | `{P}:namespaces` | sorted set | the namespaces holding items, all scored 0 (ordered bytewise, for prefix ranges) |
-//! | `{P}:expiry` | sorted set | the ids of items with a TTL, scored by `expires` |
-//! | `{P}:vectored` | set | the ids of items with vectors, read when the index loads |
-//! | `{P}:changes` | stream | the change feed: per batch or sweep, the ids whose vectors changed (`i` fields), entry ids `0-1`, `0-2`, ...; capped near 10,000 entries |
-//! | `{P}:meta` | hash | `layout`: the version of this layout, written by the store's `setup()` |
+//! | `{Sb}/P:i:<id>` | hash | `ns`, `key`, `value` (JSON text), `created`, `updated`, and `ttl` (minutes), `expires` when the item has a TTL |
+//! | `{Sb}/P:v:<id>` | hash | the item's vectors: field path to little-endian `f32`s |
+//! | `{Sb}/P:n:<namespace>` | sorted set | the ids of one namespace, scored `-updated`: newest first, ties by id |
+//! | `{Sb}/P:order` | sorted set | every id of the bucket, scored the same way: the scan order, merged over the buckets |
+//! | `{Sb}/P:namespaces` | sorted set | the bucket's namespaces holding items, all scored 0 (ordered bytewise, for prefix ranges) |
+//! | `{Sb}/P:expiry` | sorted set | the ids of the bucket's items with a TTL, scored by `expires` |
+//! | `{Sb}/P:vectored` | set | the ids of the bucket's items with vectors, read when the index loads |
+//! | `{Sb}/P:changes` | stream | the bucket's change feed: per batch or sweep, the ids whose vectors changed (`i` fields), entry ids `0-1`, `0-2`, ...; capped near 10,000 entries; a store reads all sixteen at once |
+//! | `{P}:meta` | hash | `layout`: the version of this layout (3), written by the store's `setup()` |
+//!
+//! Layouts 1 and 2 kept a whole store under `{P}:` (one slot, one node): the store's
+//! `setup()` (run on opening unless `auto_setup(false)`) moves their items into the buckets,
+//! keeping times, TTLs and vectors. Stop processes of older versions first: they refuse
+//! layout 3, but one writing during the move would write to the old keys.
 //!
 //! # Expiry
 //!
