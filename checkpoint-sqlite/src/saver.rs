@@ -338,7 +338,8 @@ impl CheckpointSaver for SqliteSaver {
         Ok(returned)
     }
 
-    #[tracing::instrument(level = "info", skip_all, fields(backend = "sqlite", thread_id = Empty,
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "sqlite",
+        thread_id = saves.first().map(Save::thread_id),
         checkpoint_ns = Empty, checkpoint_id = Empty, rows = Empty, bytes = Empty))]
     async fn save_batch(&self, saves: Vec<Save>) -> Result<()> {
         self.save_prepared(None, saves).await

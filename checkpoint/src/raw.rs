@@ -9,4 +9,4 @@ pub use crate::prepare::{
 };
 pub use crate::redact::redact_url;
 pub use crate::saver::{check_fenced_saves, ids_to_keep, lease_lost, walk_delta_history};
-pub use crate::trace::{record_batch, record_put, record_read, record_writes};
+pub use crate::trace::{operation_span, record_batch, record_put, record_read, record_writes};

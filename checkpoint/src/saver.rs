@@ -246,7 +246,7 @@ pub trait CheckpointSaver: Send + Sync + Debug {
     /// a runtime saving in the background hands over everything queued since its last
     /// batch, so a slow commit amortises over several steps. The default calls one by one.
     #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend(),
-        rows = saves.len()))]
+        thread_id = saves.first().map(Save::thread_id), rows = saves.len()))]
     async fn save_batch(&self, saves: Vec<Save>) -> Result<()> {
         for save in saves {
             match save {

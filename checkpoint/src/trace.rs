@@ -4,8 +4,8 @@
 //! `list`, `save_batch`, `save_fenced`, `delete_thread`, `acquire_lease`, ...) with fields
 //! `backend`, `thread_id`, `checkpoint_ns`, `checkpoint_id`, `rows` and `bytes` where they
 //! apply. These helpers fill the late ones (`rows`, `bytes`, and the ids a batch or a read
-//! resolves) on the current span; they do nothing when no subscriber wants it. They record
-//! counts and ids only, never a value or metadata.
+//! resolves) on the operation's own span ([`operation_span`]); they do nothing when no
+//! subscriber wants it. They record counts and ids only, never a value or metadata.
 
 use tracing::Span;
 
@@ -41,47 +41,49 @@ impl PreparedSave {
         }
     }
 
-    /// The thread, namespace and checkpoint the save writes to.
-    fn target(&self) -> (&str, &str, &str) {
+    /// The namespace and checkpoint the save writes to.
+    fn target(&self) -> (&str, &str) {
         match self {
-            PreparedSave::Put(p) => (&p.thread_id, &p.checkpoint_ns, &p.checkpoint.id),
-            PreparedSave::Writes(w) => (&w.thread_id, &w.checkpoint_ns, &w.checkpoint_id),
+            PreparedSave::Put(p) => (&p.checkpoint_ns, &p.checkpoint.id),
+            PreparedSave::Writes(w) => (&w.checkpoint_ns, &w.checkpoint_id),
         }
     }
 }
 
-/// Records a put's `bytes` on the current span.
-pub fn record_put(put: &PreparedPut) {
+/// The current span when it is one named in `names`, the operation's own. With that span
+/// filtered out (a subscriber's level or target filter), the current span is the caller's,
+/// which must not receive the operation's fields.
+pub fn operation_span(names: &[&str]) -> Option<Span> {
     let span = Span::current();
-    if !span.is_disabled() {
+    names.contains(&span.metadata()?.name()).then_some(span)
+}
+
+/// Records a put's `bytes` on its `put` span.
+pub fn record_put(put: &PreparedPut) {
+    if let Some(span) = operation_span(&["put"]) {
         span.record("bytes", put.value_bytes());
     }
 }
 
-/// Records a `put_writes` call's `rows` and `bytes` on the current span.
+/// Records a `put_writes` call's `rows` and `bytes` on its span.
 pub fn record_writes(writes: &PreparedWrites) {
-    let span = Span::current();
-    if !span.is_disabled() {
+    if let Some(span) = operation_span(&["put_writes"]) {
         span.record("rows", writes.rows.len());
         span.record("bytes", writes.value_bytes());
     }
 }
 
-/// Records a batch's `rows` (saves), `bytes`, and the `thread_id`, `checkpoint_ns` and
-/// `checkpoint_id` of its last save (a run's batch ends with its step's checkpoint).
+/// Records on a `save_batch` or `save_fenced` span the batch's `rows` (saves), `bytes`, and
+/// the `checkpoint_ns` and `checkpoint_id` of its last save (a run's batch ends with its
+/// step's checkpoint); the span names the thread itself.
 pub fn record_batch(saves: &[PreparedSave]) {
-    let span = Span::current();
-    if span.is_disabled() {
+    let Some(span) = operation_span(&["save_batch", "save_fenced"]) else {
         return;
-    }
+    };
     span.record("rows", saves.len());
-    span.record(
-        "bytes",
-        saves.iter().map(PreparedSave::value_bytes).sum::<usize>(),
-    );
-    if let Some((thread_id, checkpoint_ns, checkpoint_id)) = saves.last().map(PreparedSave::target)
-    {
-        span.record("thread_id", thread_id);
+    let bytes: usize = saves.iter().map(PreparedSave::value_bytes).sum();
+    span.record("bytes", bytes);
+    if let Some((checkpoint_ns, checkpoint_id)) = saves.last().map(PreparedSave::target) {
         span.record("checkpoint_ns", checkpoint_ns);
         span.record("checkpoint_id", checkpoint_id);
     }
@@ -91,10 +93,9 @@ pub fn record_batch(saves: &[PreparedSave]) {
 /// writes, as stored), and with a single tuple its `checkpoint_id` (a read of the latest
 /// resolves it only now).
 pub fn record_read<'a>(tuples: impl IntoIterator<Item = &'a CheckpointTuple>) {
-    let span = Span::current();
-    if span.is_disabled() {
+    let Some(span) = operation_span(&["get_tuple", "list"]) else {
         return;
-    }
+    };
     let (mut rows, mut bytes, mut id) = (0usize, 0usize, None);
     for tuple in tuples {
         rows += 1;

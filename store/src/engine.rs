@@ -15,6 +15,7 @@ use parking_lot::RwLock;
 use serde::Serialize;
 use tracing::Instrument;
 use tracing::field::Empty;
+use waypoint_checkpoint::raw::operation_span;
 
 use crate::filter::Filter;
 use crate::index::VectorIndex;
@@ -108,7 +109,7 @@ impl<B: Backend> Engine<B> {
         for stored in self.inner.backend.vectors(None).await? {
             items.push((stored.key, checked_vectors(stored.vectors, config.dims)?));
         }
-        tracing::Span::current().record("rows", items.len());
+        record("store.reload_index", "rows", items.len());
         let index = VectorIndex::new(config.dims, config.distance, config.ann);
         // Building the graph is CPU work: hand this worker's tasks to others meanwhile.
         let multi_thread = tokio::runtime::Handle::try_current()
@@ -148,7 +149,7 @@ impl<B: Backend> Engine<B> {
             .collect::<HashSet<_>>()
             .into_iter()
             .collect();
-        tracing::Span::current().record("rows", keys.len());
+        record("store.catch_up", "rows", keys.len());
         let mut fresh: HashMap<ItemKey, Vec<Vec<f32>>> = HashMap::new();
         for stored in self.inner.backend.vectors(Some(&keys)).await? {
             fresh.insert(stored.key, checked_vectors(stored.vectors, index.dims())?);
@@ -270,7 +271,7 @@ impl<B: Backend> Engine<B> {
             span.record("rows", rows);
         }
 
-        tracing::Span::current().record("rows", writes.len());
+        record("store.batch", "rows", writes.len());
         if !writes.is_empty() {
             let vectors: Vec<(ItemKey, Option<Vec<Vec<f32>>>)> = match config.index {
                 None => Vec::new(),
@@ -361,7 +362,7 @@ impl<B: Backend> Engine<B> {
                 texts.push(text);
             }
         }
-        tracing::Span::current().record("texts", texts.len());
+        record("store.embed", "texts", texts.len());
         let vectors = if texts.is_empty() {
             Vec::new()
         } else {
@@ -471,7 +472,7 @@ impl<B: Backend> Engine<B> {
             }
             if page.len() == keys.len() || exhausted {
                 let page: Vec<SearchItem> = page.into_iter().skip(op.offset).collect();
-                tracing::Span::current().record("rows", page.len());
+                record("store.search", "rows", page.len());
                 self.refresh(refresh, now).await?;
                 return Ok(page);
             }
@@ -516,8 +517,8 @@ impl<B: Backend> Engine<B> {
                 )
                 .await?;
         }
-        // Called only by `search`: the current span is its `store.search`.
-        tracing::Span::current().record("rows", page.len());
+        // Called only by `search`.
+        record("store.search", "rows", page.len());
         self.refresh(refresh, now).await?;
         Ok(page)
     }
@@ -527,7 +528,7 @@ impl<B: Backend> Engine<B> {
         fields(backend = self.inner.backend.name(), rows = Empty))]
     pub async fn sweep_expired(&self) -> Result<usize> {
         let removed = self.inner.backend.sweep(self.now()).await?;
-        tracing::Span::current().record("rows", removed.len());
+        record("store.sweep", "rows", removed.len());
         if let Some(index) = self.index() {
             for key in &removed {
                 index.remove(key);
@@ -553,11 +554,17 @@ impl<B: Backend> Engine<B> {
     }
 }
 
+/// Records `field` on the operation's own span `name` (see [`operation_span`]).
+fn record(name: &str, field: &str, value: usize) {
+    if let Some(span) = operation_span(&[name]) {
+        span.record(field, value);
+    }
+}
+
 /// Records on the current span the namespace of a one-op batch (a search's prefix), the
 /// common case of the store's conveniences.
 fn record_namespace(ops: &[Op]) {
-    let span = tracing::Span::current();
-    let ([op], false) = (ops, span.is_disabled()) else {
+    let ([op], Some(span)) = (ops, operation_span(&["store.batch"])) else {
         return;
     };
     let namespace = match op {
