@@ -5,6 +5,7 @@ mod backend;
 mod bench;
 mod demo;
 mod inspect;
+mod logging;
 mod secrets;
 mod table;
 
@@ -16,6 +17,10 @@ use clap::{Parser, Subcommand};
 #[derive(Parser)]
 #[command(name = "waypoint", version, about)]
 struct Cli {
+    /// Log the libraries' operations on stderr, with durations: -v info, -vv debug, -vvv
+    /// trace [default: warnings; RUST_LOG (EnvFilter syntax) replaces the level]
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
 }
@@ -41,6 +46,7 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return usage(&e),
     };
+    logging::init(cli.verbose);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
