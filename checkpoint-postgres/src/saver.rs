@@ -404,7 +404,8 @@ impl CheckpointSaver for PostgresSaver {
         })
     }
 
-    #[tracing::instrument(level = "info", skip_all, fields(backend = "postgres", thread_id = Empty,
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "postgres",
+        thread_id = saves.first().map(Save::thread_id),
         checkpoint_ns = Empty, checkpoint_id = Empty, rows = Empty, bytes = Empty))]
     async fn save_batch(&self, saves: Vec<Save>) -> Result<()> {
         let batch = Batch::prepare(&self.serde, saves)?;
