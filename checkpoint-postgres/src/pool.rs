@@ -13,11 +13,20 @@
 //! a session may still have a statement in flight, or a `BEGIN` whose transaction the next
 //! user would run in, its commits acknowledged and never made (sqlx 0.8 returns a connection
 //! cancelled during `BEGIN` to the pool inside the transaction, launchbadge/sqlx#4393).
+//!
+//! A broken connection (the server restarted or ended the session) closes the parked ones
+//! too, and until a connection answers a ping every operation takes only one that does: the
+//! idle connections in sqlx's pool, never pinged on the way out, may have died with it. An
+//! idempotent operation that met the broken connection runs again on such a one, so killed
+//! sessions cost no call; any other fails, and only it. Errors name the operation (the
+//! function running it) and the server, and a connection that could not be opened says why
+//! (sqlx's pool says only that it timed out).
 
 use std::fmt;
 use std::future::Future;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
@@ -44,6 +53,10 @@ struct Inner {
     /// Connections whose operation ended cleanly, most recently parked last, each with the
     /// time it was parked.
     parked: Mutex<Vec<(PoolConnection<Postgres>, Instant)>>,
+    /// Set when a connection broke or none could be opened: until a connection answers a
+    /// ping, operations take only connections that do, so that one failed call (of an
+    /// operation that may not run twice) is the only one.
+    suspect: AtomicBool,
     config: PostgresConfig,
     /// The runtime the pool was made on: a parked connection dropped with the pool hands
     /// itself back to sqlx's pool on a task, which needs a runtime.
@@ -88,6 +101,7 @@ impl Pool {
                 pg,
                 server,
                 parked: Mutex::new(Vec::new()),
+                suspect: AtomicBool::new(false),
                 config,
                 runtime: tokio::runtime::Handle::try_current().ok(),
             }),
@@ -110,14 +124,16 @@ impl Pool {
         self.take(false).await
     }
 
-    /// [`acquire`](Self::acquire), or with `checked` (after a connection proved broken) one
-    /// from sqlx's pool that answers a ping: the idle connections there may have died with
-    /// the broken one, and each dead one is closed in turn until one answers or a new one
-    /// is opened.
+    /// [`acquire`](Self::acquire), or with `checked` (a retry after a connection proved
+    /// broken), or while the pool is suspect, one from sqlx's pool that answers a ping: the
+    /// idle connections there may have died with the broken one, and each dead one is closed
+    /// in turn until one answers or a new one is opened.
     pub(crate) async fn take(&self, checked: bool) -> Result<Conn<'_>, Failure> {
-        let conn = if checked {
+        let conn = if checked || self.inner.suspect.load(Ordering::Relaxed) {
             self.forget_parked();
-            self.answering().await?
+            let conn = self.answering().await?;
+            self.inner.suspect.store(false, Ordering::Relaxed);
+            conn
         } else {
             match self.take_parked() {
                 Some(conn) => conn,
@@ -182,11 +198,12 @@ impl Pool {
                     // The server answers (the probe closes on drop): every connection was
                     // busy, or the server came back just now.
                     Ok(Ok(_probe)) => {
-                        return Err(Failure::Connect(format!(
-                            "no connection free within {waited:?} ({} open, at most {}); the server answers",
-                            pg.size(),
-                            self.inner.config.max_connections
-                        )));
+                        let max = self.inner.config.max_connections;
+                        return Err(Failure::Connect(if pg.size() >= max {
+                            format!("all {max} connections stayed busy for {waited:?}")
+                        } else {
+                            format!("none opened within {waited:?}; the server answers again now")
+                        }));
                     }
                     Ok(Err(e)) => connect_cause(&e),
                     Err(_) => format!("no answer within {:?}", waited + rest),
@@ -208,9 +225,10 @@ impl Pool {
         }
     }
 
-    /// Closes every parked connection: one broke, so the server probably restarted and took
-    /// the others with it.
+    /// Closes every parked connection and makes the pool suspect: one broke, so the server
+    /// probably restarted and took the others with it.
     fn forget_parked(&self) {
+        self.inner.suspect.store(true, Ordering::Relaxed);
         let mut parked = std::mem::take(&mut *self.inner.parked.lock());
         for (conn, _) in &mut parked {
             conn.close_on_drop();
