@@ -102,6 +102,12 @@ impl PostgresSaver {
 
     /// The connection pool, for callers that want to run their own SQL next to the saver
     /// (and its stores: they share it).
+    ///
+    /// Behind a transaction pooler ([`PostgresConfig::transaction_pooler`]) run statements
+    /// with parameters inside a transaction (`pool.begin()`): outside one, sqlx parses and
+    /// executes in two round trips, which the pooler may send to two server sessions (one
+    /// may run another client's statement). Its connections carry none of the session
+    /// settings there (schema, timeouts).
     pub fn pool(&self) -> &PgPool {
         self.pool.pg()
     }

@@ -137,6 +137,12 @@ impl PostgresStore {
 
     /// The connection pool, for callers that run their own SQL next to the store (and the
     /// saver it came from: they share it).
+    ///
+    /// Behind a transaction pooler ([`PostgresConfig::transaction_pooler`]) run statements
+    /// with parameters inside a transaction (`pool.begin()`): outside one, sqlx parses and
+    /// executes in two round trips, which the pooler may send to two server sessions (one
+    /// may run another client's statement). Its connections carry none of the session
+    /// settings there (schema, timeouts).
     pub fn pool(&self) -> &PgPool {
         self.engine.backend().pool.pg()
     }
