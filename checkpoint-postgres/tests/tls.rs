@@ -5,7 +5,6 @@
 //! say which, where and during what. The checkpointer conformance suite runs over TLS too.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::json;
@@ -15,13 +14,15 @@ use waypoint_checkpoint::{
 };
 use waypoint_checkpoint_postgres::{PostgresConfig, PostgresSaver, SslMode};
 use waypoint_store::{StoreConfig, StoreExt};
+use waypoint_test_kit::Tls;
 
-/// The TLS server's URL (user `waypoint`, host `localhost`) and the directory of its CA and
-/// client certificates; `None` without them.
-fn server() -> Option<(String, PathBuf)> {
-    let url = waypoint_test_kit::env_or_skip("WAYPOINT_TEST_POSTGRES_TLS_URL")?;
-    let dir = waypoint_test_kit::env_or_skip("WAYPOINT_TEST_TLS_DIR")?;
-    Some((url, PathBuf::from(dir)))
+/// The TLS server's URL (user `waypoint`, host `localhost`) and the certificates; `None`
+/// without them.
+fn server() -> Option<(String, Tls)> {
+    Some((
+        waypoint_test_kit::postgres_tls()?,
+        waypoint_test_kit::tls()?,
+    ))
 }
 
 /// `url` with the query `query` added.
@@ -31,13 +32,10 @@ fn with_query(url: &str, query: &str) -> String {
 }
 
 /// `url` verifying the server fully against the test CA.
-fn verified(url: &str, dir: &std::path::Path) -> String {
+fn verified(url: &str, tls: &Tls) -> String {
     with_query(
         url,
-        &format!(
-            "sslmode=verify-full&sslrootcert={}",
-            dir.join("ca.pem").display()
-        ),
+        &format!("sslmode=verify-full&sslrootcert={}", tls.ca()),
     )
 }
 
@@ -107,12 +105,12 @@ async fn roundtrip(saver: &dyn CheckpointSaver, thread: &str) -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn verify_full_with_the_ca_serves_the_saver_and_the_store() -> Result<()> {
-    let Some((url, dir)) = server() else {
+    let Some((url, tls)) = server() else {
         return Ok(());
     };
     let schema = waypoint_test_kit::fresh_name("wp_tls");
     let saver =
-        PostgresSaver::connect(PostgresConfig::new(verified(&url, &dir)).schema(&schema)).await?;
+        PostgresSaver::connect(PostgresConfig::new(verified(&url, &tls)).schema(&schema)).await?;
     assert!(encrypted(&saver).await);
     roundtrip(&saver, "tls").await?;
     let store = saver.store(StoreConfig::new()).await.expect("store");
@@ -135,7 +133,7 @@ async fn verify_full_with_the_ca_serves_the_saver_and_the_store() -> Result<()> 
         PostgresConfig::new(&url)
             .schema(&schema)
             .ssl_mode(SslMode::VerifyFull)
-            .ssl_root_cert(dir.join("ca.pem")),
+            .ssl_root_cert(tls.ca()),
     )
     .await?;
     assert!(encrypted(&built).await);
@@ -150,11 +148,11 @@ async fn verify_full_with_the_ca_serves_the_saver_and_the_store() -> Result<()> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runtime_connect_takes_tls_url_parameters() -> Result<()> {
-    let Some((url, dir)) = server() else {
+    let Some((url, tls)) = server() else {
         return Ok(());
     };
     let admin =
-        PostgresSaver::connect(PostgresConfig::new(verified(&url, &dir)).auto_setup(false)).await?;
+        PostgresSaver::connect(PostgresConfig::new(verified(&url, &tls)).auto_setup(false)).await?;
     let database = waypoint_test_kit::fresh_name("wp_tls");
     sqlx::query(&format!("CREATE DATABASE {database}"))
         .execute(admin.pool())
@@ -162,7 +160,7 @@ async fn runtime_connect_takes_tls_url_parameters() -> Result<()> {
         .expect("create database");
     let opened = waypoint_runtime::connect(&verified(
         &waypoint_test_kit::database_url(&url, &database),
-        &dir,
+        &tls,
     ))
     .await
     .expect("connect over TLS");
@@ -178,12 +176,12 @@ async fn runtime_connect_takes_tls_url_parameters() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_name_the_certificate_lacks_is_refused() -> Result<()> {
-    let Some((url, dir)) = server() else {
+    let Some((url, tls)) = server() else {
         return Ok(());
     };
     // The certificate names `localhost` only.
     let by_ip = url.replacen("@localhost:", "@127.0.0.1:", 1);
-    let shown = refused(PostgresConfig::new(verified(&by_ip, &dir))).await;
+    let shown = refused(PostgresConfig::new(verified(&by_ip, &tls))).await;
     for expected in [address(&by_ip), "setup", "not valid for name", "127.0.0.1"] {
         assert!(shown.contains(expected), "{expected:?} missing: {shown}");
     }
@@ -193,7 +191,7 @@ async fn a_host_name_the_certificate_lacks_is_refused() -> Result<()> {
     let ca_only = PostgresSaver::connect(
         PostgresConfig::new(&url)
             .ssl_mode(SslMode::VerifyCa)
-            .ssl_root_cert(dir.join("ca.pem"))
+            .ssl_root_cert(tls.ca())
             .auto_setup(false),
     )
     .await?;
@@ -203,14 +201,14 @@ async fn a_host_name_the_certificate_lacks_is_refused() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_ca_is_refused() {
-    let Some((url, dir)) = server() else {
+    let Some((url, tls)) = server() else {
         return;
     };
     for mode in [SslMode::VerifyFull, SslMode::VerifyCa] {
         let shown = refused(
             PostgresConfig::new(&url)
                 .ssl_mode(mode)
-                .ssl_root_cert(dir.join("other-ca.pem")),
+                .ssl_root_cert(tls.other_ca()),
         )
         .await;
         for expected in [
@@ -245,18 +243,12 @@ async fn plaintext_to_a_tls_only_server_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_certificate_logs_in_and_none_is_refused() -> Result<()> {
-    let Some((url, dir)) = server() else {
+    let Some((url, tls)) = server() else {
         return Ok(());
     };
-    let cert_user = verified(&url.replacen("waypoint@", "waypoint_cert@", 1), &dir);
-    let with_cert = with_query(
-        &cert_user,
-        &format!(
-            "sslcert={}&sslkey={}",
-            dir.join("client-cert.pem").display(),
-            dir.join("client-cert.key").display()
-        ),
-    );
+    let cert_user = verified(&url.replacen("waypoint@", "waypoint_cert@", 1), &tls);
+    let (cert, key) = tls.cert_client();
+    let with_cert = with_query(&cert_user, &format!("sslcert={cert}&sslkey={key}"));
     let saver = PostgresSaver::connect(PostgresConfig::new(&with_cert).auto_setup(false)).await?;
     let user: String = sqlx::query_scalar("SELECT current_user::text")
         .fetch_one(saver.pool())
@@ -266,7 +258,7 @@ async fn a_client_certificate_logs_in_and_none_is_refused() -> Result<()> {
     // The builder's names for the same.
     PostgresSaver::connect(
         PostgresConfig::new(&cert_user)
-            .ssl_client_cert(dir.join("client-cert.pem"), dir.join("client-cert.key"))
+            .ssl_client_cert(cert, key)
             .auto_setup(false),
     )
     .await?;
@@ -284,10 +276,10 @@ mod conformance_over_tls {
 
     /// A saver on a fresh schema of the TLS server, verifying it fully.
     async fn saver() -> Result<Option<PostgresSaver>> {
-        let Some((url, dir)) = server() else {
+        let Some((url, tls)) = server() else {
             return Ok(None);
         };
-        let config = PostgresConfig::new(verified(&url, &dir))
+        let config = PostgresConfig::new(verified(&url, &tls))
             .schema(waypoint_test_kit::fresh_name("wp_tls"))
             .max_connections(4);
         Ok(Some(PostgresSaver::connect(config).await?))
