@@ -141,9 +141,24 @@ impl Kind {
             sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::WorkerCrashed => {
                 Kind::Broken
             }
+            // A fatal error ends the session (PgBouncer's "server conn crashed?" too).
+            sqlx::Error::Database(db)
+                if db
+                    .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+                    .is_some_and(|pg| {
+                        matches!(
+                            pg.severity(),
+                            sqlx::postgres::PgSeverity::Fatal | sqlx::postgres::PgSeverity::Panic
+                        )
+                    }) =>
+            {
+                Kind::Broken
+            }
             sqlx::Error::Database(db) => match db.code().as_deref() {
                 // admin_shutdown, crash_shutdown, cannot_connect_now: this connection is gone.
                 Some("57P01" | "57P02" | "57P03") => Kind::Broken,
+                // Connection exceptions.
+                Some(code) if code.starts_with("08") => Kind::Broken,
                 // deadlock_detected, serialization_failure.
                 Some("40P01" | "40001") => Kind::Transient,
                 _ => Kind::Answered,
