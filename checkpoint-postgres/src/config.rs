@@ -25,7 +25,10 @@ pub struct PostgresConfig {
     /// Connections kept open while idle (default 1).
     pub min_connections: u32,
     /// How long one operation may take, waiting for a connection included, before it fails
-    /// with a backend error (default 10 s).
+    /// with a backend error (default 10 s). A refused connection is retried (the server may
+    /// be restarting) for seven tenths of it; then the error says why none came (refused,
+    /// no answer, TLS, authentication, every connection busy), naming the server and the
+    /// operation.
     pub timeout: Duration,
     /// How long an idle connection stays in the pool (default 10 min).
     pub idle_timeout: Duration,
