@@ -19,7 +19,8 @@ use waypoint_checkpoint::{
 };
 use waypoint_checkpoint_sqlite::{SqliteSaver, SqliteStore};
 use waypoint_runtime::{
-    CompileOptions, CompiledGraph, Context, END, NodeResult, RunConfig, START, State, StateGraph,
+    CompileOptions, CompiledGraph, Context, Durability, END, NodeResult, RunConfig, START, State,
+    StateGraph, StreamMode,
 };
 use waypoint_store::{InMemoryStore, IndexConfig, SearchOp, Store, StoreConfig, StoreExt};
 use waypoint_test_kit::{fresh_name, kept_temp_dir, postgres_url};
@@ -285,6 +286,38 @@ async fn run_is_traced(saver: Arc<dyn CheckpointSaver>) -> TestResult {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_on_the_memory_saver_is_traced() -> TestResult {
     run_is_traced(Arc::new(InMemorySaver::new())).await
+}
+
+/// A streamed run is one `stream` span (the spawned run's), with its super-steps inside.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_run_is_traced() -> TestResult {
+    use futures::StreamExt;
+    capture();
+    let thread = fresh_name("trace");
+    let config = RunConfig::thread(&thread).durability(Durability::Async);
+    let input = NotesUpdate::default().secret(SECRET.to_string());
+    let graph = graph(Arc::new(InMemorySaver::new()))?;
+    let parts: Vec<_> = graph
+        .stream(Some(input), &config, &[StreamMode::Values])
+        .collect()
+        .await;
+    assert!(parts.iter().all(Result::is_ok));
+    // The stream ends when the run drops its sender, just before its span closes.
+    for _ in 0..200 {
+        if !spans("stream", "thread_id", &thread).is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let stream = spans("stream", "thread_id", &thread);
+    assert_eq!(stream.len(), 1, "{stream:?}");
+    assert_eq!(stream[0].field("durability"), Some("async"));
+    let steps = in_thread("superstep", &thread);
+    assert!(steps.iter().all(|s| s.parent.as_deref() == Some("stream")));
+    assert_eq!(steps.len(), 3, "{steps:?}");
+    assert!(!in_thread("async_saves", &thread).is_empty());
+    assert_no_secret();
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -110,13 +110,7 @@ impl<S: State> CompiledGraph<S> {
         input: impl Into<Input<S>>,
         config: &RunConfig,
     ) -> Result<Outcome<S>> {
-        let span = tracing::info_span!(
-            "invoke",
-            thread_id = config.thread_id.as_deref(),
-            checkpoint_ns = %config.checkpoint_ns,
-            checkpoint_id = config.checkpoint_id.as_deref(),
-            durability = %config.durability,
-        );
+        let span = run_span(config, false);
         run(
             &self.inner,
             input.into(),
@@ -142,13 +136,7 @@ impl<S: State> CompiledGraph<S> {
         let graph = Arc::clone(&self.inner);
         let config = config.clone();
         let input = input.into();
-        let span = tracing::info_span!(
-            "stream",
-            thread_id = config.thread_id.as_deref(),
-            checkpoint_ns = %config.checkpoint_ns,
-            checkpoint_id = config.checkpoint_id.as_deref(),
-            durability = %config.durability,
-        );
+        let span = run_span(&config, true);
         tokio::spawn(
             async move {
                 if let Err(err) = run(&graph, input, &config, &emitter, Nested::default()).await {
@@ -377,5 +365,25 @@ impl<S: State> RunFrom<S> for CompiledGraph<S> {
                 None => Ok(outcome.values),
             }
         })
+    }
+}
+
+/// The span of one run: `invoke`, or `stream` for a streamed one.
+fn run_span(config: &RunConfig, streamed: bool) -> tracing::Span {
+    macro_rules! run_span {
+        ($name:literal) => {
+            tracing::info_span!(
+                $name,
+                thread_id = config.thread_id.as_deref(),
+                checkpoint_ns = %config.checkpoint_ns,
+                checkpoint_id = config.checkpoint_id.as_deref(),
+                durability = %config.durability,
+            )
+        };
+    }
+    if streamed {
+        run_span!("stream")
+    } else {
+        run_span!("invoke")
     }
 }
