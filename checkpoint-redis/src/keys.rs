@@ -3,9 +3,9 @@
 //! Every key of a thread starts with `<prefix>:{<tag>}:` where the tag is the thread id with
 //! `%`, `{` and `}` percent-escaped, so the hash tag always ends where the thread id ends.
 
-use std::sync::LazyLock;
-
 use waypoint_checkpoint::{Error, Result};
+
+use crate::slots::{shard_of, shard_tag};
 
 /// The names of one thread's keys, under one prefix.
 #[derive(Clone, Debug)]
@@ -135,55 +135,10 @@ pub(crate) fn legacy_index(prefix: &str) -> String {
     format!("{prefix}:index")
 }
 
-/// How many sorted sets hold the global index (and the buckets of a store): one per
-/// sixteenth of the cluster's slot range. Part of the key layout: never changed.
-pub(crate) const SHARDS: usize = 16;
-
-/// The cluster's slot count.
-const SLOTS: usize = 16384;
-
 /// One shard of the global index under `prefix`: the checkpoints of the threads whose tags
 /// hash into its sixteenth of the slot range.
 pub(crate) fn index_shard(prefix: &str, shard: usize) -> String {
     format!("{prefix}:index:{{{}}}", shard_tag(shard))
-}
-
-/// The shard (`0..SHARDS`) of a hash tag: the sixteenth of the slot range its slot lies in.
-pub(crate) fn shard_of(tag: &[u8]) -> usize {
-    usize::from(slot(tag)) * SHARDS / SLOTS
-}
-
-/// The hash tag of shard `i`: the first of `s<i>-0`, `s<i>-1`, ... whose slot lies in the
-/// `i`-th sixteenth of the slot range, so the shards spread over the whole range (and over
-/// every node of a cluster that has up to sixteen).
-pub(crate) fn shard_tag(i: usize) -> &'static str {
-    static TAGS: LazyLock<Vec<String>> = LazyLock::new(|| {
-        (0..SHARDS)
-            .map(|i| {
-                (0u32..)
-                    .map(|c| format!("s{i}-{c}"))
-                    .find(|t| shard_of(t.as_bytes()) == i)
-                    .unwrap_or_default()
-            })
-            .collect()
-    });
-    &TAGS[i % SHARDS]
-}
-
-/// The cluster slot of a hash tag's content: CRC16 (XMODEM) modulo 16384, as Redis does.
-pub(crate) fn slot(tag: &[u8]) -> u16 {
-    let mut crc: u16 = 0;
-    for &b in tag {
-        crc ^= u16::from(b) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc % 16384
 }
 
 /// The key of a thread's lease (not a key of the thread's data, but in its slot).
@@ -357,15 +312,7 @@ mod tests {
     }
 
     #[test]
-    fn slots_are_redis_slots_and_shards_spread_over_the_range() {
-        // `CLUSTER KEYSLOT` of these, from the Redis cluster specification and a server.
-        assert_eq!(slot(b"123456789"), 0x31C3);
-        assert_eq!(slot(b"foo"), 12182);
-        assert_eq!(slot(b"user1000"), 3443);
-        for i in 0..SHARDS {
-            let slot = usize::from(slot(shard_tag(i).as_bytes()));
-            assert_eq!(slot * SHARDS / SLOTS, i, "{}", shard_tag(i));
-        }
+    fn a_threads_index_shard_is_its_own_sixteenth() {
         let k = ThreadKeys::new("wp", "t");
         assert_eq!(k.shard(), shard_of(b"t"));
         assert_eq!(

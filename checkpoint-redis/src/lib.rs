@@ -240,6 +240,7 @@ mod keys;
 mod persistence;
 mod saver;
 mod scripts;
+mod slots;
 #[cfg(feature = "store")]
 mod store;
 mod tls;

@@ -26,10 +26,11 @@ use crate::convert::{
 };
 use crate::error::Fault;
 use crate::keys::{
-    self, KeyKind, SHARDS, ThreadKeys, blob_field, enc, enc_successor, parse_blob_field,
+    self, KeyKind, ThreadKeys, blob_field, enc, enc_successor, parse_blob_field,
     parse_global_member, parse_index_member, parse_write_field, write_field,
 };
 use crate::scripts;
+use crate::slots::{SHARDS, each_in_slot, per_slot};
 
 /// How long a lapsed lease stays renewable by its holder (unless someone takes it over).
 const LEASE_GRACE_MS: u64 = 24 * 60 * 60 * 1000;
@@ -42,49 +43,6 @@ const PAGE: usize = 512;
 
 /// How often `prune` and `delete_for_runs` re-plan a thread that changed under them.
 const APPLY_ATTEMPTS: usize = 8;
-
-/// Runs pipelines whose commands each stay in one slot (a Redis Cluster refuses any other),
-/// all at once: on a standalone server they share the round trip, on a cluster each goes to
-/// its node. Every command must be idempotent (a pipeline is sent again after a broken
-/// connection). The replies, per pipeline.
-pub(crate) async fn per_slot(
-    db: &Connection,
-    what: &'static str,
-    pipes: &[redis::Pipeline],
-) -> std::result::Result<Vec<Vec<Value>>, Fault> {
-    let mut calls: Vec<_> = pipes
-        .iter()
-        .map(|pipe| {
-            Some(Box::pin(async move {
-                with_conn!(db, what, retry = true, |conn| pipe
-                    .query_async::<Vec<Value>>(&mut conn))
-            }))
-        })
-        .collect();
-    let mut out: Vec<Option<Vec<Value>>> = vec![None; pipes.len()];
-    // All polled together (a join without a dependency): the first error ends the wait.
-    std::future::poll_fn(|cx| {
-        let mut pending = false;
-        for (call, done) in calls.iter_mut().zip(out.iter_mut()) {
-            let Some(running) = call else { continue };
-            match running.as_mut().poll(cx) {
-                std::task::Poll::Ready(Ok(reply)) => {
-                    *done = Some(reply);
-                    *call = None;
-                }
-                std::task::Poll::Ready(Err(e)) => return std::task::Poll::Ready(Err(e)),
-                std::task::Poll::Pending => pending = true,
-            }
-        }
-        if pending {
-            std::task::Poll::Pending
-        } else {
-            std::task::Poll::Ready(Ok(()))
-        }
-    })
-    .await?;
-    Ok(out.into_iter().flatten().collect())
-}
 
 /// The thread a prepared save writes.
 fn thread_of(save: &PreparedSave) -> &str {
@@ -415,33 +373,16 @@ impl RedisSaver {
         }
         self.shard_members(what, "ZREM", entries.iter().copied())
             .await?;
-        let mut by_thread: BTreeMap<&str, Vec<Entry<'_>>> = BTreeMap::new();
-        for e in entries {
-            by_thread.entry(e.0).or_default().push(*e);
-        }
-        let groups: Vec<Vec<Entry<'_>>> = by_thread.into_values().collect();
-        let pipes: Vec<redis::Pipeline> = groups
+        let exists = each_in_slot(&self.db, what, entries.iter().map(|e| e.0), |i, pipe| {
+            let (t, ns, id) = entries[i];
+            pipe.cmd("EXISTS").arg(self.keys(t).checkpoint(ns, id));
+        })
+        .await?;
+        let back: Vec<Entry<'_>> = entries
             .iter()
-            .map(|group| {
-                let mut pipe = redis::pipe();
-                for (t, ns, id) in group {
-                    pipe.cmd("EXISTS").arg(self.keys(t).checkpoint(ns, id));
-                }
-                pipe
-            })
-            .collect();
-        let replies = per_slot(&self.db, what, &pipes).await?;
-        let back: Vec<Entry<'_>> = groups
-            .iter()
-            .zip(replies)
-            .flat_map(|(group, exists)| {
-                group
-                    .iter()
-                    .zip(exists)
-                    .filter(|(_, e)| matches!(e, Value::Int(1)))
-                    .map(|(entry, _)| *entry)
-                    .collect::<Vec<_>>()
-            })
+            .zip(exists)
+            .filter(|(_, e)| matches!(e, Value::Int(1)))
+            .map(|(entry, _)| *entry)
             .collect();
         if back.is_empty() {
             return Ok(());
@@ -783,25 +724,18 @@ impl RedisSaver {
     /// the first `count` of every shard, merged.
     async fn global_page(&self, upper: Option<&[u8]>, count: usize) -> Result<Vec<Candidate>> {
         let max = upper.map_or_else(|| b"+".to_vec(), exclusive);
-        let pipes: Vec<redis::Pipeline> = (0..SHARDS)
-            .map(|shard| {
-                let mut pipe = redis::pipe();
-                pipe.cmd("ZREVRANGEBYLEX")
-                    .arg(self.shard(shard))
-                    .arg(&max)
-                    .arg("-")
-                    .arg("LIMIT")
-                    .arg(0)
-                    .arg(count);
-                pipe
-            })
-            .collect();
+        let replies = each_in_slot(&self.db, "list", 0..SHARDS, |shard, pipe| {
+            pipe.cmd("ZREVRANGEBYLEX")
+                .arg(self.shard(shard))
+                .arg(&max)
+                .arg("-")
+                .arg("LIMIT")
+                .arg(0)
+                .arg(count);
+        })
+        .await?;
         let mut members = Vec::new();
-        for reply in per_slot(&self.db, "list", &pipes)
-            .await?
-            .into_iter()
-            .flatten()
-        {
+        for reply in replies {
             for m in array(reply)? {
                 members.push(required(m, "a global index entry")?);
             }
@@ -823,36 +757,17 @@ impl RedisSaver {
         if candidates.is_empty() || wanted == 0 {
             return Ok(Vec::new());
         }
-        let mut threads: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-        for (i, (t, _, _)) in candidates.iter().enumerate() {
-            threads.entry(t).or_default().push(i);
-        }
-        let pipes: Vec<redis::Pipeline> = threads
-            .iter()
-            .map(|(t, indexes)| {
-                let k = self.keys(t);
-                let mut pipe = redis::pipe();
-                for &i in indexes {
-                    let (_, ns, id) = &candidates[i];
-                    pipe.cmd("HMGET")
-                        .arg(k.checkpoint(ns, id))
-                        .arg("c")
-                        .arg("m")
-                        .arg("p")
-                        .arg("b");
-                }
-                pipe
-            })
-            .collect();
-        let mut replies = vec![Value::Nil; candidates.len()];
-        for (indexes, reply) in threads
-            .values()
-            .zip(per_slot(&self.db, "list", &pipes).await?)
-        {
-            for (&i, value) in indexes.iter().zip(reply) {
-                replies[i] = value;
-            }
-        }
+        let threads = candidates.iter().map(|(t, _, _)| t);
+        let replies = each_in_slot(&self.db, "list", threads, |i, pipe| {
+            let (t, ns, id) = &candidates[i];
+            pipe.cmd("HMGET")
+                .arg(self.keys(t).checkpoint(ns, id))
+                .arg("c")
+                .arg("m")
+                .arg("p")
+                .arg("b");
+        })
+        .await?;
         let mut heads = Vec::new();
         let mut dangling = Vec::new();
         for ((t, ns, id), reply) in candidates.iter().zip(replies) {
@@ -1172,35 +1087,23 @@ impl RedisSaver {
                 .iter()
                 .map(|m| parse_global_member(m))
                 .collect::<Result<Vec<_>>>()?;
-            let mut by_thread: BTreeMap<&str, Vec<String>> = BTreeMap::new();
-            for (t, ns, id) in &candidates {
-                by_thread
-                    .entry(t)
-                    .or_default()
-                    .push(self.keys(t).checkpoint(ns, id));
-            }
-            let pipes: Vec<redis::Pipeline> = by_thread
-                .values()
-                .map(|keys| {
-                    let mut pipe = redis::pipe();
-                    for key in keys {
-                        pipe.cmd("HGET").arg(key).arg("m");
-                    }
-                    pipe
-                })
-                .collect();
-            let replies = per_slot(&self.db, "delete_for_runs", &pipes).await?;
-            for (t, replies) in by_thread.keys().zip(replies) {
-                for reply in replies {
-                    let Some(m) = bytes(reply)? else { continue };
-                    let meta = parse_metadata(&m)?;
-                    if meta
-                        .get("run_id")
-                        .and_then(Json::as_str)
-                        .is_some_and(|r| runs.contains(r))
-                    {
-                        threads.insert((*t).to_owned());
-                    }
+            let slots = candidates.iter().map(|(t, _, _)| t);
+            let metadata = each_in_slot(&self.db, "delete_for_runs", slots, |i, pipe| {
+                let (t, ns, id) = &candidates[i];
+                pipe.cmd("HGET")
+                    .arg(self.keys(t).checkpoint(ns, id))
+                    .arg("m");
+            })
+            .await?;
+            for ((t, _, _), reply) in candidates.iter().zip(metadata) {
+                let Some(m) = bytes(reply)? else { continue };
+                let meta = parse_metadata(&m)?;
+                if meta
+                    .get("run_id")
+                    .and_then(Json::as_str)
+                    .is_some_and(|r| runs.contains(r))
+                {
+                    threads.insert(t.clone());
                 }
             }
             if members.len() < PAGE {
@@ -1386,24 +1289,18 @@ impl CheckpointSaver for RedisSaver {
         Ok(out)
     }
 
-    #[tracing::instrument(level = "info", skip_all, fields(backend = "redis", thread_id = tracing::field::Empty, checkpoint_ns = tracing::field::Empty, checkpoint_id = tracing::field::Empty, rows = tracing::field::Empty))]
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "redis",
+        thread_id = config.map(|c| c.thread_id.as_str()),
+        checkpoint_ns = config.and_then(|c| c.checkpoint_ns.as_deref()),
+        checkpoint_id = config.and_then(|c| c.checkpoint_id.as_deref()), limit = options.limit,
+        filter = options.filter.is_some(), rows = tracing::field::Empty))]
     async fn list(
         &self,
         config: Option<&CheckpointConfig>,
         options: &ListOptions,
     ) -> Result<Vec<CheckpointTuple>> {
-        let span = tracing::Span::current();
-        if let Some(c) = config {
-            span.record("thread_id", c.thread_id.as_str());
-            if let Some(ns) = &c.checkpoint_ns {
-                span.record("checkpoint_ns", ns.as_str());
-            }
-            if let Some(id) = &c.checkpoint_id {
-                span.record("checkpoint_id", id.as_str());
-            }
-        }
         let out = self.list_tuples(config, options).await?;
-        span.record("rows", out.len());
+        tracing::Span::current().record("rows", out.len());
         Ok(out)
     }
 

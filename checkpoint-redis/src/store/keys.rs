@@ -7,7 +7,7 @@
 
 use waypoint_store::{ItemKey, Namespace};
 
-use crate::keys::{SHARDS, shard_of, shard_tag};
+use crate::slots::{SHARDS, shard_of, shard_tag};
 
 /// How many leading labels of a namespace choose its bucket.
 pub(crate) const BUCKET_LABELS: usize = 2;

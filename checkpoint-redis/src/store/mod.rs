@@ -30,8 +30,7 @@ use self::keys::{BUCKET_LABELS, Keys, bucket_of, bucket_of_joined};
 use self::scripts::{CHANGES_SOURCE, PAGE, REFRESH, SWEEP, WRITE};
 use crate::config::RedisConfig;
 use crate::connection::{Connection, with_conn};
-use crate::keys::SHARDS;
-use crate::saver::per_slot;
+use crate::slots::{SHARDS, each_in_slot, group, per_slot};
 use redis::{FromRedisValue, Value};
 use waypoint_store::raw::encode_vector;
 
@@ -161,15 +160,6 @@ fn parse<T: FromRedisValue>(v: Value) -> Result<T> {
     T::from_redis_value(v).map_err(|e| Error::Corrupt(format!("an unexpected reply: {e}")))
 }
 
-/// Groups `items` by bucket: the buckets in order, each with the positions of its items.
-fn by_bucket(buckets: impl IntoIterator<Item = usize>) -> BTreeMap<usize, Vec<usize>> {
-    let mut out: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-    for (i, bucket) in buckets.into_iter().enumerate() {
-        out.entry(bucket).or_default().push(i);
-    }
-    out
-}
-
 impl RedisBackend {
     fn new(db: Connection, config: RedisConfig) -> Self {
         RedisBackend {
@@ -271,7 +261,7 @@ impl RedisBackend {
                 let vectors = hashes.next().unwrap_or_default();
                 moves.push((id, score, keys::parse_id(id), item, vectors));
             }
-            let groups = by_bucket(
+            let groups = group(
                 moves
                     .iter()
                     .map(|(_, _, key, _, _)| key.as_ref().map_or(0, |k| bucket_of(&k.namespace))),
@@ -338,26 +328,16 @@ impl RedisBackend {
         what: &'static str,
         ids: &[(usize, Vec<u8>)],
     ) -> Result<Vec<Vec<Option<Vec<u8>>>>> {
-        let groups = by_bucket(ids.iter().map(|(b, _)| *b));
-        let pipes: Vec<redis::Pipeline> = groups
-            .iter()
-            .map(|(&bucket, positions)| {
-                let mut pipe = redis::pipe();
-                for &i in positions {
-                    pipe.cmd("HMGET")
-                        .arg(self.buckets[bucket].item(&ids[i].1))
-                        .arg(&FIELDS[..]);
-                }
-                pipe
-            })
-            .collect();
-        let mut out = vec![Vec::new(); ids.len()];
-        for (positions, replies) in groups.values().zip(per_slot(&self.db, what, &pipes).await?) {
-            for (&i, reply) in positions.iter().zip(replies) {
-                out[i] = parse(reply)?;
-            }
-        }
-        Ok(out)
+        each_in_slot(&self.db, what, ids.iter().map(|(b, _)| *b), |i, pipe| {
+            let (bucket, id) = &ids[i];
+            pipe.cmd("HMGET")
+                .arg(self.buckets[*bucket].item(id))
+                .arg(&FIELDS[..]);
+        })
+        .await?
+        .into_iter()
+        .map(parse)
+        .collect()
     }
 
     /// Up to `count` members of a sorted set in scan order, after the cursor.
@@ -416,32 +396,23 @@ impl RedisBackend {
         let mut to = b"(".to_vec();
         to.extend_from_slice(exact.as_bytes());
         to.push(b'/');
-        let pipes: Vec<redis::Pipeline> = buckets
-            .iter()
-            .map(|&b| {
-                let mut pipe = redis::pipe();
-                pipe.cmd("ZRANGEBYLEX")
-                    .arg(self.buckets[b].namespaces())
-                    .arg(&from)
-                    .arg(&to);
-                pipe
-            })
-            .collect();
+        let replies = each_in_slot(&self.db, "search", buckets.iter(), |i, pipe| {
+            pipe.cmd("ZRANGEBYLEX")
+                .arg(self.buckets[buckets[i]].namespaces())
+                .arg(&from)
+                .arg(&to);
+        })
+        .await?;
         let mut out = Vec::new();
-        for (&b, replies) in buckets
-            .iter()
-            .zip(per_slot(&self.db, "search", &pipes).await?)
-        {
-            for reply in replies {
-                let found: Vec<Vec<u8>> = parse(reply)?;
-                out.extend(
-                    found
-                        .into_iter()
-                        .filter_map(|ns| String::from_utf8(ns).ok())
-                        .filter(|ns| Namespace::from_joined(ns).starts_with(prefix))
-                        .map(|ns| (b, self.buckets[b].namespace(&ns))),
-                );
-            }
+        for (&b, reply) in buckets.iter().zip(replies) {
+            let found: Vec<Vec<u8>> = parse(reply)?;
+            out.extend(
+                found
+                    .into_iter()
+                    .filter_map(|ns| String::from_utf8(ns).ok())
+                    .filter(|ns| Namespace::from_joined(ns).starts_with(prefix))
+                    .map(|ns| (b, self.buckets[b].namespace(&ns))),
+            );
         }
         Ok(out)
     }
@@ -454,33 +425,20 @@ impl RedisBackend {
         now: DateTime<Utc>,
         limit: Option<usize>,
     ) -> Result<Vec<Vec<Vec<u8>>>> {
-        let pipes: Vec<redis::Pipeline> = self
-            .buckets
-            .iter()
-            .map(|k| {
-                let mut pipe = redis::pipe();
-                let cmd = pipe
-                    .cmd("ZRANGEBYSCORE")
-                    .arg(k.expiry())
-                    .arg("-inf")
-                    .arg(micros(now));
-                if let Some(limit) = limit {
-                    cmd.arg("LIMIT").arg(0).arg(limit);
-                }
-                pipe
-            })
-            .collect();
-        per_slot(&self.db, what, &pipes)
-            .await?
-            .into_iter()
-            .map(|replies| {
-                let mut ids = Vec::new();
-                for reply in replies {
-                    ids.extend(parse::<Vec<Vec<u8>>>(reply)?);
-                }
-                Ok(ids)
-            })
-            .collect()
+        each_in_slot(&self.db, what, 0..SHARDS, |b, pipe| {
+            let cmd = pipe
+                .cmd("ZRANGEBYSCORE")
+                .arg(self.buckets[b].expiry())
+                .arg("-inf")
+                .arg(micros(now));
+            if let Some(limit) = limit {
+                cmd.arg("LIMIT").arg(0).arg(limit);
+            }
+        })
+        .await?
+        .into_iter()
+        .map(parse)
+        .collect()
     }
 }
 
@@ -642,7 +600,7 @@ impl Backend for RedisBackend {
 
     async fn refresh(&self, keys: &[ItemKey], now: DateTime<Utc>) -> Result<()> {
         // One script per bucket.
-        for (bucket, positions) in by_bucket(keys.iter().map(|k| bucket_of(&k.namespace))) {
+        for (bucket, positions) in group(keys.iter().map(|k| bucket_of(&k.namespace))) {
             let k = &self.buckets[bucket];
             let ids: Vec<Vec<u8>> = positions.iter().map(|&i| keys::id(&keys[i])).collect();
             let mut call = REFRESH.prepare_invoke();
@@ -661,21 +619,15 @@ impl Backend for RedisBackend {
     }
 
     async fn namespaces(&self, now: DateTime<Utc>) -> Result<Vec<Namespace>> {
-        let pipes: Vec<redis::Pipeline> = self
-            .buckets
-            .iter()
-            .map(|k| {
-                let mut pipe = redis::pipe();
-                pipe.cmd("ZRANGE").arg(k.namespaces()).arg(0).arg(-1);
-                pipe
-            })
-            .collect();
+        let replies = each_in_slot(&self.db, "list_namespaces", 0..SHARDS, |b, pipe| {
+            pipe.cmd("ZRANGE")
+                .arg(self.buckets[b].namespaces())
+                .arg(0)
+                .arg(-1);
+        })
+        .await?;
         let mut all: Vec<String> = Vec::new();
-        for reply in per_slot(&self.db, "list_namespaces", &pipes)
-            .await?
-            .into_iter()
-            .flatten()
-        {
+        for reply in replies {
             let found: Vec<Vec<u8>> = parse(reply)?;
             all.extend(
                 found
@@ -697,27 +649,16 @@ impl Backend for RedisBackend {
         }
         if !expired.is_empty() {
             let checked: Vec<(String, usize)> = expired.into_iter().collect();
-            let groups = by_bucket(checked.iter().map(|(ns, _)| bucket_of_joined(ns)));
-            let pipes: Vec<redis::Pipeline> = groups
-                .iter()
-                .map(|(&bucket, positions)| {
-                    let mut pipe = redis::pipe();
-                    for &i in positions {
-                        pipe.cmd("ZCARD")
-                            .arg(self.buckets[bucket].namespace(&checked[i].0));
-                    }
-                    pipe
-                })
-                .collect();
-            let mut sizes = vec![0usize; checked.len()];
-            for (positions, replies) in groups
-                .values()
-                .zip(per_slot(&self.db, "list_namespaces", &pipes).await?)
-            {
-                for (&i, reply) in positions.iter().zip(replies) {
-                    sizes[i] = parse(reply)?;
-                }
-            }
+            let buckets = checked.iter().map(|(ns, _)| bucket_of_joined(ns));
+            let sizes = each_in_slot(&self.db, "list_namespaces", buckets, |i, pipe| {
+                let ns = &checked[i].0;
+                pipe.cmd("ZCARD")
+                    .arg(self.buckets[bucket_of_joined(ns)].namespace(ns));
+            })
+            .await?
+            .into_iter()
+            .map(parse::<usize>)
+            .collect::<Result<Vec<_>>>()?;
             let dead: Vec<&String> = checked
                 .iter()
                 .zip(sizes)
@@ -732,7 +673,7 @@ impl Backend for RedisBackend {
     async fn write(&self, writes: Vec<Write>, now: DateTime<Utc>) -> Result<()> {
         // One script per bucket (atomic per bucket), in the order of each bucket's first
         // write; within a bucket, the batch's order.
-        let groups = by_bucket(writes.iter().map(|w| match w {
+        let groups = group(writes.iter().map(|w| match w {
             Write::Put(put) => bucket_of(&put.key.namespace),
             Write::Delete(key) => bucket_of(&key.namespace),
         }));
@@ -831,28 +772,15 @@ impl Backend for RedisBackend {
         };
         let mut all = Vec::new();
         for chunk in wanted.chunks(VECTOR_CHUNK) {
-            let groups = by_bucket(chunk.iter().map(|key| bucket_of(&key.namespace)));
-            let pipes: Vec<redis::Pipeline> = groups
-                .iter()
-                .map(|(&bucket, positions)| {
-                    let mut pipe = redis::pipe();
-                    for &i in positions {
-                        pipe.cmd("HGETALL")
-                            .arg(self.buckets[bucket].vectors(&keys::id(&chunk[i])));
-                    }
-                    pipe
-                })
-                .collect();
-            let mut hashes: Vec<BTreeMap<String, Vec<u8>>> = vec![BTreeMap::new(); chunk.len()];
-            for (positions, replies) in groups
-                .values()
-                .zip(per_slot(&self.db, "load_vectors", &pipes).await?)
-            {
-                for (&i, reply) in positions.iter().zip(replies) {
-                    hashes[i] = parse(reply)?;
-                }
-            }
+            let buckets = chunk.iter().map(|key| bucket_of(&key.namespace));
+            let hashes = each_in_slot(&self.db, "load_vectors", buckets, |i, pipe| {
+                let key = &chunk[i];
+                pipe.cmd("HGETALL")
+                    .arg(self.buckets[bucket_of(&key.namespace)].vectors(&keys::id(key)));
+            })
+            .await?;
             for (key, hash) in chunk.iter().zip(hashes) {
+                let hash: BTreeMap<String, Vec<u8>> = parse(hash)?;
                 if hash.is_empty() {
                     continue;
                 }
@@ -932,27 +860,20 @@ impl Backend for RedisBackend {
             (after != i64::MAX && after == feeds.token && feeds.seqs.len() == SHARDS)
                 .then(|| feeds.seqs.clone())
         };
-        let pipes: Vec<redis::Pipeline> = self
-            .buckets
-            .iter()
-            .enumerate()
-            .map(|(b, k)| {
-                let mut pipe = redis::pipe();
-                pipe.cmd("EVAL")
-                    .arg(CHANGES_SOURCE)
-                    .arg(1)
-                    .arg(k.changes())
-                    .arg(from.as_ref().map(|f| f[b].to_string()).unwrap_or_default())
-                    .arg(CHANGES_READ);
-                pipe
-            })
-            .collect();
-        let replies = per_slot(&self.db, "changes", &pipes).await?;
+        let replies = each_in_slot(&self.db, "changes", 0..SHARDS, |b, pipe| {
+            pipe.cmd("EVAL")
+                .arg(CHANGES_SOURCE)
+                .arg(1)
+                .arg(self.buckets[b].changes())
+                .arg(from.as_ref().map(|f| f[b].to_string()).unwrap_or_default())
+                .arg(CHANGES_READ);
+        })
+        .await?;
         let mut keys = Vec::new();
         let mut seqs = Vec::with_capacity(SHARDS);
         // A cursor given but not this process's last is a position nobody knows.
         let mut complete = after == i64::MAX || from.is_some();
-        for (b, reply) in replies.into_iter().flatten().enumerate() {
+        for (b, reply) in replies.into_iter().enumerate() {
             let feed = read_feed(parse(reply)?, from.as_ref().map(|f| f[b]));
             seqs.push(feed.last_seq);
             keys.extend(feed.keys);
