@@ -318,7 +318,11 @@ impl PostgresConfig {
         }
         // A transaction pooler cannot carry startup options to the server sessions it lends
         // (PgBouncer refuses them unless told to ignore them): they go in each transaction.
-        if !self.transaction_pooler {
+        // Nor sqlx's `extra_float_digits` (whose default, since PostgreSQL 12, is exact
+        // anyway): so PgBouncer needs no `ignore_startup_parameters`.
+        if self.transaction_pooler {
+            options = options.extra_float_digits(None);
+        } else {
             for (name, value) in self.session_settings()? {
                 options = options.options([(name, value)]);
             }

@@ -87,7 +87,7 @@ async fn bare_statements_run_on_other_sessions_unnamed_statements() {
     let options: PgConnectOptions = url.parse().expect("URL");
     let pool = PgPoolOptions::new()
         .max_connections(8)
-        .connect_with(options.statement_cache_capacity(0))
+        .connect_with(options.statement_cache_capacity(0).extra_float_digits(None))
         .await
         .expect("pooler");
     let clients = (0..8i32).map(|client| {
