@@ -1,5 +1,6 @@
 //! `RedisSaver`: the `CheckpointSaver` trait on plain Redis 7.
 
+use tracing::field::Empty;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::time::{Duration, UNIX_EPOCH};
@@ -14,6 +15,7 @@ use waypoint_checkpoint::{
     PruneStrategy, Result, Save, Serde, SerializedValue, Slot,
     raw::{
         PreparedPut, PreparedSave, PreparedWrites, check_fenced_saves, json_contains, lease_lost,
+        record_batch, record_put, record_read, record_writes,
     },
     serde::{CHILD_CHANNEL, child_record_task},
 };
@@ -215,7 +217,7 @@ impl RedisSaver {
     /// crate docs), so this checks that the server answers and moves the entries of a
     /// single global index `P:index` (written by versions before the sharded index) into
     /// the shards, so `list` across threads finds them. Idempotent, and safe to interrupt.
-    #[tracing::instrument(level = "debug", skip_all, fields(backend = "redis", rows = tracing::field::Empty))]
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = "redis", rows = Empty))]
     pub async fn setup(&self) -> Result<()> {
         self.db.ping("setup").await?;
         let legacy = keys::legacy_index(&self.config.prefix);
@@ -423,15 +425,12 @@ impl RedisSaver {
         let fields = json_bytes(&fields)?;
         self.check_size(fields.len(), "json", || "channel_versions".into())?;
         let mut values = Vec::with_capacity(put.values.len());
-        let mut size = checkpoint.len() + metadata.len();
         for v in &put.values {
             let encoded = encode_value(v.value.as_ref());
             let tag = v.value.as_ref().map_or("", |v| &*v.type_tag);
             self.check_size(encoded.len(), tag, || v.channel.clone())?;
-            size += encoded.len();
             values.push((blob_field(&v.channel, v.version.as_str()), encoded));
         }
-        tracing::Span::current().record("bytes", size);
         Ok(EncodedPut {
             checkpoint,
             metadata,
@@ -1178,7 +1177,9 @@ impl CheckpointSaver for RedisSaver {
         self.serde().is_encrypted()
     }
 
-    #[tracing::instrument(level = "info", skip_all, fields(backend = "redis", thread_id = %config.thread_id, checkpoint_ns = %config.ns(), checkpoint_id = tracing::field::Empty, rows = 0, bytes = tracing::field::Empty))]
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "redis",
+        thread_id = %config.thread_id, checkpoint_ns = config.ns(), checkpoint_id = Empty,
+        rows = Empty, bytes = Empty))]
     async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
         if config.thread_id.is_empty() {
             return Ok(None);
@@ -1224,18 +1225,21 @@ impl CheckpointSaver for RedisSaver {
             parent,
             fields: fields.clone(),
         };
-        let span = tracing::Span::current();
-        span.record("checkpoint_id", head.id.as_str());
-        span.record("rows", 1);
-        span.record(
-            "bytes",
-            head.checkpoint.len() + by_field.values().map(Vec::len).sum::<usize>(),
-        );
         let value_of = |field: &str| by_field.get(field).map(Vec::as_slice);
-        convert::tuple(self.serde(), head, value_of, writes, latest).map(Some)
+        let tuple = Some(convert::tuple(
+            self.serde(),
+            head,
+            value_of,
+            writes,
+            latest,
+        )?);
+        record_read(&tuple);
+        Ok(tuple)
     }
 
-    #[tracing::instrument(level = "debug", skip_all, fields(backend = "redis", thread_id = %config.thread_id, checkpoint_ns = %config.ns(), rows = channels.len()))]
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = "redis",
+        thread_id = %config.thread_id, checkpoint_ns = config.ns(),
+        checkpoint_id = config.checkpoint_id.as_deref(), channels = channels.len()))]
     async fn delta_channel_history(
         &self,
         config: &CheckpointConfig,
@@ -1291,20 +1295,21 @@ impl CheckpointSaver for RedisSaver {
 
     #[tracing::instrument(level = "info", skip_all, fields(backend = "redis",
         thread_id = config.map(|c| c.thread_id.as_str()),
-        checkpoint_ns = config.and_then(|c| c.checkpoint_ns.as_deref()),
-        checkpoint_id = config.and_then(|c| c.checkpoint_id.as_deref()), limit = options.limit,
-        filter = options.filter.is_some(), rows = tracing::field::Empty))]
+        checkpoint_ns = config.and_then(|c| c.checkpoint_ns.as_deref()), limit = options.limit,
+        filter = options.filter.is_some(), rows = Empty, bytes = Empty))]
     async fn list(
         &self,
         config: Option<&CheckpointConfig>,
         options: &ListOptions,
     ) -> Result<Vec<CheckpointTuple>> {
         let out = self.list_tuples(config, options).await?;
-        tracing::Span::current().record("rows", out.len());
+        record_read(&out);
         Ok(out)
     }
 
-    #[tracing::instrument(level = "info", skip_all, fields(backend = "redis", thread_id = %config.thread_id, checkpoint_ns = %config.ns(), checkpoint_id = %checkpoint.id, rows = 1, bytes = tracing::field::Empty))]
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "redis",
+        thread_id = %config.thread_id, checkpoint_ns = config.ns(), checkpoint_id = %checkpoint.id,
+        bytes = Empty))]
     async fn put(
         &self,
         config: &CheckpointConfig,
@@ -1313,6 +1318,7 @@ impl CheckpointSaver for RedisSaver {
         new_versions: ChannelVersions,
     ) -> Result<CheckpointConfig> {
         let put = PreparedPut::new(self.serde(), config, checkpoint, metadata, new_versions)?;
+        record_put(&put);
         if self.config.ttl_ms() == 0 {
             // Without a ttl the script's writes are unconditional: a MULTI/EXEC pipeline does
             // them atomically in one round trip, at a fraction of the script's server time.
@@ -1333,7 +1339,10 @@ impl CheckpointSaver for RedisSaver {
         Ok(returned)
     }
 
-    #[tracing::instrument(level = "debug", skip_all, fields(backend = "redis", thread_id = %config.thread_id, checkpoint_ns = %config.ns(), checkpoint_id = %config.checkpoint_id.as_deref().unwrap_or(""), rows = writes.len()))]
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "redis",
+        thread_id = %config.thread_id, checkpoint_ns = config.ns(),
+        checkpoint_id = config.checkpoint_id.as_deref(), task_id = task_id, rows = Empty,
+        bytes = Empty))]
     async fn put_writes(
         &self,
         config: &CheckpointConfig,
@@ -1344,30 +1353,37 @@ impl CheckpointSaver for RedisSaver {
         let Some(w) = PreparedWrites::new(self.serde(), config, writes, task_id, task_path)? else {
             return Ok(());
         };
+        record_writes(&w);
         self.save("put_writes", None, &[PreparedSave::Writes(w)])
             .await
     }
 
-    #[tracing::instrument(level = "debug", skip_all, fields(backend = "redis", rows = saves.len()))]
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "redis",
+        checkpoint_ns = Empty, checkpoint_id = Empty, rows = Empty, bytes = Empty))]
     async fn save_batch(&self, saves: Vec<Save>) -> Result<()> {
-        // Prepared (validated, sealed) first, then applied by one script call: atomic.
+        // Prepared (validated, sealed) first, then applied by one script call per thread.
         let prepared = PreparedSave::batch(self.serde(), saves)?;
+        record_batch(&prepared);
         if prepared.is_empty() {
             return Ok(());
         }
         self.save("save_batch", None, &prepared).await
     }
 
-    #[tracing::instrument(level = "debug", skip_all, fields(backend = "redis", thread_id = %lease.thread_id, rows = saves.len()))]
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "redis",
+        thread_id = %lease.thread_id, checkpoint_ns = Empty, checkpoint_id = Empty, rows = Empty,
+        bytes = Empty))]
     async fn save_fenced(&self, lease: &Lease, saves: Vec<Save>) -> Result<()> {
         check_fenced_saves(lease, &saves)?;
         // Sealed before the call; the token check and the writes are one script. An empty
         // batch still checks the lease.
         let prepared = PreparedSave::batch(self.serde(), saves)?;
+        record_batch(&prepared);
         self.save("save_fenced", Some(lease), &prepared).await
     }
 
-    #[tracing::instrument(level = "debug", skip_all, fields(backend = "redis", thread_id = %thread_id, rows = tracing::field::Empty))]
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "redis",
+        thread_id = thread_id, rows = Empty))]
     async fn delete_thread(&self, thread_id: &str) -> Result<()> {
         let k = self.keys(thread_id);
         let mut inv = scripts::DELETE.prepare_invoke();
@@ -1392,7 +1408,8 @@ impl CheckpointSaver for RedisSaver {
         .await
     }
 
-    #[tracing::instrument(level = "debug", skip_all, fields(backend = "redis", rows = run_ids.len()))]
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "redis",
+        runs = run_ids.len()))]
     async fn delete_for_runs(&self, run_ids: &[String]) -> Result<()> {
         if run_ids.is_empty() {
             return Ok(());
@@ -1437,7 +1454,8 @@ impl CheckpointSaver for RedisSaver {
         Ok(())
     }
 
-    #[tracing::instrument(level = "debug", skip_all, fields(backend = "redis", thread_id = %source_thread_id, target_thread_id = %target_thread_id))]
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "redis",
+        thread_id = source_thread_id, target_thread_id = target_thread_id))]
     async fn copy_thread(&self, source_thread_id: &str, target_thread_id: &str) -> Result<()> {
         if source_thread_id == target_thread_id {
             return Err(Error::Conflict("cannot copy a thread onto itself".into()));
@@ -1546,7 +1564,8 @@ impl CheckpointSaver for RedisSaver {
         .await
     }
 
-    #[tracing::instrument(level = "debug", skip_all, fields(backend = "redis", rows = thread_ids.len()))]
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "redis",
+        threads = thread_ids.len(), strategy = ?strategy))]
     async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<()> {
         for thread_id in thread_ids {
             match strategy {
@@ -1579,7 +1598,8 @@ impl CheckpointSaver for RedisSaver {
         Ok(())
     }
 
-    #[tracing::instrument(level = "debug", skip_all, fields(backend = "redis", thread_id = %thread_id))]
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = "redis",
+        thread_id = thread_id))]
     async fn acquire_lease(&self, thread_id: &str, ttl: Duration) -> Result<Lease> {
         let ttl_ms = lease_ms(thread_id, ttl)?;
         // One token for every attempt: a retry after a lost reply finds its own claim.
@@ -1601,7 +1621,8 @@ impl CheckpointSaver for RedisSaver {
         })
     }
 
-    #[tracing::instrument(level = "debug", skip_all, fields(backend = "redis", thread_id = %lease.thread_id))]
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = "redis",
+        thread_id = %lease.thread_id))]
     async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease> {
         let ttl_ms = lease_ms(&lease.thread_id, ttl)?;
         let key = keys::lease(&self.config.prefix, &lease.thread_id);
@@ -1624,7 +1645,8 @@ impl CheckpointSaver for RedisSaver {
         })
     }
 
-    #[tracing::instrument(level = "debug", skip_all, fields(backend = "redis", thread_id = %lease.thread_id))]
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = "redis",
+        thread_id = %lease.thread_id))]
     async fn release_lease(&self, lease: &Lease) -> Result<()> {
         let key = keys::lease(&self.config.prefix, &lease.thread_id);
         let mut inv = scripts::LEASE_RELEASE.prepare_invoke();
