@@ -76,6 +76,17 @@ mod direct {
     waypoint_checkpoint::checkpoint_conformance!(optional saver(Serde::default()));
 }
 
+mod dyn_saver {
+    use super::*;
+    waypoint_checkpoint::checkpoint_conformance!(optional async {
+        Ok::<_, waypoint_checkpoint::Error>(
+            saver(Serde::default())
+                .await?
+                .map(|s| std::sync::Arc::new(s) as std::sync::Arc<dyn CheckpointSaver>),
+        )
+    });
+}
+
 mod encrypted {
     use super::*;
     waypoint_checkpoint::checkpoint_conformance!(optional saver(common::keyed()?));
