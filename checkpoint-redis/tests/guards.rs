@@ -478,10 +478,23 @@ mod store {
         assert!(matches!(err, Error::Backend { .. }), "{err:?}");
         assert_hidden(&format!("{err} {err:?}"));
         assert!(err.to_string().contains("***@127.0.0.1"), "{err}");
-        let err = RedisStore::from_url(&format!("rediss://:{PASSWORD}@h/"), StoreConfig::new())
-            .await
-            .expect_err("no TLS in this build");
+        // A TLS setting that cannot work, and a TLS server that is not there.
+        let tls = format!("rediss://:{PASSWORD}@127.0.0.1:{port}/");
+        let err = RedisStore::from_url(
+            &format!("{tls}?ssl_cert_reqs=sometimes"),
+            StoreConfig::new(),
+        )
+        .await
+        .expect_err("an unknown ssl_cert_reqs");
         assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+        assert_hidden(&format!("{err} {err:?}"));
+        let config = RedisConfig::new(&tls)
+            .timeout(Duration::from_secs(1))
+            .connect_timeout(Duration::from_millis(500));
+        let err = RedisStore::connect(config, StoreConfig::new())
+            .await
+            .expect_err("unreachable");
+        assert!(matches!(err, Error::Backend { .. }), "{err:?}");
         assert_hidden(&format!("{err} {err:?}"));
     }
 
