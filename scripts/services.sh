@@ -245,7 +245,6 @@ auth_file = $root/users.txt
 pool_mode = transaction
 max_client_conn = 1000
 default_pool_size = 40
-ignore_startup_parameters = extra_float_digits,options,search_path,application_name
 logfile = $root/pgbouncer.log
 pidfile = $root/pgbouncer.pid
 INI
