@@ -54,6 +54,11 @@ impl PreparedSave {
 /// filtered out (a subscriber's level or target filter), the current span is the caller's,
 /// which must not receive the operation's fields.
 pub fn operation_span(names: &[&str]) -> Option<Span> {
+    // Operation spans are info or debug: below info nothing can record (one atomic load,
+    // where asking for the current span costs a subscriber lookup on every call).
+    if !tracing::level_enabled!(tracing::Level::INFO) {
+        return None;
+    }
     let span = Span::current();
     names.contains(&span.metadata()?.name()).then_some(span)
 }
