@@ -95,7 +95,8 @@
 //! `enc` escapes NUL as `00 FF` and ends with `00`, which keeps members in the order of
 //! their ids. The global index is the only part outside a thread's slot. A write stores the
 //! thread's keys first (one script or transaction), then adds the entries to the thread's
-//! shard: an acknowledged checkpoint is always listed. `list` across threads reads a page
+//! shard: an acknowledged checkpoint is always listed. (On one server a `put` without a ttl
+//! adds its entry inside its own transaction: one round trip, still atomic.) `list` across threads reads a page
 //! below `before` from each shard and merges them newest first; an entry whose checkpoint is
 //! missing (its thread expired or was deleted) is removed, then put back if the checkpoint
 //! exists after all (its put was between its two steps), so no stored checkpoint is ever
@@ -249,9 +250,9 @@ pub use config::{REDIS_MAX_VALUE_BYTES, RedisConfig, URL_SCHEMES};
 pub use connection::RedisConnection;
 pub use persistence::{PersistenceCheck, PersistenceError, check_persistence};
 pub use saver::RedisSaver;
-pub use tls::TlsVerify;
 #[cfg(feature = "store")]
 pub use store::RedisStore;
+pub use tls::TlsVerify;
 
 /// The Redis client this crate is built on, for commands next to the saver's
 /// ([`RedisSaver::connection`]).

@@ -1,9 +1,9 @@
 //! `RedisSaver`: the `CheckpointSaver` trait on plain Redis 7.
 
-use tracing::field::Empty;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::time::{Duration, UNIX_EPOCH};
+use tracing::field::Empty;
 use waypoint_checkpoint::metadata;
 
 use async_trait::async_trait;
@@ -1322,15 +1322,25 @@ impl CheckpointSaver for RedisSaver {
         if self.config.ttl_ms() == 0 {
             // Without a ttl the script's writes are unconditional: a MULTI/EXEC pipeline does
             // them atomically in one round trip, at a fraction of the script's server time.
-            let pipe = self.put_pipeline(&put)?;
-            with_conn!(self.db, "put", retry = true, |conn| pipe
-                .query_async::<Value>(&mut conn))?;
-            let entry = (
+            let mut pipe = self.put_pipeline(&put)?;
+            let (thread, ns, id) = (
                 put.thread_id.as_str(),
                 put.checkpoint_ns.as_str(),
                 put.checkpoint.id.as_str(),
             );
-            self.index("put", [entry]).await?;
+            // On one server the global-index entry joins the thread's transaction (one round
+            // trip, atomic); a cluster keeps it in another slot, added after the transaction.
+            let standalone = !self.db.is_cluster();
+            if standalone {
+                let k = self.keys(thread);
+                pipe.zadd(self.shard(k.shard()), k.global_member(id, ns), 0)
+                    .ignore();
+            }
+            with_conn!(self.db, "put", retry = true, |conn| pipe
+                .query_async::<Value>(&mut conn))?;
+            if !standalone {
+                self.index("put", [(thread, ns, id)]).await?;
+            }
             return Ok(put.config());
         }
         let returned = put.config();
