@@ -208,6 +208,47 @@ fn the_demo_runs_on_redis() -> TestResult {
     Ok(())
 }
 
+/// The demo through each production connection the test script starts: TLS with full
+/// verification (PostgreSQL, and Redis with a client certificate), PgBouncer in transaction
+/// mode, and a Redis Cluster; the URLs are what a user types, nothing else configured.
+#[test]
+fn the_demo_runs_over_tls_poolers_and_a_cluster() -> TestResult {
+    let (Some(tls), Some(postgres), Some(redis), Some(bouncer), Some(cluster)) = (
+        waypoint_test_kit::tls(),
+        waypoint_test_kit::postgres_tls(),
+        waypoint_test_kit::redis_tls(),
+        waypoint_test_kit::pgbouncer_url(),
+        waypoint_test_kit::redis_cluster_url(),
+    ) else {
+        return Ok(());
+    };
+    let (cert, key) = tls.client();
+    let urls = [
+        format!("{postgres}?sslmode=verify-full&sslrootcert={}", tls.ca()),
+        format!(
+            "{redis}?ssl_ca_certs={}&ssl_certfile={cert}&ssl_keyfile={key}",
+            tls.ca()
+        ),
+        format!("{bouncer}?transaction_pooler=true"),
+        cluster,
+    ];
+    for url in &urls {
+        let dir = tempfile::tempdir()?;
+        assert_story(&waypoint(&["demo", "--url", url], dir.path())?);
+    }
+    // Without the CA the TLS servers' certificates are refused, in one line that says why.
+    let out = waypoint(
+        &["demo", "--url", &format!("{postgres}?sslmode=verify-full")],
+        Path::new("."),
+    )?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("UnknownIssuer"),
+        "{stderr}"
+    );
+    Ok(())
+}
+
 #[test]
 fn an_unknown_url_is_a_one_line_error() -> TestResult {
     assert_one_line_error(&["demo", "--url", "mysql://x"])
