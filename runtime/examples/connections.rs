@@ -1,36 +1,37 @@
 //! What a connection path costs: `put` and `get_tuple` latency (p50, p99) and sequential
-//! throughput against each PostgreSQL URL given, measured in interleaved rounds (A, B, C, A,
-//! B, C, ...) so that the machine's noise falls on every URL alike, with ratios to the first.
+//! throughput against each URL given (any backend `waypoint_runtime::connect` opens: direct,
+//! through a pooler, over TLS, on a cluster), measured in interleaved rounds (A, B, C, A, B,
+//! C, ...) so that the machine's noise falls on every URL alike, with ratios to the first.
 //!
 //! ```text
-//! cargo run --release -p waypoint-checkpoint-postgres --example connections -- \
+//! cargo run --release -p waypoint-runtime --features postgres,redis --example connections -- \
 //!     postgres://u@127.0.0.1:5432/db \
 //!     'postgres://u@127.0.0.1:6432/db?transaction_pooler=true' \
 //!     'postgres://u@localhost:5433/db?sslmode=verify-full&sslrootcert=ca.pem'
 //! ```
 //!
-//! Each URL gets a schema of its own (dropped at the end), one connection, and one thread whose
-//! checkpoints each carry a 1 KiB channel value; `get_tuple` reads the thread's newest.
+//! Each URL gets a thread of its own (deleted at the end) whose checkpoints each carry a
+//! 1 KiB channel value; `get_tuple` reads the thread's newest.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use waypoint_checkpoint::raw::redact_url;
-use waypoint_checkpoint::{
+use waypoint_runtime::checkpoint::raw::redact_url;
+use waypoint_runtime::checkpoint::{
     ChannelVersion, Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSaver,
-    CheckpointSource, SerializedValue,
+    CheckpointSource, Result, SerializedValue,
 };
-use waypoint_checkpoint_postgres::{PostgresConfig, PostgresSaver};
 
 /// Measured rounds per URL (after one warm-up round).
 const ROUNDS: usize = 10;
 /// Operations of each kind per URL and round.
 const PER_ROUND: usize = 300;
 
-/// One URL's saver, the config its next put extends, and its latencies.
+/// One URL's saver, its thread, the config its next put extends, and its latencies.
 struct Target {
     url: String,
-    schema: String,
-    saver: PostgresSaver,
+    thread: String,
+    saver: Arc<dyn CheckpointSaver>,
     head: CheckpointConfig,
     step: i64,
     puts: Vec<Duration>,
@@ -38,16 +39,16 @@ struct Target {
 }
 
 impl Target {
-    async fn open(url: &str, index: usize) -> waypoint_checkpoint::Result<Self> {
-        let schema = format!("wp_connections_{}_{index}", std::process::id());
-        let config = PostgresConfig::from_url(url)?
-            .schema(&schema)
-            .max_connections(1);
+    async fn open(
+        url: &str,
+        index: usize,
+    ) -> std::result::Result<Self, Box<dyn std::error::Error>> {
+        let thread = format!("bench-connections-{}-{index}", std::process::id());
         Ok(Target {
             url: redact_url(url),
-            schema,
-            saver: PostgresSaver::connect(config).await?,
-            head: CheckpointConfig::new("bench"),
+            head: CheckpointConfig::new(&thread),
+            thread,
+            saver: waypoint_runtime::connect(url).await?.checkpointer,
             step: 0,
             puts: Vec::new(),
             gets: Vec::new(),
@@ -55,7 +56,7 @@ impl Target {
     }
 
     /// One round: `PER_ROUND` puts, then as many reads of the newest; kept unless warming up.
-    async fn round(&mut self, keep: bool) -> waypoint_checkpoint::Result<()> {
+    async fn round(&mut self, keep: bool) -> Result<()> {
         let value = SerializedValue::new("bytes", vec![7u8; 1024]);
         for _ in 0..PER_ROUND {
             self.step += 1;
@@ -78,7 +79,7 @@ impl Target {
                 self.puts.push(start.elapsed());
             }
         }
-        let latest = CheckpointConfig::new("bench");
+        let latest = CheckpointConfig::new(&self.thread);
         for _ in 0..PER_ROUND {
             let start = Instant::now();
             let tuple = self.saver.get_tuple(&latest).await?;
@@ -90,12 +91,10 @@ impl Target {
         Ok(())
     }
 
-    /// Drops the schema made for the measurement (one simple statement: safe through a
-    /// transaction pooler).
-    async fn drop_schema(&self) {
-        let sql = format!(r#"DROP SCHEMA IF EXISTS "{}" CASCADE"#, self.schema);
-        if let Err(e) = sqlx::raw_sql(&sql).execute(self.saver.pool()).await {
-            eprintln!("could not drop schema {}: {e}", self.schema);
+    /// Deletes the thread made for the measurement.
+    async fn delete(&self) {
+        if let Err(e) = self.saver.delete_thread(&self.thread).await {
+            eprintln!("could not delete thread {}: {e}", self.thread);
         }
     }
 }
@@ -115,7 +114,7 @@ fn figures(samples: &mut [Duration]) -> (f64, f64, f64) {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let urls: Vec<String> = std::env::args().skip(1).collect();
     if urls.is_empty() {
-        eprintln!("usage: connections <postgres-url>...  (the first is the baseline)");
+        eprintln!("usage: connections <url>...  (the first is the baseline)");
         std::process::exit(2);
     }
     let mut targets = Vec::new();
@@ -128,7 +127,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     for target in &targets {
-        target.drop_schema().await;
+        target.delete().await;
     }
 
     println!(
