@@ -154,8 +154,14 @@ async fn server_restart_mid_write_loop_fails_fast_then_recovers() -> Result<()> 
         .collect();
     listed_ids.sort();
     acked_ids.sort();
-    let missing: Vec<_> = acked_ids.iter().filter(|id| !listed_ids.contains(id)).collect();
-    assert!(missing.is_empty(), "acknowledged checkpoints lost: {missing:?}");
+    let missing: Vec<_> = acked_ids
+        .iter()
+        .filter(|id| !listed_ids.contains(id))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "acknowledged checkpoints lost: {missing:?}"
+    );
     // A call that failed may still have committed (its answer lost with the connection, or
     // its deadline passing just after the commit): such a checkpoint may be listed, as
     // with any database; nothing else may.
@@ -163,7 +169,10 @@ async fn server_restart_mid_write_loop_fails_fast_then_recovers() -> Result<()> 
         .iter()
         .filter(|id| !acked_ids.contains(id) && !chain.attempted.contains(id))
         .collect();
-    assert!(unexplained.is_empty(), "checkpoints nobody put: {unexplained:?}");
+    assert!(
+        unexplained.is_empty(),
+        "checkpoints nobody put: {unexplained:?}"
+    );
     let committed_unacknowledged = listed_ids.len() - acked_ids.len();
     assert!(
         committed_unacknowledged <= failures,
