@@ -525,7 +525,7 @@ impl Shared {
             .spawn(move || build(&background, snapshot));
         if spawned.is_err() {
             // No thread: stay on the current graph (or exact search); the next write retries.
-            BuildGuard(Arc::clone(shared)).abandon();
+            BuildGuard::new(shared).abandon();
         }
     }
 
@@ -662,31 +662,61 @@ impl Snapshot {
 
 /// Marks the end of a build however it ends, so waiters wake and writes stop logging.
 #[cfg(feature = "hnsw")]
-struct BuildGuard(Arc<Shared>);
+struct BuildGuard {
+    shared: Arc<Shared>,
+    /// Set once a completed build has ended itself: dropping the guard then does nothing.
+    ended: bool,
+}
 
 #[cfg(feature = "hnsw")]
 impl BuildGuard {
+    /// The guard of a build that starts now.
+    fn new(shared: &Arc<Shared>) -> Self {
+        BuildGuard {
+            shared: Arc::clone(shared),
+            ended: false,
+        }
+    }
+
     /// Ends a build that will not complete.
     fn abandon(self) {
         drop(self);
+    }
+
+    /// Ends a completed build (its log already closed) before `w` lets writers go on: one of
+    /// them may start the next build at once, whose log and flag this one must not end.
+    fn complete(mut self, w: parking_lot::MutexGuard<'_, Writer>) {
+        self.ended = true;
+        self.shared.build_ended();
+        drop(w);
     }
 }
 
 #[cfg(feature = "hnsw")]
 impl Drop for BuildGuard {
     fn drop(&mut self) {
-        let shared = &self.0;
-        {
-            let mut w = shared.writer.lock();
-            if w.log.take().is_some() && w.builder.is_none() {
-                // An abandoned first build: no graph links to the slots removed meanwhile.
-                let mut st = shared.state.write();
-                let retired = std::mem::take(&mut st.retired);
-                st.vectors.release(retired);
-            }
+        if self.ended {
+            return;
         }
-        *shared.building.lock() = false;
-        shared.built.notify_all();
+        let shared = &self.shared;
+        let mut w = shared.writer.lock();
+        if w.log.take().is_some() && w.builder.is_none() {
+            // An abandoned first build: no graph links to the slots removed meanwhile.
+            let mut st = shared.state.write();
+            let retired = std::mem::take(&mut st.retired);
+            st.vectors.release(retired);
+        }
+        shared.build_ended();
+    }
+}
+
+#[cfg(feature = "hnsw")]
+impl Shared {
+    /// Clears the building flag and wakes waiters; called with `writer` held, so that no
+    /// build can start in between.
+    fn build_ended(&self) {
+        *self.building.lock() = false;
+        self.built.notify_all();
     }
 }
 
@@ -702,7 +732,7 @@ const FINAL_CATCH_UP: usize = 256;
 /// searches use.
 #[cfg(feature = "hnsw")]
 fn build(shared: &Arc<Shared>, snapshot: Snapshot) {
-    let guard = BuildGuard(Arc::clone(shared));
+    let guard = BuildGuard::new(shared);
     let dims = shared.dims;
     let mut builder = Builder::new(
         &shared.ann,
@@ -780,8 +810,7 @@ fn build(shared: &Arc<Shared>, snapshot: Snapshot) {
         (old_graph, old_builder)
     };
     shared.builds.fetch_add(1, Ordering::Relaxed);
-    drop(w);
-    drop(guard);
+    guard.complete(w);
     // Freeing a large `hnsw_rs` graph takes a while; no lock is held any more.
     drop(old_graph);
     drop(old_builder);
