@@ -185,9 +185,45 @@ pub(crate) fn throughput(
     (0..samples).map(|_| sample()).collect()
 }
 
+/// A figure with as many digits as it needs: `12,345`, `123`, `12.3`, `1.23`, `0.0123`.
+pub(crate) fn number(value: f64) -> String {
+    if !value.is_finite() {
+        return value.to_string();
+    }
+    if value.abs() >= 1000.0 {
+        let digits = format!("{:.0}", value.abs());
+        let mut grouped = String::new();
+        for (i, d) in digits.chars().enumerate() {
+            if i > 0 && (digits.len() - i) % 3 == 0 {
+                grouped.push(',');
+            }
+            grouped.push(d);
+        }
+        let sign = if value < 0.0 { "-" } else { "" };
+        return format!("{sign}{grouped}");
+    }
+    let decimals = match value.abs() {
+        v if v >= 100.0 => 0,
+        v if v >= 10.0 => 1,
+        v if v >= 1.0 || v == 0.0 => 2,
+        v => (2 - v.log10().floor() as i32).max(2) as usize,
+    };
+    format!("{value:.decimals$}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_keep_their_significant_digits() {
+        assert_eq!(number(1_234_567.4), "1,234,567");
+        assert_eq!(number(123.4), "123");
+        assert_eq!(number(12.34), "12.3");
+        assert_eq!(number(1.234), "1.23");
+        assert_eq!(number(0.01234), "0.0123");
+        assert_eq!(number(0.0), "0.00");
+    }
 
     #[test]
     fn percentiles_take_the_nearest_rank() {

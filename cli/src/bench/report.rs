@@ -8,7 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use super::measure::{Better, Table};
+use super::measure::{Better, Table, number};
 use super::svg;
 
 /// Where and on what the run happened.
@@ -183,32 +183,6 @@ pub(crate) fn table_markdown(table: &Table) -> String {
     md
 }
 
-/// A figure with as many digits as it needs: `12,345`, `123`, `12.3`, `1.23`, `0.0123`.
-pub(crate) fn number(value: f64) -> String {
-    if !value.is_finite() {
-        return value.to_string();
-    }
-    if value.abs() >= 1000.0 {
-        let digits = format!("{:.0}", value.abs());
-        let mut grouped = String::new();
-        for (i, d) in digits.chars().enumerate() {
-            if i > 0 && (digits.len() - i) % 3 == 0 {
-                grouped.push(',');
-            }
-            grouped.push(d);
-        }
-        let sign = if value < 0.0 { "-" } else { "" };
-        return format!("{sign}{grouped}");
-    }
-    let decimals = match value.abs() {
-        v if v >= 100.0 => 0,
-        v if v >= 10.0 => 1,
-        v if v >= 1.0 || v == 0.0 => 2,
-        v => (2 - v.log10().floor() as i32).max(2) as usize,
-    };
-    format!("{value:.decimals$}")
-}
-
 /// `text` as a file-name part: lower-case letters and digits joined by single dashes.
 fn slug(text: &str) -> String {
     let lowered = text.to_lowercase();
@@ -270,16 +244,6 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn numbers_keep_their_significant_digits() {
-        assert_eq!(number(1_234_567.4), "1,234,567");
-        assert_eq!(number(123.4), "123");
-        assert_eq!(number(12.34), "12.3");
-        assert_eq!(number(1.234), "1.23");
-        assert_eq!(number(0.01234), "0.0123");
-        assert_eq!(number(0.0), "0.00");
-    }
 
     #[test]
     fn dates_and_slugs() {

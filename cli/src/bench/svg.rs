@@ -3,8 +3,7 @@
 
 use std::fmt::Write;
 
-use super::measure::{Better, Row};
-use super::report::number;
+use super::measure::{Better, Row, number};
 
 /// Width of every chart.
 const WIDTH: f64 = 800.0;
