@@ -326,6 +326,22 @@ async fn a_run_on_sqlite_is_traced() -> TestResult {
     run_is_traced(Arc::new(SqliteSaver::from_path(&path).await?)).await
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_on_postgres_is_traced() -> TestResult {
+    match waypoint_tests::savers::postgres().await? {
+        Some(saver) => run_is_traced(saver).await,
+        None => Ok(()),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_on_redis_is_traced() -> TestResult {
+    match waypoint_tests::savers::redis().await? {
+        Some(saver) => run_is_traced(saver).await,
+        None => Ok(()),
+    }
+}
+
 /// A put and two searches (one by query, with the secret as query and filter value) give
 /// `store.batch` and `store.search` spans with the backend, namespace and rows.
 async fn store_is_traced(store: &dyn Store, backend: &str) -> TestResult {
@@ -381,6 +397,30 @@ async fn the_sqlite_store_is_traced() -> TestResult {
     let config = StoreConfig::new().index(IndexConfig::hashing(16));
     let store = SqliteStore::from_path(&path, config).await?;
     store_is_traced(&store, "sqlite").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_postgres_store_is_traced() -> TestResult {
+    use waypoint_checkpoint_postgres::{PostgresConfig, PostgresStore};
+    let Some(url) = postgres_url() else {
+        return Ok(());
+    };
+    let config = PostgresConfig::new(url).schema(fresh_name("wp_trace"));
+    let store =
+        PostgresStore::connect(config, StoreConfig::new().index(IndexConfig::hashing(16))).await?;
+    store_is_traced(&store, "postgres").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_redis_store_is_traced() -> TestResult {
+    use waypoint_checkpoint_redis::{RedisConfig, RedisStore};
+    let Some(url) = waypoint_test_kit::redis_url() else {
+        return Ok(());
+    };
+    let config = RedisConfig::new(url).prefix(fresh_name("wp_trace"));
+    let store =
+        RedisStore::connect(config, StoreConfig::new().index(IndexConfig::hashing(16))).await?;
+    store_is_traced(&store, "redis").await
 }
 
 /// `url` with its password set to `password` (`postgres://user@host` to
