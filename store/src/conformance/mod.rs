@@ -128,7 +128,8 @@ macro_rules! __store_cases {
             list_namespaces_segment_boundary
             search_prefix_matches_whole_labels search_empty_prefix_matches_all
             search_metacharacter_labels_are_literal search_is_case_sensitive
-            search_orders_by_updated_at search_pagination search_limit_zero
+            search_orders_by_updated_at
+            search_order_spans_namespaces_ties_by_namespace_then_key search_pagination search_limit_zero
             filter_equality filter_comparison_is_numeric filter_ne_matches_missing_key
             filter_missing_key_excluded filter_combined_conditions
             filter_unknown_operator_is_error filter_non_object_is_error

@@ -2,8 +2,8 @@
 
 use serde_json::json;
 
-use super::{StoreFactory, fresh, open};
-use crate::{Namespace, Result, SearchOp, StoreConfig, StoreExt};
+use super::{StoreFactory, fresh, obj, open};
+use crate::{Namespace, Op, PutOp, Result, SearchOp, StoreConfig, StoreExt};
 
 fn child(root: &Namespace, labels: &[&str]) -> Namespace {
     Namespace::new(
@@ -116,6 +116,10 @@ pub async fn search_is_case_sensitive(f: &dyn StoreFactory) -> Result<()> {
 }
 
 /// Without a query, the most recently updated item comes first, ties by key.
+///
+/// This is the order of LangGraph's SQLite and PostgreSQL stores; its `InMemoryStore` returns
+/// first-insertion order instead (an update keeps its place), so a guide's `memories[-1]`
+/// (the newest there) is `memories[0]` on every Waypoint backend.
 pub async fn search_orders_by_updated_at(f: &dyn StoreFactory) -> Result<()> {
     let store = open!(f, StoreConfig::new());
     let ns = fresh(&[]);
@@ -130,6 +134,40 @@ pub async fn search_orders_by_updated_at(f: &dyn StoreFactory) -> Result<()> {
     let got = store.search(SearchOp::new(&ns)).await?;
     assert_eq!(keys(&got), ["a", "c", "b"]);
     assert!(got.iter().all(|i| i.score.is_none()));
+    Ok(())
+}
+
+/// The newest-first order spans every namespace under the prefix (not grouped by
+/// namespace); puts of one batch share one update time and come in namespace, then key order.
+pub async fn search_order_spans_namespaces_ties_by_namespace_then_key(
+    f: &dyn StoreFactory,
+) -> Result<()> {
+    let store = open!(f, StoreConfig::new());
+    let root = fresh(&[]);
+    let (x, y) = (child(&root, &["x"]), child(&root, &["y"]));
+    store.put(&x, "a", json!({"v": 1})).await?;
+    store.put(&y, "b", json!({"v": 2})).await?;
+    store.put(&x, "c", json!({"v": 3})).await?;
+    let got = keys(&store.search(SearchOp::new(&root)).await?);
+    assert_eq!(got, ["c", "b", "a"]);
+
+    let put = |ns: &Namespace, key: &str| Op::Put(PutOp::new(ns, key, obj(json!({"v": 4}))));
+    store
+        .batch(vec![put(&y, "a"), put(&x, "z"), put(&x, "b"), put(&y, "0")])
+        .await?;
+    let got = store.search(SearchOp::new(&root)).await?;
+    let order: Vec<String> = got
+        .iter()
+        .map(|i| {
+            format!(
+                "{}/{}",
+                i.namespace.labels().last().map_or("", |l| l),
+                i.key
+            )
+        })
+        .collect();
+    assert_eq!(order, ["x/b", "x/z", "y/0", "y/a", "x/c", "y/b", "x/a"]);
+    assert!(got[..4].iter().all(|i| i.updated_at == got[0].updated_at));
     Ok(())
 }
 
