@@ -15,8 +15,10 @@
 //! ```
 //!
 //! Every backend runs the same engine: batches read before they write and apply atomically,
-//! namespaces are validated on every operation, filters compare numbers as numbers, expired
-//! items are never returned, and semantic search is served by an in-process index (exact for
+//! namespaces are validated on every operation, filters compare numbers as numbers, a search
+//! without a query returns the newest update first (as LangGraph's SQLite and PostgreSQL
+//! stores do; its `InMemoryStore` returns insertion order, so a guide's `memories[-1]` is
+//! `memories[0]` here), expired items are never returned, and semantic search is served by an in-process index (exact for
 //! small collections, HNSW above) fed from vectors the backend persists.
 //!
 //! | backend | crate | storage |

@@ -138,7 +138,8 @@ pub trait StoreExt: Store {
         .map(drop)
     }
 
-    /// Runs one search.
+    /// Runs one search: without a query, newest update first (`results[0]` is the most
+    /// recent, unlike the `memories[-1]` of LangGraph's in-memory store; see [`SearchOp`]).
     async fn search(&self, op: SearchOp) -> Result<Vec<SearchItem>> {
         match first(self.batch(vec![Op::Search(op)]).await?)? {
             OpResult::Items(items) => Ok(items),

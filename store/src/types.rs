@@ -251,6 +251,13 @@ pub struct PutOp {
 
 /// Finds items under a namespace prefix, by filter and optionally by meaning.
 ///
+/// Without a `query`, results come newest update first on every backend (across all the
+/// namespaces under the prefix; items updated at the same instant, such as the puts of one
+/// batch, by namespace and then key). That is the order of LangGraph's SQLite and PostgreSQL
+/// stores; its `InMemoryStore` returns insertion order instead, so where a LangGraph guide
+/// reads the newest memory as `memories[-1]`, Waypoint's is `memories[0]`. With a `query`,
+/// results come best score first.
+///
 /// Its serde form is the body of the LangGraph API's `POST /store/items/search`:
 /// `namespace_prefix`, `filter`, `limit`, `offset`, `query` and `refresh_ttl`. Reading gives
 /// missing fields [`SearchOp::new`]'s defaults (a missing or `null` prefix is the root) and
@@ -268,7 +275,8 @@ pub struct SearchOp {
     pub limit: usize,
     /// Items skipped before the page.
     pub offset: usize,
-    /// Natural-language query; without one, results are ordered newest update first.
+    /// Natural-language query; without one, results are ordered newest update first (see
+    /// the type's docs for ties and LangGraph's `InMemoryStore`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub query: Option<String>,
     /// Whether to restart the TTL of returned items; `None` uses the store's setting.
