@@ -1,6 +1,5 @@
 //! Building a graph: nodes, edges, conditional edges, and `compile`.
 
-use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -133,8 +132,6 @@ fn project<A: serde::Serialize, T: serde::de::DeserializeOwned>(
 pub(crate) struct NodeSpec<S: State> {
     pub(crate) name: String,
     pub(crate) func: NodeFn<S>,
-    /// Nodes its `Command`s may go to (only used to check reachability).
-    pub(crate) destinations: Vec<String>,
 }
 
 /// A graph under construction over state `S`.
@@ -143,6 +140,8 @@ pub struct StateGraph<S: State> {
     nodes: Vec<NodeSpec<S>>,
     edges: Vec<(String, String)>,
     branches: Vec<(String, Branch<S>)>,
+    /// Declared `Command` destinations, `(node, target)`, in the order given.
+    destinations: Vec<(String, String)>,
 }
 
 impl<S: State + Default> Default for StateGraph<S> {
@@ -173,6 +172,7 @@ impl<S: State> StateGraph<S> {
             nodes: Vec::new(),
             edges: Vec::new(),
             branches: Vec::new(),
+            destinations: Vec::new(),
         }
     }
 
@@ -194,7 +194,6 @@ impl<S: State> StateGraph<S> {
         self.nodes.push(NodeSpec {
             name: name.into(),
             func,
-            destinations: Vec::new(),
         });
         self
     }
@@ -221,16 +220,21 @@ impl<S: State> StateGraph<S> {
         })
     }
 
-    /// Declares the nodes `node`'s `Command`s may go to, so `compile` counts them as reachable.
+    /// Declares the nodes `node`'s `Command`s may go to (LangGraph's `destinations`).
+    ///
+    /// Only documentation of the graph's shape: a `Command` may go to any node whether
+    /// declared or not, and `compile` does not need them. May be called before or after
+    /// `node` is added; `compile` fails when `node` or a destination is not a node.
     pub fn add_destinations<I, T>(&mut self, node: &str, destinations: I) -> &mut Self
     where
         I: IntoIterator<Item = T>,
         T: Into<String>,
     {
-        if let Some(spec) = self.nodes.iter_mut().find(|n| n.name == node) {
-            spec.destinations
-                .extend(destinations.into_iter().map(Into::into));
-        }
+        self.destinations.extend(
+            destinations
+                .into_iter()
+                .map(|to| (node.to_owned(), to.into())),
+        );
         self
     }
 
@@ -279,8 +283,10 @@ impl<S: State> StateGraph<S> {
     /// Validates the graph and makes it runnable.
     ///
     /// Fails on duplicate or reserved node names, edges from or to unknown nodes, mapped
-    /// conditional edges naming unknown nodes, a missing entry point, and nodes that no path
-    /// from [`START`] reaches.
+    /// conditional edges naming unknown nodes, destinations of or to unknown nodes,
+    /// interrupt nodes that do not exist and a missing entry point, as LangGraph's
+    /// `validate` does. A node without static edges into it compiles, as in LangGraph: a
+    /// `Command`'s `goto` may reach it (an unknown `goto` target fails the run, naming it).
     pub fn compile(self, options: CompileOptions) -> Result<CompiledGraph<S>> {
         let mut index = foldhash::HashMap::default();
         for (i, node) in self.nodes.iter().enumerate() {
@@ -323,10 +329,13 @@ impl<S: State> StateGraph<S> {
                 known(target, "target")?;
             }
         }
-        for node in &self.nodes {
-            for target in &node.destinations {
-                known(target, "target")?;
+        for (node, target) in &self.destinations {
+            if !index.contains_key(node.as_str()) {
+                return Err(Error::InvalidGraph(format!(
+                    "destinations are declared for `{node}`, which is not a node of this graph"
+                )));
             }
+            known(target, "destination")?;
         }
         for name in options
             .interrupt_before
@@ -342,7 +351,6 @@ impl<S: State> StateGraph<S> {
                 "the graph has no entry point: add an edge from START".into(),
             ));
         }
-        self.check_reachable()?;
 
         let mut nodes: Vec<Node<S>> = self
             .nodes
@@ -379,48 +387,5 @@ impl<S: State> StateGraph<S> {
             index,
             options.for_checkpointer(),
         )))
-    }
-
-    /// Every node must be reachable from START through edges, mapped branches, unmapped
-    /// branches (which may reach any node) or declared `Command` destinations.
-    fn check_reachable(&self) -> Result<()> {
-        let mut reached: BTreeSet<&str> = BTreeSet::new();
-        let mut frontier = vec![START];
-        while let Some(from) = frontier.pop() {
-            let mut next: Vec<&str> = self
-                .edges
-                .iter()
-                .filter(|(f, _)| f == from)
-                .map(|(_, t)| t.as_str())
-                .collect();
-            for (f, branch) in &self.branches {
-                if f != from {
-                    continue;
-                }
-                match &branch.map {
-                    Some(map) => next.extend(map.values().map(String::as_str)),
-                    None => next.extend(self.nodes.iter().map(|n| n.name.as_str())),
-                }
-            }
-            if let Some(node) = self.nodes.iter().find(|n| n.name == from) {
-                next.extend(node.destinations.iter().map(String::as_str));
-            }
-            for to in next {
-                if reached.insert(to) {
-                    frontier.push(to);
-                }
-            }
-        }
-        match self
-            .nodes
-            .iter()
-            .find(|n| !reached.contains(n.name.as_str()))
-        {
-            Some(node) => Err(Error::InvalidGraph(format!(
-                "node `{}` is not reachable from START",
-                node.name
-            ))),
-            None => Ok(()),
-        }
     }
 }

@@ -9,7 +9,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The graph is malformed: an unknown node, an unreachable node, a missing entry point.
+    /// The graph is malformed: an unknown node, a reserved name, a missing entry point.
     #[error("invalid graph: {0}")]
     InvalidGraph(String),
 
