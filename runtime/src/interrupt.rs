@@ -39,6 +39,11 @@ use crate::{Command, State};
 /// The JSON map is the LangGraph API's (`langgraph_sdk.schema.Interrupt`), so a service can
 /// return it as is: `{"value": ..., "id": "..."}`, followed by the [`extra`](Self::extra)
 /// fields of an interrupt read from an older LangGraph, as those versions' API showed them.
+///
+/// LangGraph 0.x's fields are methods: [`ns`](Self::ns), [`when`](Self::when) and
+/// [`resumable`](Self::resumable). Like LangGraph 0.6 and later, Waypoint stores only `value`
+/// and `id` for the interrupts it raises (`id` hashes the namespace), so their `ns` is
+/// `None`; `when` and `resumable` are `"during"` and `true`, as LangGraph always wrote them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Interrupt {
     /// What the node asked (any JSON).
@@ -58,6 +63,43 @@ impl Interrupt {
             id: id.into(),
             extra: Map::new(),
         }
+    }
+
+    /// The checkpoint namespace path of the task that raised it (outer graphs first, each
+    /// `node:task_id`), as LangGraph before 0.6 stored it in `ns`. `None` for interrupts
+    /// raised by Waypoint or by LangGraph 0.6 and later, which keep only its hash, the
+    /// [`id`](Self::id).
+    pub fn ns(&self) -> Option<Vec<&str>> {
+        self.extra
+            .get("ns")?
+            .as_array()?
+            .iter()
+            .map(Value::as_str)
+            .collect()
+    }
+
+    /// When it was raised, LangGraph 0.x's `when`: `"during"` (a node's `interrupt()` call),
+    /// the only value LangGraph ever wrote, unless the stored interrupt says otherwise.
+    pub fn when(&self) -> &str {
+        self.extra
+            .get("when")
+            .and_then(Value::as_str)
+            .unwrap_or("during")
+    }
+
+    /// Whether resuming answers it, LangGraph 0.x's `resumable`: `true` (every interrupt
+    /// raised by `interrupt()` is), unless the stored interrupt says otherwise.
+    pub fn resumable(&self) -> bool {
+        self.extra
+            .get("resumable")
+            .and_then(Value::as_bool)
+            .unwrap_or(true)
+    }
+
+    /// The [`id`](Self::id), under the name LangGraph 0.x used.
+    #[deprecated(note = "use `id`, as LangGraph 1.0 does")]
+    pub fn interrupt_id(&self) -> &str {
+        &self.id
     }
 
     /// Reads an interrupt from any of its stored forms, decoded as JSON: a `{value, id, ..}`
