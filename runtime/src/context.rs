@@ -14,7 +14,7 @@ use crate::config::RunConfig;
 use crate::interrupt::{Interrupt, SharedScratch};
 use crate::messages::AiMessageChunk;
 use crate::state::State;
-use crate::stream::{CustomSink, MessageMetadata, MessageSink};
+use crate::stream::{CustomSink, MessageMetadata, MessageSink, SubgraphStream};
 
 /// The context passed to every node call.
 #[derive(Clone)]
@@ -42,6 +42,8 @@ pub(crate) struct CallSite {
     pub(crate) checkpoint_map: Arc<BTreeMap<String, String>>,
     /// Whether the calling step replays a past checkpoint (its subgraphs then start over).
     pub(crate) replaying: bool,
+    /// Where the subgraphs stream, when the run streams with subgraphs.
+    pub(crate) stream: Option<SubgraphStream>,
 }
 
 impl std::fmt::Debug for Context {

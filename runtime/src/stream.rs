@@ -1,8 +1,9 @@
 //! Streaming a run: state values, per-node updates, custom data and debug events.
 
+use std::collections::HashSet;
 use std::fmt;
 use std::str::FromStr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
 use serde::ser::SerializeMap;
@@ -12,7 +13,8 @@ use serde_json::Value;
 use crate::config::{deserialize_by_name, parse_name};
 use crate::error::{Error, Result};
 use crate::interrupt::Interrupt;
-use crate::messages::AiMessageChunk;
+use crate::messages::{AiMessageChunk, Message};
+use crate::pregel::NS_SEP;
 use crate::state::State;
 
 /// Where `write_custom` values go: the node name and the value.
@@ -123,6 +125,7 @@ impl<'de> Deserialize<'de> for StreamMode {
 /// | `Debug`     | `debug`     | the event                                |
 /// | `Messages`  | `messages`  | `[chunk, metadata]`                      |
 /// | `Interrupt` | `updates`   | `{"__interrupt__": [interrupt, ...]}`    |
+/// | `Subgraph`  | `{mode}\|{namespace levels joined by \|}` | the subgraph part's `data` |
 #[derive(Clone, Debug)]
 // Message chunks are the common item (one per token): boxing them would add an allocation each.
 #[allow(clippy::large_enum_variant)]
@@ -155,6 +158,18 @@ pub enum StreamPart<S: State> {
     /// The run paused: LangGraph's `__interrupt__` event, with the pending interrupts
     /// (empty for a static breakpoint). Sent with the `updates` or `values` modes.
     Interrupt(Vec<Interrupt>),
+    /// A part a subgraph emitted, when streaming with subgraphs
+    /// ([`crate::CompiledGraph::stream_subgraphs`]); its data is the JSON `data` the same
+    /// part of the subgraph's own stream has.
+    Subgraph {
+        /// Where it came from: the subgraph's checkpoint namespace split into levels, as
+        /// LangGraph's namespace tuple (`["node:<task id>"]` for a subgraph of the root).
+        namespace: Vec<String>,
+        /// The mode that produced it.
+        mode: StreamMode,
+        /// The part's data (for `messages`, `[chunk, metadata]`).
+        data: Value,
+    },
 }
 
 impl<S: State> StreamPart<S> {
@@ -167,6 +182,16 @@ impl<S: State> StreamPart<S> {
             StreamPart::Debug(_) => StreamMode::Debug,
             StreamPart::Messages { .. } => StreamMode::Messages,
             StreamPart::Interrupt(_) => StreamMode::Updates,
+            StreamPart::Subgraph { mode, .. } => *mode,
+        }
+    }
+
+    /// Where this item came from: empty for the streamed graph itself, a subgraph's
+    /// namespace otherwise (LangGraph's first element of a `subgraphs=True` item).
+    pub fn namespace(&self) -> &[String] {
+        match self {
+            StreamPart::Subgraph { namespace, .. } => namespace,
+            _ => &[],
         }
     }
 }
@@ -174,7 +199,13 @@ impl<S: State> StreamPart<S> {
 impl<S: State> Serialize for StreamPart<S> {
     fn serialize<Z: Serializer>(&self, serializer: Z) -> std::result::Result<Z::Ok, Z::Error> {
         let mut map = serializer.serialize_map(Some(2))?;
-        map.serialize_entry("event", self.mode().as_str())?;
+        match self.namespace() {
+            [] => map.serialize_entry("event", self.mode().as_str())?,
+            namespace => map.serialize_entry(
+                "event",
+                &format!("{}{NS_SEP}{}", self.mode(), namespace.join(NS_SEP)),
+            )?,
+        }
         match self {
             StreamPart::Values(state) => map.serialize_entry("data", state)?,
             StreamPart::Updates { node, update } => {
@@ -189,6 +220,7 @@ impl<S: State> Serialize for StreamPart<S> {
                 "data",
                 &std::collections::BTreeMap::from([("__interrupt__", interrupts)]),
             )?,
+            StreamPart::Subgraph { data, .. } => map.serialize_entry("data", data)?,
         }
         map.end()
     }
@@ -227,28 +259,112 @@ impl Serialize for MessageMetadata {
     }
 }
 
+/// Where a subgraph's parts go when its root streams with subgraphs: the part's namespace,
+/// mode and JSON data.
+pub(crate) type NestedSink = Arc<dyn Fn(Vec<String>, StreamMode, Value) + Send + Sync>;
+
+/// Where a run's stream items go.
+type PartSink<S> = Arc<dyn Fn(StreamPart<S>) + Send + Sync>;
+
+/// Ids of the messages already in the `messages` stream, shared by a run and its subgraphs.
+type Seen = Arc<Mutex<HashSet<String>>>;
+
+/// What a subgraph's run streams into: its root's stream (LangGraph's `subgraphs=True`).
+#[derive(Clone)]
+pub(crate) struct SubgraphStream {
+    modes: u8,
+    sink: NestedSink,
+    seen: Seen,
+}
+
 /// Where a run sends stream items; a no-op for `invoke`.
 pub(crate) struct Emitter<S: State> {
     modes: u8,
+    send: Option<PartSink<S>>,
+    /// The root stream, to end with a failed run's error.
     tx: Option<UnboundedSender<Result<StreamPart<S>>>>,
+    /// Where the run's subgraphs stream, when they do.
+    subgraphs: Option<SubgraphStream>,
+    seen: Seen,
 }
 
 impl<S: State> Emitter<S> {
-    /// An emitter that sends nothing (`invoke`, subgraphs).
+    /// An emitter that sends nothing (`invoke`, subgraphs not streamed).
     pub(crate) fn none() -> Self {
-        Emitter { modes: 0, tx: None }
+        Emitter {
+            modes: 0,
+            send: None,
+            tx: None,
+            subgraphs: None,
+            seen: Seen::default(),
+        }
     }
 
-    /// An emitter of `modes`, and the stream that receives its items.
+    /// An emitter of `modes`, and the stream that receives its items; with `subgraphs`, the
+    /// parts of every subgraph the run calls too.
     pub(crate) fn channel(
         modes: &[StreamMode],
+        subgraphs: bool,
     ) -> (Self, UnboundedReceiver<Result<StreamPart<S>>>) {
         let (tx, rx) = unbounded();
+        let modes = modes.iter().fold(0, |bits, m| bits | m.bit());
+        let seen = Seen::default();
+        let root = tx.clone();
+        // A dropped stream only means the consumer stopped reading; the run goes on.
+        let send: PartSink<S> = Arc::new(move |part| {
+            let _ = root.unbounded_send(Ok(part));
+        });
+        let subgraphs = subgraphs.then(|| {
+            let send = Arc::clone(&send);
+            SubgraphStream {
+                modes,
+                sink: Arc::new(move |namespace, mode, data| {
+                    send(StreamPart::Subgraph {
+                        namespace,
+                        mode,
+                        data,
+                    })
+                }),
+                seen: Arc::clone(&seen),
+            }
+        });
         let emitter = Emitter {
-            modes: modes.iter().fold(0, |bits, m| bits | m.bit()),
+            modes,
+            send: Some(send),
             tx: Some(tx),
+            subgraphs,
+            seen,
         };
         (emitter, rx)
+    }
+
+    /// The emitter of a subgraph run in checkpoint namespace `ns`: its parts go to `stream`
+    /// with the namespace split into levels, or nowhere.
+    pub(crate) fn nested(stream: Option<&SubgraphStream>, ns: &str) -> Self {
+        let Some(stream) = stream else {
+            return Emitter::none();
+        };
+        let namespace: Vec<String> = ns.split(NS_SEP).map(str::to_owned).collect();
+        let sink = Arc::clone(&stream.sink);
+        Emitter {
+            modes: stream.modes,
+            send: Some(Arc::new(move |part: StreamPart<S>| {
+                let data = match serde_json::to_value(&part) {
+                    Ok(Value::Object(mut event)) => event.remove("data").unwrap_or_default(),
+                    Ok(_) => Value::Null,
+                    Err(err) => Value::String(err.to_string()),
+                };
+                sink(namespace.clone(), part.mode(), data)
+            })),
+            tx: None,
+            subgraphs: Some(stream.clone()),
+            seen: Arc::clone(&stream.seen),
+        }
+    }
+
+    /// Where the run's subgraphs stream: `None` unless streaming with subgraphs.
+    pub(crate) fn subgraph_stream(&self) -> Option<SubgraphStream> {
+        self.subgraphs.clone()
     }
 
     /// Ends the stream with a failed run's error.
@@ -263,9 +379,8 @@ impl<S: State> Emitter<S> {
     }
 
     fn send(&self, part: StreamPart<S>) {
-        if let Some(tx) = &self.tx {
-            // A dropped stream only means the consumer stopped reading; the run goes on.
-            let _ = tx.unbounded_send(Ok(part));
+        if let Some(send) = &self.send {
+            send(part);
         }
     }
 
@@ -298,26 +413,86 @@ impl<S: State> Emitter<S> {
         if !self.wants(StreamMode::Messages) {
             return None;
         }
-        let tx = self.tx.clone()?;
+        let send = self.send.clone()?;
+        let seen = Arc::clone(&self.seen);
         Some(Arc::new(
             move |chunk: AiMessageChunk, metadata: MessageMetadata| {
-                let _ = tx.unbounded_send(Ok(StreamPart::Messages { chunk, metadata }));
+                if let Some(id) = &chunk.id {
+                    seen.lock()
+                        .unwrap_or_else(|poisoned| poisoned.into_inner())
+                        .insert(id.clone());
+                }
+                send(StreamPart::Messages { chunk, metadata });
             },
         ))
+    }
+
+    /// Sends the AI messages a node returned whole in `update` to the `messages` stream, each
+    /// as one part, unless already there (streamed chunk by chunk, or sent before) or in the
+    /// node's `input` (LangGraph's `StreamMessagesHandler` on a node's end).
+    pub(crate) fn whole_messages(&self, input: &S, update: &S::Update, metadata: &MessageMetadata) {
+        if !self.wants(StreamMode::Messages) {
+            return;
+        }
+        let Ok(update) = serde_json::to_value(update) else {
+            return;
+        };
+        let input = serde_json::to_value(input).unwrap_or_default();
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let known: HashSet<&str> = message_objects(&input)
+            .filter_map(|m| m.get("id").and_then(Value::as_str))
+            .collect();
+        for object in message_objects(&update) {
+            let is_ai = matches!(
+                object.get("type").and_then(Value::as_str),
+                Some("ai" | "AIMessage" | "AIMessageChunk")
+            );
+            let Some(Message::Ai(message)) = is_ai
+                .then(|| Message::from_json(object.clone()).ok())
+                .flatten()
+            else {
+                continue;
+            };
+            if let Some(id) = &message.id
+                && (known.contains(id.as_str()) || !seen.insert(id.clone()))
+            {
+                continue;
+            }
+            let metadata = MessageMetadata {
+                id: message.id.clone(),
+                ..metadata.clone()
+            };
+            self.send(StreamPart::Messages {
+                chunk: AiMessageChunk::from(message),
+                metadata,
+            });
+        }
     }
 
     pub(crate) fn custom_sink(&self) -> Option<CustomSink> {
         if !self.wants(StreamMode::Custom) {
             return None;
         }
-        let tx = self.tx.clone()?;
+        let send = self.send.clone()?;
         Some(Arc::new(move |node: &str, value: Value| {
-            let _ = tx.unbounded_send(Ok(StreamPart::Custom {
+            send(StreamPart::Custom {
                 node: node.to_owned(),
                 value,
-            }));
+            });
         }))
     }
+}
+
+/// The objects among a state's or an update's top-level values, or in its top-level lists,
+/// that look like messages (have a `type`): where LangGraph looks for a node's messages.
+fn message_objects(value: &Value) -> impl Iterator<Item = &Value> {
+    let values = value.as_object().into_iter().flat_map(|map| map.values());
+    values
+        .flat_map(|value| match value {
+            Value::Array(items) => items.iter().collect::<Vec<_>>(),
+            other => vec![other],
+        })
+        .filter(|item| item.get("type").is_some_and(Value::is_string))
 }
 
 #[cfg(test)]

@@ -43,7 +43,7 @@ use frame::Frame;
 use graph::{END, Graph, INPUT, START};
 use run::{Nested, run};
 use snapshot::{Head, StateSnapshot};
-use step::NS_SEP;
+pub(crate) use step::NS_SEP;
 
 mod codec;
 mod durability;
@@ -132,10 +132,33 @@ impl<S: State> CompiledGraph<S> {
         config: &RunConfig,
         modes: &[StreamMode],
     ) -> impl Stream<Item = Result<StreamPart<S>>> + std::marker::Send + 'static {
-        let (emitter, rx) = Emitter::channel(modes);
+        self.spawn_stream(input.into(), config, modes, false)
+    }
+
+    /// Streams like [`CompiledGraph::stream`], with the parts of every subgraph the run
+    /// calls too (LangGraph's `subgraphs=True`): those come as [`StreamPart::Subgraph`],
+    /// carrying the subgraph's namespace ([`StreamPart::namespace`]; empty for the graph's
+    /// own parts).
+    pub fn stream_subgraphs(
+        &self,
+        input: impl Into<Input<S>>,
+        config: &RunConfig,
+        modes: &[StreamMode],
+    ) -> impl Stream<Item = Result<StreamPart<S>>> + std::marker::Send + 'static {
+        self.spawn_stream(input.into(), config, modes, true)
+    }
+
+    /// Spawns a streamed run.
+    fn spawn_stream(
+        &self,
+        input: Input<S>,
+        config: &RunConfig,
+        modes: &[StreamMode],
+        subgraphs: bool,
+    ) -> impl Stream<Item = Result<StreamPart<S>>> + std::marker::Send + 'static {
+        let (emitter, rx) = Emitter::channel(modes, subgraphs);
         let graph = Arc::clone(&self.inner);
         let config = config.clone();
-        let input = input.into();
         let span = run_span(&config, true);
         tokio::spawn(
             async move {
@@ -351,7 +374,8 @@ impl<S: State> RunFrom<S> for CompiledGraph<S> {
                 start_over: site.replaying && !site.checkpoint_map.contains_key(&ns),
                 resume: fresh,
             };
-            let outcome = run(&self.inner, input, &config, &Emitter::none(), nested).await?;
+            let emitter = Emitter::nested(site.stream.as_ref(), &ns);
+            let outcome = run(&self.inner, input, &config, &emitter, nested).await?;
             let mut interrupts = outcome.interrupts.into_iter();
             match interrupts.next() {
                 Some(first) => {

@@ -23,7 +23,7 @@ use crate::pregel::frame::Frame;
 use crate::pregel::graph::{Graph, INPUT};
 use crate::pregel::step::{self, SavedTask, Task, TaskOutput};
 use crate::state::State;
-use crate::stream::{CustomSink, Emitter, MessageSink, StreamMode};
+use crate::stream::{CustomSink, Emitter, MessageMetadata, MessageSink, StreamMode};
 
 /// The `versions_seen` entry recording the channel versions at the last resume, so a
 /// static breakpoint does not fire again for a step it already paused.
@@ -769,14 +769,28 @@ impl<'g, S: State> Run<'g, S> {
                 },
                 checkpoint_map: Arc::clone(&self.nested.checkpoint_map),
                 replaying: self.replaying,
+                stream: self.emitter.subgraph_stream(),
             })),
         };
         let input = task
             .input
             .clone()
             .unwrap_or_else(|| Arc::clone(&self.frame.state));
+        let before = Arc::clone(&input);
         let command = match func(input, ctx).await {
-            Ok(command) => command,
+            Ok(command) => {
+                if let Some(update) = &command.update {
+                    let metadata = MessageMetadata {
+                        node: node.name.clone(),
+                        step: self.frame.step + 1,
+                        namespace: self.ns.clone(),
+                        checkpoint_ns: task.ns.clone(),
+                        id: None,
+                    };
+                    self.emitter.whole_messages(&before, update, &metadata);
+                }
+                command
+            }
             Err(source) => {
                 return match source.downcast::<Interrupt>() {
                     Ok(interrupt) => {
