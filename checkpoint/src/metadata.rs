@@ -1,5 +1,11 @@
 //! The well-known keys of [`CheckpointMetadata`](crate::CheckpointMetadata)'s JSON form: the
 //! ones LangGraph writes and the ones Waypoint adds for its own bookkeeping.
+//!
+//! The bookkeeping keys ([`BOOKKEEPING`]) stay in the stored metadata, where the runtime's
+//! delta history and the savers' `prune` read them (so every stored thread stays readable),
+//! but the runtime never shows them: a `StateSnapshot`'s metadata (`get_state`,
+//! `get_state_history`) leaves them out. They are only written for channels stored as deltas,
+//! which LangGraph mode (the default on PostgreSQL) turns off, so Python never reads them.
 
 /// What made the checkpoint: `input`, `loop`, `update` or `fork`.
 pub const SOURCE: &str = "source";
@@ -14,3 +20,6 @@ pub const FORKED_FROM: &str = "forked_from";
 pub const DELTA_COUNTERS: &str = "counters_since_delta_snapshot";
 /// Each appending channel's `[bytes since snapshot, snapshot bytes]` (Waypoint).
 pub const DELTA_BYTES: &str = "delta_bytes_since_snapshot";
+/// Waypoint's delta-history bookkeeping keys, which the runtime hides from the metadata it
+/// shows.
+pub const BOOKKEEPING: [&str; 2] = [DELTA_COUNTERS, DELTA_BYTES];

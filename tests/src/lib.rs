@@ -10,6 +10,7 @@ pub mod graphs;
 pub mod hitl;
 pub mod interop;
 pub mod messages;
+pub mod metadata;
 pub mod paused;
 pub mod savers;
 pub mod streaming;
@@ -89,6 +90,7 @@ macro_rules! runtime_suite {
             human_review_edits_the_last_message_by_id,
         );
         $crate::runtime_suite!(@module streaming $factory; seed_001_flat_graph_streams_with_empty_namespace, subgraph_parts_carry_their_namespace, whole_ai_message_is_one_messages_part);
+        $crate::runtime_suite!(@module metadata $factory; bookkeeping_keys_are_hidden);
         $crate::runtime_suite!(@module subgraphs $factory;
             subgraph_as_node_shares_keys,
             node_calls_subgraph_with_own_schema,

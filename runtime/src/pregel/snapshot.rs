@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 
 use waypoint_checkpoint::{
-    CheckpointMetadata, CheckpointSaver, CheckpointTuple, PendingWrite, channels,
+    CheckpointMetadata, CheckpointSaver, CheckpointTuple, PendingWrite, channels, metadata,
 };
 
 use crate::config::RunConfig;
@@ -138,7 +138,8 @@ impl<'a> CheckpointRef<'a> {
     }
 }
 
-/// The snapshot of a decoded checkpoint.
+/// The snapshot of a decoded checkpoint; its metadata leaves out Waypoint's bookkeeping
+/// keys ([`metadata::BOOKKEEPING`]), which are the saver's business, not the user's.
 pub(crate) fn snapshot<S: State>(
     graph: &Graph<S>,
     head: Head,
@@ -147,9 +148,12 @@ pub(crate) fn snapshot<S: State>(
     let Head {
         config,
         parent_config,
-        metadata,
+        mut metadata,
         created_at,
     } = head;
+    for key in metadata::BOOKKEEPING {
+        metadata.extra.remove(key);
+    }
     let mut interrupts = frame.pending_interrupts(graph);
     let tasks: Vec<TaskInfo> = step::prepare(graph, &frame, &config.checkpoint_ns)
         .into_iter()
