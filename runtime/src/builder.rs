@@ -8,6 +8,7 @@ use waypoint_checkpoint::BoxError;
 use crate::command::{Command, Goto};
 use crate::config::CompileOptions;
 use crate::context::Context;
+use crate::draw::Shape;
 use crate::error::{Error, Result};
 use crate::pregel::CompiledGraph;
 use crate::pregel::graph::{Branch, END, Graph, Node, NodeFn, NodeResult, RouterFn, START};
@@ -132,6 +133,8 @@ fn project<A: serde::Serialize, T: serde::de::DeserializeOwned>(
 pub(crate) struct NodeSpec<S: State> {
     pub(crate) name: String,
     pub(crate) func: NodeFn<S>,
+    /// The shape of the compiled graph this node runs, for drawing it inside.
+    pub(crate) subgraph: Option<Arc<Shape>>,
 }
 
 /// A graph under construction over state `S`.
@@ -194,6 +197,7 @@ impl<S: State> StateGraph<S> {
         self.nodes.push(NodeSpec {
             name: name.into(),
             func,
+            subgraph: None,
         });
         self
     }
@@ -209,6 +213,7 @@ impl<S: State> StateGraph<S> {
     ) -> &mut Self {
         let ours = channel_names(&self.template);
         let theirs = channel_names(&graph.inner.template);
+        let shape = Arc::clone(&graph.inner.shape);
         self.add_node(name, move |state: Arc<S>, ctx: Context| {
             let (graph, ours, theirs) = (graph.clone(), Arc::clone(&ours), Arc::clone(&theirs));
             async move {
@@ -217,7 +222,11 @@ impl<S: State> StateGraph<S> {
                 let update: S::Update = project(&*out, &ours)?;
                 Ok(Command::update(update))
             }
-        })
+        });
+        if let Some(node) = self.nodes.last_mut() {
+            node.subgraph = Some(shape);
+        }
+        self
     }
 
     /// Declares the nodes `node`'s `Command`s may go to (LangGraph's `destinations`).
@@ -352,6 +361,13 @@ impl<S: State> StateGraph<S> {
             ));
         }
 
+        let shape = Shape::new(
+            &self.nodes,
+            &self.edges,
+            &self.branches,
+            &self.destinations,
+            &options,
+        );
         let mut nodes: Vec<Node<S>> = self
             .nodes
             .into_iter()
@@ -380,12 +396,14 @@ impl<S: State> StateGraph<S> {
             };
             node.branches.push(branch);
         }
-        Ok(CompiledGraph::new(Graph::new(
+        let mut graph = Graph::new(
             self.template,
             start,
             nodes,
             index,
             options.for_checkpointer(),
-        )))
+        );
+        graph.shape = Arc::new(shape);
+        Ok(CompiledGraph::new(graph))
     }
 }

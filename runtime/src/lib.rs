@@ -84,6 +84,7 @@ mod config;
 pub mod connect;
 mod context;
 mod delta;
+mod draw;
 mod error;
 mod interrupt;
 mod lease;
@@ -98,6 +99,7 @@ pub use config::{CompileOptions, DEFAULT_RECURSION_LIMIT, Durability, RunConfig}
 pub use connect::{Connect, Connection, connect};
 pub use context::{Context, Subgraph};
 pub use delta::DeltaPolicy;
+pub use draw::{Drawing, DrawnEdge, DrawnNode};
 pub use error::{Error, Result};
 pub use interrupt::{Input, Interrupt, Outcome, Resume};
 pub use lease::LEASE_TTL;

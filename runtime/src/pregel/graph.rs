@@ -89,6 +89,8 @@ pub(crate) struct Graph<S: State> {
     /// Static breakpoints given at compile time.
     pub(crate) interrupt_before: Vec<String>,
     pub(crate) interrupt_after: Vec<String>,
+    /// The nodes, edges and routes as built, for drawing (set by `compile`).
+    pub(crate) shape: Arc<crate::draw::Shape>,
 }
 
 impl<S: State> Graph<S> {
@@ -122,6 +124,7 @@ impl<S: State> Graph<S> {
             channel_names,
             interrupt_before: options.interrupt_before,
             interrupt_after: options.interrupt_after,
+            shape: Arc::default(),
         }
     }
 
