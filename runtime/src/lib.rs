@@ -103,7 +103,9 @@ pub use draw::{Drawing, DrawnEdge, DrawnNode};
 pub use error::{Error, Result};
 pub use interrupt::{Input, Interrupt, Outcome, Resume};
 pub use lease::LEASE_TTL;
-pub use messages::{Message, MessagesState, MessagesStateUpdate, add_messages};
+pub use messages::{
+    Message, MessagesFormat, MessagesState, MessagesStateUpdate, add_messages, add_messages_as,
+};
 pub use pregel::CompiledGraph;
 pub use pregel::graph::{END, NodeResult, START};
 pub use pregel::snapshot::{StateSnapshot, TaskInfo};

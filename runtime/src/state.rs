@@ -19,6 +19,7 @@ use serde_json::{Map, Value};
 use waypoint_checkpoint::{Serde, SerializedValue};
 
 use crate::error::{Error, Result};
+use crate::messages::{Message, MessagesFormat, add_messages_as};
 
 /// One channel of a state: its name and whether a reducer combines its writes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -206,6 +207,32 @@ impl JsonSchema {
         schema
     }
 
+    /// Declares a list of messages folded by [`add_messages`](crate::add_messages)
+    /// (LangGraph's `Annotated[list, add_messages]`): updates by id replace, append or
+    /// remove, as for a typed state. See [`JsonSchema::messages_as`].
+    pub fn messages(self, name: impl Into<String>) -> Self {
+        self.messages_as(name, MessagesFormat::AsIs)
+    }
+
+    /// Declares a list of messages folded by [`add_messages_as`] in `format` (LangGraph's
+    /// `Annotated[list, add_messages(format=...)]`).
+    ///
+    /// An update is a list of messages or one message, in any form
+    /// [`Message::from_json`] reads: LangChain's dicts (`{"type": "human", ...}`), OpenAI's
+    /// (`{"role": "user", ...}`), `[role, content]` pairs, bare strings (human messages).
+    /// The key holds LangChain's dict form of each message. A value that is not a message
+    /// is an error naming the key and its position, and the key keeps its value.
+    pub fn messages_as(self, name: impl Into<String>, format: MessagesFormat) -> Self {
+        let name = name.into();
+        let key = name.clone();
+        self.reducer(name, Value::Array(Vec::new()), move |current, update| {
+            let mut messages = json_messages(&key, current.clone())?;
+            add_messages_as(&mut messages, json_messages(&key, update)?, format)?;
+            *current = Value::Array(messages.iter().map(Message::to_json).collect());
+            Ok(())
+        })
+    }
+
     /// Declares a key folded by `reducer`, starting from `initial`.
     pub fn reducer(
         mut self,
@@ -233,6 +260,23 @@ impl JsonSchema {
         });
         self.reducers.push(reducer);
     }
+}
+
+/// The messages of a JSON value of key `key`: a list of messages, or one message.
+fn json_messages(key: &str, value: Value) -> Result<Vec<Message>> {
+    let items = match value {
+        Value::Array(items) => items,
+        one => vec![one],
+    };
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(i, item)| {
+            Message::from_json(item).map_err(|e| {
+                Error::InvalidUpdate(format!("`{key}`: item {i} is not a message: {e}"))
+            })
+        })
+        .collect()
 }
 
 /// A dynamic state: a JSON object whose keys and reducers a [`JsonSchema`] declares.

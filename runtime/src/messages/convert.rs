@@ -211,7 +211,7 @@ fn openai_user_blocks(index: usize, blocks: &[Value]) -> Result<Vec<Value>, Conv
     Ok(out)
 }
 
-fn openai_image_from_anthropic(
+pub(crate) fn openai_image_from_anthropic(
     index: usize,
     block: &Map<String, Value>,
 ) -> Result<Value, ConvertError> {

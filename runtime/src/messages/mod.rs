@@ -22,7 +22,7 @@ pub use message::{
     REMOVE_ALL_MESSAGES, RemoveMessage, SystemMessage, ToolCall, ToolMessage, ToolStatus,
     UsageMetadata,
 };
-pub use reducer::add_messages;
+pub use reducer::{MessagesFormat, add_messages, add_messages_as};
 pub use trim::{
     CHARS_PER_TOKEN, EXTRA_TOKENS_PER_MESSAGE, TokenCounter, TrimOptions, TrimStrategy,
     count_tokens_approximately, trim_messages,
