@@ -51,12 +51,52 @@ impl<S: State> From<Send<S>> for Goto<S> {
     }
 }
 
+/// Which graph a node's [`Command`] is for (LangGraph's `Command.graph`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CommandGraph {
+    /// The graph the node belongs to.
+    #[default]
+    Current,
+    /// The graph that called the node's graph as a subgraph (LangGraph's
+    /// `Command.PARENT`): the subgraph stops, and the parent applies the update (through
+    /// its reducers, as the update of the node that ran the subgraph) and goes to `goto`.
+    Parent,
+}
+
+/// A [`Command`] for the parent graph on its way up: the error a subgraph's run ends with
+/// when one of its nodes returns [`CommandGraph::Parent`] (LangGraph's `ParentCommand`).
+/// The node that called the subgraph propagates it with `?` and its graph applies it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParentCommand {
+    /// The subgraph node that returned it.
+    pub node: String,
+    /// The update, as JSON, read as the parent's update type.
+    pub update: Option<Value>,
+    /// The parent's nodes to go to.
+    pub goto: Vec<String>,
+}
+
+impl std::fmt::Display for ParentCommand {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "node `{}` sent a command to the parent graph (goto {:?}); the node that called \
+             the subgraph must propagate it with `?`",
+            self.node, self.goto
+        )
+    }
+}
+
+impl std::error::Error for ParentCommand {}
+
 /// An update, destinations and resume values (LangGraph's `Command`): what a node returns,
 /// or the input that resumes an interrupted thread.
 ///
 /// A node returning a plain update converts into `Command { update: Some(..), .. }`, so the
 /// graph's edges decide what runs next; a non-empty `goto` adds destinations. As an input,
 /// `resume` answers pending interrupts and `update` is applied before the run goes on.
+/// With `graph: CommandGraph::Parent`, a node of a subgraph sends the update and `goto`
+/// to the parent graph instead (see [`Command::to_parent`]).
 #[derive(Clone, Debug)]
 pub struct Command<S: State> {
     /// The update folded into the state through the reducers.
@@ -65,6 +105,8 @@ pub struct Command<S: State> {
     pub goto: Vec<Goto<S>>,
     /// Answers to pending interrupts (input only).
     pub resume: Option<Resume>,
+    /// The graph the update and `goto` are for.
+    pub graph: CommandGraph,
 }
 
 impl<S: State> Default for Command<S> {
@@ -73,6 +115,7 @@ impl<S: State> Default for Command<S> {
             update: None,
             goto: Vec::new(),
             resume: None,
+            graph: CommandGraph::Current,
         }
     }
 }
@@ -90,6 +133,17 @@ impl<S: State> Command<S> {
     pub fn goto(goto: impl Into<Goto<S>>) -> Self {
         Command {
             goto: vec![goto.into()],
+            ..Command::default()
+        }
+    }
+
+    /// A command for the parent graph (LangGraph's `Command(graph=Command.PARENT, ...)`):
+    /// go to `goto`, a node of the parent, with no update yet (add one with
+    /// [`Command::with_update`]; the parent reads it through JSON as its own update type).
+    pub fn to_parent(goto: impl Into<String>) -> Self {
+        Command {
+            goto: vec![Goto::Node(goto.into())],
+            graph: CommandGraph::Parent,
             ..Command::default()
         }
     }

@@ -94,7 +94,7 @@ pub mod state;
 mod stream;
 
 pub use builder::{PathMap, Route, StateGraph};
-pub use command::{Command, Goto, Send};
+pub use command::{Command, CommandGraph, Goto, ParentCommand, Send};
 pub use config::{CompileOptions, DEFAULT_RECURSION_LIMIT, Durability, RunConfig};
 pub use connect::{Connect, Connection, connect};
 pub use context::{Context, Subgraph};

@@ -7,6 +7,7 @@
 
 pub mod cases;
 pub mod graphs;
+pub mod handoffs;
 pub mod hitl;
 pub mod interop;
 pub mod messages;
@@ -89,6 +90,7 @@ macro_rules! runtime_suite {
             streamed_replies_rebuild_by_id,
             human_review_edits_the_last_message_by_id,
         );
+        $crate::runtime_suite!(@module handoffs $factory; subgraph_hands_off_to_parent_node, bad_handoffs_are_clear_errors);
         $crate::runtime_suite!(@module streaming $factory; seed_001_flat_graph_streams_with_empty_namespace, subgraph_parts_carry_their_namespace, whole_ai_message_is_one_messages_part);
         $crate::runtime_suite!(@module metadata $factory; bookkeeping_keys_are_hidden);
         $crate::runtime_suite!(@module subgraphs $factory;

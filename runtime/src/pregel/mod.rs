@@ -31,6 +31,7 @@ use waypoint_checkpoint::{
 };
 use waypoint_store::Store;
 
+use crate::command::ParentCommand;
 use crate::config::RunConfig;
 use crate::context::{Context, Subgraph, sealed::RunFrom};
 use crate::error::{Error, Result};
@@ -375,7 +376,14 @@ impl<S: State> RunFrom<S> for CompiledGraph<S> {
                 resume: fresh,
             };
             let emitter = Emitter::nested(site.stream.as_ref(), &ns);
-            let outcome = run(&self.inner, input, &config, &emitter, nested).await?;
+            let outcome = match run(&self.inner, input, &config, &emitter, nested).await {
+                Ok(outcome) => outcome,
+                // A command for this node's graph goes up as it is, for the node to pass on.
+                Err(Error::Node { source, .. }) if source.is::<ParentCommand>() => {
+                    return Err(source);
+                }
+                Err(err) => return Err(err.into()),
+            };
             let mut interrupts = outcome.interrupts.into_iter();
             match interrupts.next() {
                 Some(first) => {

@@ -11,7 +11,7 @@ use waypoint_checkpoint::{
     channels,
 };
 
-use crate::command::Command;
+use crate::command::{Command, CommandGraph, Goto, ParentCommand};
 use crate::config::RunConfig;
 use crate::context::{CallSite, Context};
 use crate::error::{Error, Result};
@@ -20,7 +20,7 @@ use crate::lease::LeaseGuard;
 use crate::pregel::codec::{decode, dump, open};
 use crate::pregel::durability::{Saves, Target, TaskWrites};
 use crate::pregel::frame::Frame;
-use crate::pregel::graph::{Graph, INPUT};
+use crate::pregel::graph::{Graph, INPUT, Node};
 use crate::pregel::step::{self, SavedTask, Task, TaskOutput};
 use crate::state::State;
 use crate::stream::{CustomSink, Emitter, MessageMetadata, MessageSink, StreamMode};
@@ -43,6 +43,8 @@ enum TaskEnd<S: State> {
     Done(TaskOutput<S>),
     /// Paused: its own interrupt, or every interrupt of a subgraph it called.
     Interrupted(Vec<Interrupt>),
+    /// Returned a command for the parent graph: the run stops and hands it up, unsaved.
+    Parent(ParentCommand),
     Failed(Error),
 }
 
@@ -633,7 +635,7 @@ impl<'g, S: State> Run<'g, S> {
                 };
                 let scratch = Scratch::new(&task.ns, answered, fresh);
                 let end = self.run_task(task, Arc::clone(&scratch)).await;
-                let Some(target) = target else {
+                let Some(target) = target.filter(|_| !matches!(end, TaskEnd::Parent(_))) else {
                     return Ok((end, None));
                 };
                 let serde = &graph.serde;
@@ -678,10 +680,11 @@ impl<'g, S: State> Run<'g, S> {
                             TaskEnd::Failed(err) => {
                                 writes.push(dump(serde, channels::ERROR, &err.to_string())?);
                             }
-                            TaskEnd::Done(_) => {}
+                            TaskEnd::Done(_) | TaskEnd::Parent(_) => {}
                         }
                         writes
                     }
+                    TaskEnd::Parent(_) => Vec::new(),
                 };
                 // Under the task's own id and path: savers return a checkpoint's writes in
                 // `(task_path, task_id, idx)` order, the order `apply` folds a step's tasks in,
@@ -707,6 +710,13 @@ impl<'g, S: State> Run<'g, S> {
                     match end {
                         TaskEnd::Done(output) => outputs.push(output),
                         TaskEnd::Interrupted(raised) => interrupts.extend(raised),
+                        // The subgraph stops; the caller's task gets the command.
+                        TaskEnd::Parent(command) => {
+                            failure.get_or_insert(Error::Node {
+                                node: command.node.clone(),
+                                source: Box::new(command),
+                            });
+                        }
                         TaskEnd::Failed(err) => {
                             failure.get_or_insert(err);
                         }
@@ -805,13 +815,20 @@ impl<'g, S: State> Run<'g, S> {
                             TaskEnd::Interrupted(vec![*interrupt])
                         }
                     }
-                    Err(source) => TaskEnd::Failed(Error::Node {
-                        node: node.name.clone(),
-                        source,
-                    }),
+                    Err(source) => match source.downcast::<ParentCommand>() {
+                        // A subgraph this node ran sent a command up to this graph.
+                        Ok(command) => self.command_from_subgraph(node, *command),
+                        Err(source) => TaskEnd::Failed(Error::Node {
+                            node: node.name.clone(),
+                            source,
+                        }),
+                    },
                 };
             }
         };
+        if command.graph == CommandGraph::Parent {
+            return self.command_to_parent(node, command);
+        }
         match step::route(
             self.graph,
             node,
@@ -819,6 +836,72 @@ impl<'g, S: State> Run<'g, S> {
             command.update.as_ref(),
             command.goto,
         ) {
+            Ok(output) => TaskEnd::Done(output),
+            Err(err) => TaskEnd::Failed(err),
+        }
+    }
+
+    /// A node's command for the parent graph, to hand up; an error in a root graph or when
+    /// it sends (only node names go up).
+    fn command_to_parent(&self, node: &Node<S>, command: Command<S>) -> TaskEnd<S> {
+        if self.ns.is_empty() {
+            return TaskEnd::Failed(Error::InvalidUpdate(format!(
+                "node `{}` returned a Command for the parent graph, but its graph was not \
+                 called as a subgraph: it has no parent",
+                node.name
+            )));
+        }
+        let mut goto = Vec::with_capacity(command.goto.len());
+        for target in command.goto {
+            match target {
+                Goto::Node(name) => goto.push(name),
+                Goto::Send(send) => {
+                    return TaskEnd::Failed(Error::InvalidUpdate(format!(
+                        "node `{}` sent to `{}` in a Command for the parent graph; only node \
+                         names can go to the parent",
+                        node.name, send.node
+                    )));
+                }
+            }
+        }
+        let update = match command
+            .update
+            .as_ref()
+            .map(serde_json::to_value)
+            .transpose()
+        {
+            Ok(update) => update,
+            Err(err) => {
+                return TaskEnd::Failed(Error::InvalidUpdate(format!(
+                    "node `{}` returned a Command for the parent graph whose update has no \
+                     JSON form: {err}",
+                    node.name
+                )));
+            }
+        };
+        TaskEnd::Parent(ParentCommand {
+            node: node.name.clone(),
+            update,
+            goto,
+        })
+    }
+
+    /// Applies a command a subgraph sent up as the update and routing of `node`, the node
+    /// that ran the subgraph (LangGraph's handling of `ParentCommand`).
+    fn command_from_subgraph(&self, node: &Node<S>, command: ParentCommand) -> TaskEnd<S> {
+        let update = match command.update.map(serde_json::from_value::<S::Update>) {
+            None => None,
+            Some(Ok(update)) => Some(update),
+            Some(Err(err)) => {
+                return TaskEnd::Failed(Error::InvalidUpdate(format!(
+                    "node `{}` of the subgraph run by `{}` sent the parent graph an update \
+                     that does not fit its state: {err}",
+                    command.node, node.name
+                )));
+            }
+        };
+        let goto = command.goto.into_iter().map(Goto::Node).collect();
+        match step::route(self.graph, node, &self.frame.state, update.as_ref(), goto) {
             Ok(output) => TaskEnd::Done(output),
             Err(err) => TaskEnd::Failed(err),
         }
