@@ -89,6 +89,7 @@ mod error;
 mod interrupt;
 mod lease;
 pub mod messages;
+pub mod prebuilt;
 mod pregel;
 pub mod state;
 mod stream;
