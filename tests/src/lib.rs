@@ -6,6 +6,7 @@
 //! [`savers`] open the real backends (PostgreSQL from `WAYPOINT_TEST_POSTGRES_URL`).
 
 pub mod cases;
+pub mod graph_api;
 pub mod graphs;
 pub mod handoffs;
 pub mod hitl;
@@ -93,6 +94,7 @@ macro_rules! runtime_suite {
         $crate::runtime_suite!(@module handoffs $factory; subgraph_hands_off_to_parent_node, bad_handoffs_are_clear_errors);
         $crate::runtime_suite!(@module streaming $factory; seed_001_flat_graph_streams_with_empty_namespace, subgraph_parts_carry_their_namespace, whole_ai_message_is_one_messages_part);
         $crate::runtime_suite!(@module metadata $factory; bookkeeping_keys_are_hidden);
+        $crate::runtime_suite!(@module graph_api $factory; goto_only_node_pauses_and_resumes, json_messages_fold_by_id_across_runs);
         $crate::runtime_suite!(@module subgraphs $factory;
             subgraph_as_node_shares_keys,
             node_calls_subgraph_with_own_schema,
