@@ -27,13 +27,16 @@ const MARKDOWN_SPECIAL: &[char] = &['*', '_', '`'];
 /// Words per line of an edge label (LangGraph's `wrap_label_n_words`).
 const LABEL_WORDS: usize = 9;
 
+/// A path map's `(key, node)` pairs.
+type PathPairs = Vec<(String, String)>;
+
 /// What a compiled graph keeps for drawing: its nodes, edges and routes as built.
 #[derive(Debug, Default)]
 pub(crate) struct Shape {
     nodes: Vec<ShapeNode>,
     edges: Vec<(String, String)>,
-    /// Conditional edges: the source and the path map, `(key, node)`, if one was given.
-    branches: Vec<(String, Option<Vec<(String, String)>>)>,
+    /// Conditional edges: the source and the path map, if one was given.
+    branches: Vec<(String, Option<PathPairs>)>,
     /// Declared `Command` destinations, `(node, target)`.
     destinations: Vec<(String, String)>,
     interrupt_before: Vec<String>,
@@ -174,10 +177,11 @@ impl Shape {
             for from in termini {
                 drawing.add_edge(from, END, None, false);
             }
-        } else if last_step.len() == 1 && !found.iter().any(|edge| edge.1 == END) {
-            if let Some(from) = last_step.first() {
-                drawing.add_edge(from, END, None, true);
-            }
+        } else if last_step.len() == 1
+            && !found.iter().any(|edge| edge.1 == END)
+            && let Some(from) = last_step.first()
+        {
+            drawing.add_edge(from, END, None, true);
         }
 
         if xray > 0 {
@@ -549,12 +553,12 @@ impl<F: Fn(&DrawnNode) -> String> Mermaid<'_, F> {
                 self.out
                     .push_str(&format!("\tsubgraph {}[{name}]\n", safe_id(prefix)));
             }
-            if self.with_styles {
-                if let Some((_, nodes)) = self.nested.iter().find(|(p, _)| p == prefix) {
-                    for node in nodes {
-                        let line = (self.node_line)(node);
-                        self.out.push_str(&line);
-                    }
+            if self.with_styles
+                && let Some((_, nodes)) = self.nested.iter().find(|(p, _)| p == prefix)
+            {
+                for node in nodes {
+                    let line = (self.node_line)(node);
+                    self.out.push_str(&line);
                 }
             }
         }
