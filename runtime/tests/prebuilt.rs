@@ -590,3 +590,54 @@ async fn a_model_error_fails_the_agent_node() -> TestResult {
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn a_handoff_tool_sends_its_command_to_the_parent_graph() -> TestResult {
+    // The guide's handoff: a tool of an agent subgraph goes to another agent of the parent,
+    // with its tool message in the update; the other call's answer is not written.
+    let handoff: Arc<dyn Tool<MessagesState>> = tool(
+        "to_b",
+        "Hands off to b.",
+        json!({"type": "object"}),
+        |_: Value, ctx: ToolContext<MessagesState>| async move {
+            let done = Message::tool(ctx.tool_call_id(), "Transferred to b");
+            Ok(Command::to_parent("b")
+                .with_update(MessagesStateUpdate::default().messages(vec![done])))
+        },
+    );
+    let mut team = StateGraph::<MessagesState>::new();
+    team.add_node("tools", ToolNode::new([handoff, echo()])?.as_node());
+    team.add_edge(START, "tools");
+    let team = team.compile(CompileOptions::default())?;
+
+    let mut graph = StateGraph::<MessagesState>::new();
+    graph.add_subgraph("a", team);
+    graph.add_node("b", |_s: Arc<MessagesState>, _ctx| async move {
+        Ok(MessagesStateUpdate::default().messages(vec![Message::ai("b here")]))
+    });
+    graph.add_destinations("a", ["b"]);
+    graph.add_edge(START, "a");
+    let graph = graph.compile(CompileOptions::with_checkpointer(InMemorySaver::new()))?;
+    let input = MessagesStateUpdate::default().messages(vec![
+        Message::human("help"),
+        calling(vec![
+            ToolCall::new("1", "echo", json!({"text": "dropped"})),
+            ToolCall::new("2", "to_b", json!({})),
+        ]),
+    ]);
+    let done = graph
+        .invoke(Some(input), &RunConfig::thread("handoff"))
+        .await?;
+    let messages = &done.values.messages;
+    assert_eq!(
+        messages.iter().map(Message::kind).collect::<Vec<_>>(),
+        ["human", "ai", "tool", "ai"]
+    );
+    let answer = tool_message(&messages[2]);
+    assert_eq!(
+        (answer.tool_call_id.as_str(), answer.name.as_deref()),
+        ("2", Some("to_b"))
+    );
+    assert_eq!(messages[3].text(), "b here");
+    Ok(())
+}

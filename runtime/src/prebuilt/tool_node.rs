@@ -8,7 +8,7 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 use waypoint_checkpoint::BoxError;
 
-use crate::command::Command;
+use crate::command::{Command, CommandGraph};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::interrupt::Interrupt;
@@ -94,7 +94,10 @@ impl HandleToolErrors {
 /// Tools returning a [`Command`] have their updates applied in the calls' order, with the
 /// other calls' tool messages between them, and their destinations added. Several
 /// updates may write the same channel only if it appends (`append`, `add_messages`);
-/// otherwise the node fails naming the channel.
+/// otherwise the node fails naming the channel. A command for the parent graph
+/// ([`Command::to_parent`], a handoff) needs no tool message of its own; it ends this
+/// graph, so when one is returned, the node sends the parent commands (merged) and the
+/// other calls' answers are not written, as in LangGraph.
 ///
 /// Add it with `graph.add_node("tools", tool_node.as_node())`.
 pub struct ToolNode<S: State> {
@@ -346,7 +349,7 @@ fn checked_command<S: HasMessages>(
             message
         })
         .collect();
-    if !answered && !removes_all {
+    if !answered && !removes_all && command.graph == CommandGraph::Current {
         return Err(format!(
             "Expected to have a matching ToolMessage in Command.update for tool '{}'. Every \
              tool call (LLM requesting to call a tool) in the message history MUST have a \
@@ -375,18 +378,30 @@ fn combine<S: HasMessages>(state: &S, answers: Vec<Answer<S>>) -> NodeResult<Com
             .collect();
         return Ok(Command::update(S::messages_update(messages)));
     }
+    let to_parent = answers
+        .iter()
+        .any(|a| matches!(a, Answer::Command(c) if c.graph == CommandGraph::Parent));
     let mut updates = Vec::new();
     let mut command = Command::default();
     for answer in answers {
         match answer {
-            Answer::Message(m) => updates.push(S::messages_update(vec![Message::Tool(m)])),
-            Answer::Command(c) => {
+            Answer::Command(c) if !to_parent || c.graph == CommandGraph::Parent => {
                 updates.extend(c.update);
                 command.goto.extend(c.goto);
             }
+            Answer::Message(m) if !to_parent => {
+                updates.push(S::messages_update(vec![Message::Tool(m)]));
+            }
+            // A command for the parent ends this graph: only such commands are sent up.
+            _ => {}
         }
     }
-    command.update = Some(merge_updates(state, updates)?);
+    if to_parent {
+        command.graph = CommandGraph::Parent;
+    }
+    if !updates.is_empty() {
+        command.update = Some(merge_updates(state, updates)?);
+    }
     Ok(command)
 }
 
