@@ -14,6 +14,7 @@ pub mod interop;
 pub mod messages;
 pub mod metadata;
 pub mod paused;
+pub mod prebuilt;
 pub mod savers;
 pub mod streaming;
 pub mod subgraphs;
@@ -95,6 +96,7 @@ macro_rules! runtime_suite {
         $crate::runtime_suite!(@module streaming $factory; seed_001_flat_graph_streams_with_empty_namespace, subgraph_parts_carry_their_namespace, whole_ai_message_is_one_messages_part);
         $crate::runtime_suite!(@module metadata $factory; bookkeeping_keys_are_hidden);
         $crate::runtime_suite!(@module graph_api $factory; goto_only_node_pauses_and_resumes, json_messages_fold_by_id_across_runs);
+        $crate::runtime_suite!(@module prebuilt $factory; agent_parallel_tool_calls_are_checkpointed, agent_human_review_edits_the_tool_call);
         $crate::runtime_suite!(@module subgraphs $factory;
             subgraph_as_node_shares_keys,
             node_calls_subgraph_with_own_schema,
