@@ -12,8 +12,8 @@ use std::sync::Arc;
 use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
 use waypoint_runtime::{
-    Command, CompiledGraph, Input, ListOptions, Message, MessagesState, MessagesStateUpdate,
-    Outcome, RunConfig, StateSnapshot,
+    Command, CompiledGraph, InMemorySaver, InMemoryStore, Input, ListOptions, Message,
+    MessagesState, MessagesStateUpdate, Outcome, RunConfig, StateSnapshot,
 };
 use waypoint_store::{Namespace, SearchOp, Store, StoreExt};
 
@@ -40,6 +40,10 @@ pub(crate) struct Args {
     /// Where threads and memories are kept: sqlite:PATH, postgres://..., redis://... or memory:.
     #[arg(long, default_value = DEFAULT_URL)]
     url: String,
+    /// Print the demo agent's graph as Mermaid text (LangGraph's `draw_mermaid`) and an ASCII
+    /// drawing, and exit without running the story or opening the database.
+    #[arg(long)]
+    draw: bool,
 }
 
 /// Prints one line to stdout (without any secret of the URL given), as an error (not a panic)
@@ -53,6 +57,10 @@ macro_rules! say {
 
 /// Runs the demo.
 pub(crate) async fn run(args: Args) -> Result<()> {
+    if args.draw {
+        say!("{}", drawing()?);
+        return Ok(());
+    }
     let url = args.url;
     let saver = backend::saver(&url, Open::Create).await?;
     let store: Arc<dyn Store> = backend::store(&url, agent::store_config(), Open::Create).await?;
@@ -94,6 +102,17 @@ pub(crate) async fn run(args: Args) -> Result<()> {
         say!("Nothing was kept: {shown} lives as long as the process.");
     }
     Ok(())
+}
+
+/// The demo agent's graph as Mermaid text, then as ASCII (built on in-memory backends:
+/// drawing needs no database).
+fn drawing() -> Result<String> {
+    let graph = agent::build(
+        Arc::new(InMemorySaver::new()),
+        Arc::new(InMemoryStore::new()),
+    )
+    .context("cannot build the demo agent")?;
+    Ok(format!("{}\n{}", graph.draw_mermaid(), graph.draw_ascii().trim_end()))
 }
 
 /// Whether `url` names a database that outlives the process.
@@ -456,5 +475,30 @@ mod tests {
         assert!(is_persistent("postgres://h/db"));
         assert!(!is_persistent("memory:"));
         assert!(!is_persistent("sqlite::memory:"));
+    }
+
+    #[test]
+    fn the_agent_draws_as_langgraph_would() -> Result<()> {
+        let drawing = drawing()?;
+        let (mermaid, ascii) = drawing.split_once("\n\n").context("two drawings")?;
+        assert_eq!(
+            mermaid,
+            "---\nconfig:\n  flowchart:\n    curve: linear\n---\ngraph TD;\n\
+             \t__start__([<p>__start__</p>]):::first\n\
+             \tremember(remember)\n\
+             \tagent(agent)\n\
+             \tbook(book)\n\
+             \t__end__([<p>__end__</p>]):::last\n\
+             \t__start__ --> remember;\n\
+             \tagent -.-> __end__;\n\
+             \tagent -.-> book;\n\
+             \tbook --> agent;\n\
+             \tremember --> agent;\n\
+             \tclassDef default fill:#f2f0ff,line-height:1.2\n\
+             \tclassDef first fill-opacity:0\n\
+             \tclassDef last fill:#bfb6fc"
+        );
+        assert!(ascii.contains("| remember |") && ascii.ends_with("    book --> agent"));
+        Ok(())
     }
 }
