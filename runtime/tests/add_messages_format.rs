@@ -3,9 +3,6 @@
 //! (seeds 000 and 003, LangGraph's docstring) and, when a Python LangGraph is at hand,
 //! checked against its output case by case.
 
-use std::io::Write;
-use std::process::Stdio;
-
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use waypoint_runtime::messages::{Content, ToolStatus};
@@ -13,6 +10,7 @@ use waypoint_runtime::{
     CompileOptions, Context, Error, JsonSchema, JsonState, Message, MessagesFormat, RunConfig,
     START, StateGraph, add_messages_as,
 };
+use waypoint_test_kit::run_with_input;
 
 type TestResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
@@ -443,24 +441,11 @@ for case in json.load(sys.stdin):
     out.append([[m.type, m.content] for m in merged])
 print(json.dumps(out))
 "#;
-    let mut child = std::process::Command::new(python)
-        .args(["-c", script])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    child
-        .stdin
-        .take()
-        .ok_or("no stdin")?
-        .write_all(Value::Array(inputs.clone()).to_string().as_bytes())?;
-    let out = child.wait_with_output()?;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = run_with_input(
+        std::process::Command::new(python).args(["-c", script]),
+        &Value::Array(inputs.clone()).to_string(),
     );
-    let python: Vec<Value> = serde_json::from_slice(&out.stdout)?;
+    let python: Vec<Value> = serde_json::from_str(&out)?;
     for (input, theirs) in inputs.into_iter().zip(python) {
         let ours: Vec<Value> = merged(json!([]), input.clone(), OPENAI)?
             .iter()

@@ -3,8 +3,7 @@
 //! it as their `Interrupt`), and defaulted as LangGraph wrote them for the interrupts
 //! Waypoint raises, whose stored form stays LangGraph 1.x's `{value, id}`.
 
-use std::io::Write;
-use std::process::Stdio;
+use std::process::Command;
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
@@ -12,6 +11,7 @@ use waypoint_checkpoint::{CheckpointSaver, Format, InMemorySaver, Serde, Seriali
 use waypoint_runtime::{
     CompileOptions, Context, Interrupt, JsonSchema, JsonState, RunConfig, START, StateGraph,
 };
+use waypoint_test_kit::run_with_input;
 
 type TestResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
@@ -90,10 +90,7 @@ fn langgraph_0_x_fields_are_read_and_written_back() -> TestResult {
 
 /// Python's `JsonPlusSerializer` reads `bytes` (a list of interrupts) and prints each as
 /// `[value, id]`.
-fn python_reads(
-    python: &std::path::Path,
-    bytes: &[u8],
-) -> Result<Value, Box<dyn std::error::Error + Send + Sync>> {
+fn python_reads(python: &std::path::Path, bytes: &[u8]) -> serde_json::Result<Value> {
     let script = r#"
 import json, sys, warnings
 warnings.simplefilter("ignore")
@@ -103,25 +100,9 @@ items = JsonPlusSerializer().loads_typed(("msgpack", bytes.fromhex(sys.stdin.rea
 assert all(type(i) is Interrupt for i in items), items
 print(json.dumps([[i.value, i.id] for i in items]))
 "#;
-    let mut child = std::process::Command::new(python)
-        .args(["-c", script])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    child
-        .stdin
-        .take()
-        .ok_or("no stdin")?
-        .write_all(hex.as_bytes())?;
-    let out = child.wait_with_output()?;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(serde_json::from_slice(&out.stdout)?)
+    let out = run_with_input(Command::new(python).args(["-c", script]), &hex);
+    serde_json::from_str(&out)
 }
 
 fn check_python_reads_old_fields(python: &std::path::Path) -> TestResult {
