@@ -275,63 +275,39 @@ impl Drawing {
         });
     }
 
-    /// The index of the one node no edge reaches (edges from `exclude` aside), if only one.
-    fn first_node(&self, exclude: Option<&str>) -> Option<usize> {
-        let targets: HashSet<&str> = self
+    /// The index of the graph's one node at `end`: the node no edge reaches (first) or leaves
+    /// (last), edges from or to `exclude` aside; `None` when there are none or several.
+    fn end_node(&self, end: End, exclude: Option<&str>) -> Option<usize> {
+        let inward: HashSet<&str> = self
             .edges
             .iter()
-            .filter(|e| Some(e.source.as_str()) != exclude)
-            .map(|e| e.target.as_str())
+            .map(|edge| end.ends(edge))
+            .filter(|(outer, _)| Some(*outer) != exclude)
+            .map(|(_, inner)| inner)
             .collect();
-        only(
-            self.nodes.iter().enumerate().filter(|(_, n)| {
-                Some(n.id.as_str()) != exclude && !targets.contains(n.id.as_str())
-            }),
-        )
-    }
-
-    /// The index of the one node no edge leaves (edges to `exclude` aside), if only one.
-    fn last_node(&self, exclude: Option<&str>) -> Option<usize> {
-        let sources: HashSet<&str> = self
-            .edges
+        let mut found = self
+            .nodes
             .iter()
-            .filter(|e| Some(e.target.as_str()) != exclude)
-            .map(|e| e.source.as_str())
-            .collect();
-        only(
-            self.nodes.iter().enumerate().filter(|(_, n)| {
-                Some(n.id.as_str()) != exclude && !sources.contains(n.id.as_str())
-            }),
-        )
-    }
-
-    /// Removes node `index` and its edges.
-    fn remove_node(&mut self, index: usize) {
-        let id = self.nodes.remove(index).id;
-        self.edges.retain(|e| e.source != id && e.target != id);
-    }
-
-    /// Drops the first node when it has one edge out and another node would be first.
-    fn trim_first_node(&mut self) {
-        if let Some(first) = self.first_node(None) {
-            let id = self.nodes[first].id.clone();
-            if self.first_node(Some(&id)).is_some()
-                && self.edges.iter().filter(|e| e.source == id).count() == 1
-            {
-                self.remove_node(first);
-            }
+            .enumerate()
+            .filter(|(_, n)| Some(n.id.as_str()) != exclude && !inward.contains(n.id.as_str()));
+        match (found.next(), found.next()) {
+            (Some((i, _)), None) => Some(i),
+            _ => None,
         }
     }
 
-    /// Drops the last node when it has one edge in and another node would be last.
-    fn trim_last_node(&mut self) {
-        if let Some(last) = self.last_node(None) {
-            let id = self.nodes[last].id.clone();
-            if self.last_node(Some(&id)).is_some()
-                && self.edges.iter().filter(|e| e.target == id).count() == 1
-            {
-                self.remove_node(last);
-            }
+    /// Drops the node at `end` when one edge joins it to the rest and another node would be
+    /// at that end without it (LangGraph's `trim_first_node`, `trim_last_node`).
+    fn trim(&mut self, end: End) {
+        let Some(index) = self.end_node(end, None) else {
+            return;
+        };
+        let id = self.nodes[index].id.clone();
+        if self.end_node(end, Some(&id)).is_some()
+            && self.edges.iter().filter(|e| end.ends(e).0 == id).count() == 1
+        {
+            self.nodes.remove(index);
+            self.edges.retain(|e| e.source != id && e.target != id);
         }
     }
 
@@ -340,15 +316,17 @@ impl Drawing {
     /// and the node's edges moved to the subgraph's first and last nodes.
     fn replace(&mut self, name: &str, mut subgraph: Drawing) {
         if subgraph.nodes.len() <= 1
-            || subgraph.first_node(None).is_none()
-            || subgraph.last_node(None).is_none()
+            || subgraph.end_node(End::First, None).is_none()
+            || subgraph.end_node(End::Last, None).is_none()
         {
             return;
         }
-        subgraph.trim_first_node();
-        subgraph.trim_last_node();
-        let (Some(first), Some(last)) = (subgraph.first_node(None), subgraph.last_node(None))
-        else {
+        subgraph.trim(End::First);
+        subgraph.trim(End::Last);
+        let (Some(first), Some(last)) = (
+            subgraph.end_node(End::First, None),
+            subgraph.end_node(End::Last, None),
+        ) else {
             return;
         };
         let prefixed = |id: &str| format!("{name}:{id}");
@@ -388,8 +366,12 @@ impl Drawing {
             out.push_str("---\nconfig:\n  flowchart:\n    curve: linear\n---\n");
         }
         out.push_str("graph TD;\n");
-        let first = self.first_node(None).map(|i| self.nodes[i].id.as_str());
-        let last = self.last_node(None).map(|i| self.nodes[i].id.as_str());
+        let first = self
+            .end_node(End::First, None)
+            .map(|i| self.nodes[i].id.as_str());
+        let last = self
+            .end_node(End::Last, None)
+            .map(|i| self.nodes[i].id.as_str());
         let node_line = |node: &DrawnNode| -> String {
             let id = safe_id(&node.id);
             let label = node_label(node);
@@ -527,6 +509,24 @@ impl Drawing {
     }
 }
 
+/// An end of a graph: its first node (no edge in) or its last (no edge out).
+#[derive(Clone, Copy)]
+enum End {
+    First,
+    Last,
+}
+
+impl End {
+    /// An edge's two ends ordered for this end of the graph: source then target for the
+    /// first node (never a target), target then source for the last (never a source).
+    fn ends(self, edge: &DrawnEdge) -> (&str, &str) {
+        match self {
+            End::First => (&edge.source, &edge.target),
+            End::Last => (&edge.target, &edge.source),
+        }
+    }
+}
+
 /// The Mermaid text being written, with what `draw_mermaid` grouped.
 struct Mermaid<'a, F> {
     out: String,
@@ -593,14 +593,6 @@ fn push_grouped<'a, T>(groups: &mut Vec<(String, Vec<&'a T>)>, key: &str, item: 
     match groups.iter_mut().find(|(k, _)| k == key) {
         Some((_, items)) => items.push(item),
         None => groups.push((key.to_owned(), vec![item])),
-    }
-}
-
-/// The one item of `items` (its index), or `None` when there are none or several.
-fn only<'a>(mut items: impl Iterator<Item = (usize, &'a DrawnNode)>) -> Option<usize> {
-    match (items.next(), items.next()) {
-        (Some((i, _)), None) => Some(i),
-        _ => None,
     }
 }
 
