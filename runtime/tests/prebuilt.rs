@@ -641,3 +641,50 @@ async fn a_handoff_tool_sends_its_command_to_the_parent_graph() -> TestResult {
     assert_eq!(messages[3].text(), "b here");
     Ok(())
 }
+
+#[tokio::test]
+async fn a_command_from_a_subgraph_a_tool_runs_reaches_the_tools_graph() -> TestResult {
+    // A tool running a graph whose node sends a command up: as LangGraph re-raises
+    // `ParentCommand`, the tool node's graph applies it.
+    let mut inner = StateGraph::<MessagesState>::new();
+    inner.add_node("decide", |_s: Arc<MessagesState>, _ctx| async move {
+        let done = Message::tool("1", "delegated");
+        Ok(
+            Command::to_parent("b")
+                .with_update(MessagesStateUpdate::default().messages(vec![done])),
+        )
+    });
+    inner.add_edge(START, "decide");
+    let inner = inner.compile(CompileOptions::default())?;
+    let delegate: Arc<dyn Tool<MessagesState>> = tool(
+        "delegate",
+        "Runs a graph.",
+        json!({"type": "object"}),
+        move |_: Value, ctx: ToolContext<MessagesState>| {
+            let inner = inner.clone();
+            async move {
+                ctx.context()
+                    .call(&inner, Some(MessagesStateUpdate::default()))
+                    .await?;
+                Ok("not reached")
+            }
+        },
+    );
+    let mut graph = StateGraph::<MessagesState>::new();
+    graph.add_node("tools", ToolNode::new([delegate])?.as_node());
+    graph.add_node("b", |_s: Arc<MessagesState>, _ctx| async move {
+        Ok(MessagesStateUpdate::default().messages(vec![Message::ai("b here")]))
+    });
+    graph.add_destinations("tools", ["b"]);
+    graph.add_edge(START, "tools");
+    let graph = graph.compile(CompileOptions::with_checkpointer(InMemorySaver::new()))?;
+    let input = MessagesStateUpdate::default().messages(vec![calling(vec![ToolCall::new(
+        "1",
+        "delegate",
+        json!({}),
+    )])]);
+    let done = graph.invoke(Some(input), &RunConfig::thread("up")).await?;
+    let texts: Vec<String> = done.values.messages.iter().map(Message::text).collect();
+    assert_eq!(texts, ["", "delegated", "b here"]);
+    Ok(())
+}

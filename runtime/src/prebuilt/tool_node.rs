@@ -8,7 +8,7 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 use waypoint_checkpoint::BoxError;
 
-use crate::command::{Command, CommandGraph};
+use crate::command::{Command, CommandGraph, ParentCommand};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::interrupt::Interrupt;
@@ -89,7 +89,8 @@ impl HandleToolErrors {
 /// name. A failed call (an error, arguments that do not fit, an unknown tool, a panic) is
 /// answered with a tool message of status `error`, or fails the node, as
 /// [`HandleToolErrors`] says; a panicking tool never takes the process down. An
-/// [`Interrupt`] raised by a tool pauses the run.
+/// [`Interrupt`] raised by a tool (or by a subgraph it runs) pauses the run, and the node
+/// runs every call again on resume, as in LangGraph.
 ///
 /// Tools returning a [`Command`] have their updates applied in the calls' order, with the
 /// other calls' tool messages between them, and their destinations added. Several
@@ -258,7 +259,9 @@ impl<S: HasMessages> ToolNode<S> {
         let output = match result {
             Ok(output) => output,
             Err(error) => {
-                if error.is::<Interrupt>() {
+                // A pause, or a subgraph's command for this graph, goes up as it is (as
+                // LangGraph re-raises `GraphBubbleUp`).
+                if error.is::<Interrupt>() || error.is::<ParentCommand>() {
                     return Err(error);
                 }
                 let error = match error.downcast::<ToolError>() {
