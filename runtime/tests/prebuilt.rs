@@ -48,12 +48,27 @@ fn tool_message(message: &Message) -> &ToolMessage {
     }
 }
 
-fn echo() -> Arc<dyn Tool<MessagesState>> {
+fn echo<S: State>() -> Arc<dyn Tool<S>> {
     tool(
         "echo",
         "Says its text back.",
         json!({"type": "object"}),
         |args: Value, _ctx| async move { Ok(args["text"].clone()) },
+    )
+}
+
+/// A tool that panics.
+fn explode() -> Arc<dyn Tool<MessagesState>> {
+    tool(
+        "explode",
+        "Panics.",
+        json!({"type": "object"}),
+        |_: Value, _ctx| async move {
+            if true {
+                panic!("kaboom");
+            }
+            Ok("never")
+        },
     )
 }
 
@@ -148,17 +163,7 @@ async fn failures_are_error_tool_messages_in_langgraph_words() -> TestResult {
         json!({"type": "object"}),
         |_: Value, _ctx| async move { Err::<Value, _>("The ultimate error".into()) },
     );
-    let panicking: Arc<dyn Tool<MessagesState>> = tool(
-        "explode",
-        "Panics.",
-        json!({"type": "object"}),
-        |_: Value, _ctx| async move {
-            if true {
-                panic!("kaboom");
-            }
-            Ok("never")
-        },
-    );
+    let panicking = explode();
     let node = ToolNode::new([failing, panicking, add()])?;
     let ask = calling(vec![
         ToolCall::new("1", "fail", json!({})),
@@ -212,17 +217,7 @@ async fn failures_are_error_tool_messages_in_langgraph_words() -> TestResult {
 
 #[tokio::test]
 async fn error_handling_can_fail_the_node_or_say_its_own_text() -> TestResult {
-    let panicking: Arc<dyn Tool<MessagesState>> = tool(
-        "explode",
-        "Panics.",
-        json!({"type": "object"}),
-        |_: Value, _ctx| async move {
-            if true {
-                panic!("kaboom");
-            }
-            Ok("never")
-        },
-    );
+    let panicking = explode();
     let ask = || calling(vec![ToolCall::new("1", "explode", json!({}))]);
 
     // Off: the run fails with the tool's error, and the process goes on.
@@ -261,7 +256,7 @@ async fn error_handling_can_fail_the_node_or_say_its_own_text() -> TestResult {
 
 #[tokio::test]
 async fn two_tools_with_one_name_are_refused() {
-    let err = ToolNode::new([echo(), echo()]).expect_err("duplicate names");
+    let err = ToolNode::<MessagesState>::new([echo(), echo()]).expect_err("duplicate names");
     assert!(
         matches!(&err, Error::InvalidGraph(m) if m.contains("`echo`")),
         "{err}"
@@ -318,15 +313,6 @@ fn lookup_user_info() -> Arc<dyn Tool<Support>> {
     )
 }
 
-fn support_echo() -> Arc<dyn Tool<Support>> {
-    tool(
-        "echo",
-        "Says its text back.",
-        json!({"type": "object"}),
-        |args: Value, _ctx| async move { Ok(args["text"].clone()) },
-    )
-}
-
 /// The state a graph running `node` then `after` (reached only by a command) ends with.
 async fn run_support(
     node: ToolNode<Support>,
@@ -348,7 +334,7 @@ async fn run_support(
 
 #[tokio::test]
 async fn commands_from_tools_update_the_state_in_call_order() -> TestResult {
-    let node = ToolNode::new([support_echo(), lookup_user_info()])?;
+    let node = ToolNode::new([echo(), lookup_user_info()])?;
     let state = run_support(
         node,
         vec![
