@@ -297,8 +297,9 @@ fn lookup_user_info() -> Arc<dyn Tool<Support>> {
                 .config()
                 .configurable
                 .get("user_id")
-                .cloned()
-                .unwrap_or_default();
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
             let done = Message::tool(
                 ctx.tool_call_id(),
                 "Successfully looked up user information",
@@ -361,7 +362,7 @@ async fn commands_from_tools_update_the_state_in_call_order() -> TestResult {
             ("3", Some("echo"), "last".to_string()),
         ]
     );
-    assert_eq!(state.user_info.as_deref(), Some("user \"u1\""));
+    assert_eq!(state.user_info.as_deref(), Some("user u1"));
     assert_eq!(state.log, ["looked up"]);
     Ok(())
 }
