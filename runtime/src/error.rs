@@ -32,6 +32,17 @@ pub enum Error {
         source: BoxError,
     },
 
+    /// A node panicked: its function, a router of its conditional edges, or a reducer
+    /// folding its update. The panic was caught and the run failed as when a node returns an
+    /// error: the step's other writes were saved, and resuming runs the node again.
+    #[error("node `{node}` panicked: {message}")]
+    Panicked {
+        /// The node whose code panicked.
+        node: String,
+        /// The panic's message, and where it happened when not in the node's function.
+        message: String,
+    },
+
     /// Another run (or `update_state`) is writing the thread: two writers never interleave.
     #[error("conflict: {0}")]
     Conflict(String),
@@ -83,5 +94,16 @@ impl Error {
             node: node.into(),
             source: source.into(),
         }
+    }
+}
+
+/// The text of a caught panic's payload.
+pub(crate) fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    match payload.downcast::<String>() {
+        Ok(text) => *text,
+        Err(payload) => payload.downcast_ref::<&str>().map_or_else(
+            || "a panic without a message".to_owned(),
+            |t| (*t).to_owned(),
+        ),
     }
 }

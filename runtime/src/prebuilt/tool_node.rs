@@ -10,7 +10,7 @@ use waypoint_checkpoint::BoxError;
 
 use crate::command::{Command, CommandGraph, ParentCommand};
 use crate::context::Context;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, panic_message};
 use crate::interrupt::Interrupt;
 use crate::messages::{Content, Message, ToolCall, ToolMessage, ToolStatus};
 use crate::prebuilt::HasMessages;
@@ -303,17 +303,6 @@ impl<S: HasMessages> ToolNode<S> {
             })),
             None => Err(Box::new(error)),
         }
-    }
-}
-
-/// The text of a caught panic's payload.
-fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
-    match payload.downcast::<String>() {
-        Ok(text) => *text,
-        Err(payload) => payload.downcast_ref::<&str>().map_or_else(
-            || "a panic without a message".to_owned(),
-            |t| (*t).to_owned(),
-        ),
     }
 }
 

@@ -634,7 +634,10 @@ impl<'g, S: State> Run<'g, S> {
                     _ => None,
                 };
                 let scratch = Scratch::new(&task.ns, answered, fresh);
-                let end = self.run_task(task, Arc::clone(&scratch)).await;
+                // A panic in the node fails its task as an error would.
+                let end = step::catch_panic(&task.name, self.run_task(task, Arc::clone(&scratch)))
+                    .await
+                    .unwrap_or_else(TaskEnd::Failed);
                 let Some(target) = target.filter(|_| !matches!(end, TaskEnd::Parent(_))) else {
                     return Ok((end, None));
                 };

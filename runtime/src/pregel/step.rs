@@ -12,13 +12,16 @@
 //! then pending sends by index.
 
 use std::collections::BTreeSet;
+use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
+use futures::FutureExt;
 use serde_json::Value;
 use waypoint_checkpoint::{ChannelVersion, PendingWrite, SerializedValue, channels};
 
 use crate::command::Goto;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, panic_message};
 use crate::pregel::codec::{NO_WRITES, SendPacket, SendRef, decode, is_control, null_value};
 use crate::pregel::frame::Frame;
 use crate::pregel::graph::{BRANCH_PREFIX, END, Graph, INPUT, Node, START};
@@ -275,14 +278,16 @@ pub(crate) fn route<S: State>(
         let view = match update {
             Some(update) => {
                 let mut next = state.clone();
-                next.apply(update.clone())?;
+                fold(&mut next, update.clone(), Some(&node.name))?;
                 routed_state = next;
                 &routed_state
             }
             None => state,
         };
         for branch in &node.branches {
-            for goto in (branch.router)(view) {
+            let gotos = catch_unwind(AssertUnwindSafe(|| (branch.router)(view)))
+                .map_err(|payload| panicked(&node.name, payload, Some(IN_ROUTER)))?;
+            for goto in gotos {
                 all.push(match (goto, &branch.map) {
                     (Goto::Node(key), Some(map)) => match map.get(&key) {
                         Some(target) => Goto::Node(target.clone()),
@@ -468,15 +473,18 @@ pub(crate) fn apply<S: State>(
     }
     // Then the writes, in LangGraph's order: by task path.
     let mut outputs: Vec<(usize, TaskOutput<S>)> = outputs.into_iter().enumerate().collect();
-    if tasks.len() == outputs.len() {
+    // Each output is its task's when there is one per task.
+    let named = tasks.len() == outputs.len();
+    if named {
         outputs.sort_by(|(a, _), (b, _)| tasks[*a].path.cmp(&tasks[*b].path));
     }
-    for (_, output) in outputs {
+    for (index, output) in outputs {
         if let Some(update) = output.update {
             for i in frame.state.written(&update) {
                 changed.insert(graph.channel_names[i].clone());
             }
-            Arc::make_mut(&mut frame.state).apply(update)?;
+            let node = named.then(|| tasks[index].name.as_str());
+            fold(Arc::make_mut(&mut frame.state), update, node)?;
         }
         for i in output.triggers {
             frame.triggered.insert(i);
@@ -492,4 +500,46 @@ pub(crate) fn apply<S: State>(
     }
     frame.dirty.extend(changed.iter().cloned());
     Ok(changed)
+}
+
+/// Where a panic outside a node's function happened, for its error.
+const IN_ROUTER: &str = "in a router of its conditional edges";
+/// Where a panic in a reducer happened, for its error.
+const IN_REDUCER: &str = "in a reducer folding its update";
+
+/// The error for a panic caught in `node`'s code (`place` says where, outside its function).
+fn panicked(node: &str, payload: Box<dyn std::any::Any + Send>, place: Option<&str>) -> Error {
+    let message = panic_message(payload);
+    Error::Panicked {
+        node: node.to_owned(),
+        message: match place {
+            Some(place) => format!("{message} ({place})"),
+            None => message,
+        },
+    }
+}
+
+/// Awaits a task's work (its node's function and routing); a panic in it is caught and
+/// becomes [`Error::Panicked`] naming `node`, so it fails the run as an error would instead
+/// of unwinding through the runtime.
+pub(crate) async fn catch_panic<T>(node: &str, work: impl Future<Output = T>) -> Result<T> {
+    AssertUnwindSafe(work)
+        .catch_unwind()
+        .await
+        .map_err(|payload| panicked(node, payload, None))
+}
+
+/// Folds `update` into `state`; a panicking reducer is an error naming `node`, the task the
+/// update came from (an invalid update for an update of no task).
+fn fold<S: State>(state: &mut S, update: S::Update, node: Option<&str>) -> Result<()> {
+    match catch_unwind(AssertUnwindSafe(|| state.apply(update))) {
+        Ok(folded) => folded,
+        Err(payload) => Err(match node {
+            Some(node) => panicked(node, payload, Some(IN_REDUCER)),
+            None => Error::InvalidUpdate(format!(
+                "a reducer panicked folding the update: {}",
+                panic_message(payload)
+            )),
+        }),
+    }
 }
