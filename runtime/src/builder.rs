@@ -117,6 +117,14 @@ fn channel_names<S: State>(state: &S) -> Arc<[String]> {
         .collect()
 }
 
+/// The names of a state's input channels.
+fn input_names<S: State>(state: &S) -> Arc<[String]> {
+    (0..state.channels().len())
+        .filter(|&i| state.is_input(i))
+        .map(|i| state.channels()[i].name.to_string())
+        .collect()
+}
+
 /// The keys of `value` that `keys` names, as a `T` (extra keys dropped, missing ones absent).
 fn project<A: serde::Serialize, T: serde::de::DeserializeOwned>(
     value: &A,
@@ -203,16 +211,17 @@ impl<S: State> StateGraph<S> {
     }
 
     /// Adds a compiled graph as a node. The keys both states declare are shared: the node
-    /// passes them in, runs the subgraph (in its own checkpoint namespace, on this graph's
-    /// checkpointer) and returns the subgraph's final values of those keys as its update,
-    /// through this graph's reducers. Keys only one side declares are left alone.
+    /// passes those among the subgraph's input keys in, runs the subgraph (in its own
+    /// checkpoint namespace, on this graph's checkpointer) and returns the subgraph's final
+    /// values of those among its output keys as its update, through this graph's reducers.
+    /// Keys only one side declares are left alone.
     pub fn add_subgraph<S2: State>(
         &mut self,
         name: impl Into<String>,
         graph: CompiledGraph<S2>,
     ) -> &mut Self {
         let ours = channel_names(&self.template);
-        let theirs = channel_names(&graph.inner.template);
+        let theirs = input_names(&graph.inner.template);
         let shape = Arc::clone(&graph.inner.shape);
         self.add_node(name, move |state: Arc<S>, ctx: Context| {
             let (graph, ours, theirs) = (graph.clone(), Arc::clone(&ours), Arc::clone(&theirs));

@@ -110,6 +110,42 @@ pub trait State: Clone + Debug + Send + Sync + Serialize + DeserializeOwned + 's
     fn channel_index(&self, name: &str) -> Option<usize> {
         self.channels().iter().position(|c| c.name == name)
     }
+
+    /// Whether a run's input may write `channel` (LangGraph's input schema); every channel
+    /// unless the state narrows it, as [`JsonSchema::input_keys`] does.
+    fn is_input(&self, _channel: usize) -> bool {
+        true
+    }
+
+    /// The state as `invoke` and the `values` stream return it: only its output channels
+    /// (LangGraph's output schema). `None` when that is the whole state, as for every
+    /// typed state; [`JsonSchema::output_keys`] narrows a [`JsonState`].
+    fn output(&self) -> Option<Self> {
+        None
+    }
+}
+
+/// Checks that a run's `input` writes only the state's input channels.
+pub(crate) fn check_input<S: State>(state: &S, input: &S::Update) -> Result<()> {
+    let channels = state.channels();
+    match state
+        .written(input)
+        .into_iter()
+        .find(|&c| !state.is_input(c))
+    {
+        Some(c) => Err(Error::InvalidUpdate(format!(
+            "`{}` is not an input key of this graph (its input keys: {})",
+            channels[c].name,
+            channels
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| state.is_input(*i))
+                .map(|(_, c)| format!("`{}`", c.name))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// What a reducer function may return: nothing, or a `Result` to refuse an update.
@@ -160,12 +196,43 @@ pub fn channel_error(name: &str, error: waypoint_checkpoint::Error) -> Error {
 /// A reducer of a [`JsonState`] key.
 pub type JsonReducer = Arc<dyn Fn(&mut Value, Value) -> Result<()> + Send + Sync>;
 
-/// The declared keys of a [`JsonState`] and their reducers.
+/// How a reduced [`JsonState`] key folds its updates.
+#[derive(Clone)]
+struct Fold {
+    reducer: JsonReducer,
+    /// The value the key starts with.
+    initial: Value,
+    /// What the reducer is (`append`, `add_messages(..)`, `custom`), for clash errors.
+    kind: String,
+}
+
+impl Fold {
+    /// Whether `self` and `other` fold alike: the same built-in, or the same custom function.
+    fn same_as(&self, other: &Fold) -> bool {
+        self.kind == other.kind
+            && self.initial == other.initial
+            && (self.kind != CUSTOM || Arc::ptr_eq(&self.reducer, &other.reducer))
+    }
+}
+
+/// The kind of a reducer given as a function.
+const CUSTOM: &str = "custom";
+
+/// The declared keys of a [`JsonState`], their reducers, and which keys a run takes as
+/// input and returns as output (LangGraph's input, output and private schemas).
+///
+/// Every key is a channel nodes may read and write. By default a run's input may write
+/// every key and `invoke` returns every key; [`JsonSchema::input_keys`] and
+/// [`JsonSchema::output_keys`] narrow that, and keys in neither are private to the nodes.
+/// Checkpoints store every key either way.
 #[derive(Clone, Default)]
 pub struct JsonSchema {
     channels: Vec<ChannelSpec>,
-    // Per channel: the reducer and the value a reduced channel starts with.
-    reducers: Vec<Option<(JsonReducer, Value)>>,
+    // Per channel: how a reduced channel folds its updates.
+    reducers: Vec<Option<Fold>>,
+    // The keys a run's input may write, and those a run returns; `None` for every key.
+    input: Option<Vec<String>>,
+    output: Option<Vec<String>>,
 }
 
 impl Debug for JsonSchema {
@@ -189,7 +256,7 @@ impl JsonSchema {
     /// Declares a list key whose updates are appended (LangGraph's `Annotated[list, add]`).
     pub fn append(self, name: impl Into<String>) -> Self {
         let name = name.into();
-        let mut schema = self.reducer(name.clone(), Value::Array(Vec::new()), |current, update| {
+        let append = |current: &mut Value, update| {
             match (current, update) {
                 (Value::Array(items), Value::Array(more)) => items.extend(more),
                 (Value::Array(items), one) => items.push(one),
@@ -200,7 +267,8 @@ impl JsonSchema {
                 }
             }
             Ok(())
-        });
+        };
+        let mut schema = self.fold(name.clone(), Value::Array(Vec::new()), "append", append);
         if let Some(spec) = schema.channels.iter_mut().find(|c| c.name == name) {
             spec.appending = true;
         }
@@ -225,29 +293,130 @@ impl JsonSchema {
     pub fn messages_as(self, name: impl Into<String>, format: MessagesFormat) -> Self {
         let name = name.into();
         let key = name.clone();
-        self.reducer(name, Value::Array(Vec::new()), move |current, update| {
+        let kind = format!("add_messages({format:?})");
+        let fold = move |current: &mut Value, update| {
             let mut messages = json_messages(&key, current.clone())?;
             add_messages_as(&mut messages, json_messages(&key, update)?, format)?;
             *current = Value::Array(messages.iter().map(Message::to_json).collect());
             Ok(())
-        })
+        };
+        self.fold(name, Value::Array(Vec::new()), kind, fold)
     }
 
     /// Declares a key folded by `reducer`, starting from `initial`.
     pub fn reducer(
-        mut self,
+        self,
         name: impl Into<String>,
         initial: Value,
         reducer: impl Fn(&mut Value, Value) -> Result<()> + Send + Sync + 'static,
     ) -> Self {
-        self.push(
-            name.into(),
-            Some((Arc::new(reducer) as JsonReducer, initial)),
-        );
+        self.fold(name.into(), initial, CUSTOM, reducer)
+    }
+
+    /// Declares a key folded by `reducer` of kind `kind`.
+    fn fold(
+        mut self,
+        name: String,
+        initial: Value,
+        kind: impl Into<String>,
+        reducer: impl Fn(&mut Value, Value) -> Result<()> + Send + Sync + 'static,
+    ) -> Self {
+        let fold = Fold {
+            reducer: Arc::new(reducer),
+            initial,
+            kind: kind.into(),
+        };
+        self.push(name, Some(fold));
         self
     }
 
-    fn push(&mut self, name: String, reducer: Option<(JsonReducer, Value)>) {
+    /// Adds the keys of `other` (LangGraph's private schema, or the keys of an input or
+    /// output schema): the union of both, keeping this schema's input and output keys.
+    ///
+    /// A key in both must fold alike: the same built-in reducer, or the same custom
+    /// reducer (one `Arc`'d function); a last-value declaration defers to a reducer, as in
+    /// LangGraph. Two different reducers for one key are an error naming the key.
+    pub fn merge(mut self, other: JsonSchema) -> Result<Self> {
+        for (spec, fold) in other.channels.into_iter().zip(other.reducers) {
+            let Some(i) = self.channels.iter().position(|c| c.name == spec.name) else {
+                self.channels.push(spec);
+                self.reducers.push(fold);
+                continue;
+            };
+            match (&self.reducers[i], fold) {
+                (_, None) => {}
+                (None, Some(fold)) => {
+                    self.channels[i] = spec;
+                    self.reducers[i] = Some(fold);
+                }
+                (Some(ours), Some(theirs)) if ours.same_as(&theirs) => {}
+                (Some(ours), Some(theirs)) => {
+                    return Err(Error::InvalidGraph(format!(
+                        "key `{}` is declared twice with different reducers (`{}` and `{}`)",
+                        spec.name, ours.kind, theirs.kind
+                    )));
+                }
+            }
+        }
+        Ok(self)
+    }
+
+    /// Restricts a run's input to `keys` (LangGraph's input schema): an input writing
+    /// another key is an error. Each must be a key of the schema.
+    pub fn input_keys<I: IntoIterator<Item = T>, T: Into<String>>(
+        mut self,
+        keys: I,
+    ) -> Result<Self> {
+        self.input = Some(self.own_keys("input", keys)?);
+        Ok(self)
+    }
+
+    /// Restricts what `invoke` and the `values` stream return to `keys` (LangGraph's
+    /// output schema). Each must be a key of the schema.
+    pub fn output_keys<I: IntoIterator<Item = T>, T: Into<String>>(
+        mut self,
+        keys: I,
+    ) -> Result<Self> {
+        self.output = Some(self.own_keys("output", keys)?);
+        Ok(self)
+    }
+
+    /// Adds the keys of `schema` and makes them the input keys (LangGraph's `input_schema`).
+    pub fn input(self, schema: JsonSchema) -> Result<Self> {
+        let keys = schema.keys();
+        self.merge(schema)?.input_keys(keys)
+    }
+
+    /// Adds the keys of `schema` and makes them the output keys (LangGraph's `output_schema`).
+    pub fn output(self, schema: JsonSchema) -> Result<Self> {
+        let keys = schema.keys();
+        self.merge(schema)?.output_keys(keys)
+    }
+
+    /// The declared keys, in declaration order.
+    pub fn keys(&self) -> Vec<String> {
+        self.channels.iter().map(|c| c.name.to_string()).collect()
+    }
+
+    /// `keys` as input or output keys (`role`): each must be a key of the schema.
+    fn own_keys<I: IntoIterator<Item = T>, T: Into<String>>(
+        &self,
+        role: &str,
+        keys: I,
+    ) -> Result<Vec<String>> {
+        keys.into_iter()
+            .map(Into::into)
+            .map(|key| match self.channels.iter().any(|c| c.name == key) {
+                true => Ok(key),
+                false => Err(Error::InvalidGraph(format!(
+                    "{role} key `{key}` is not a key of the schema (its keys: {})",
+                    self.keys().join(", ")
+                ))),
+            })
+            .collect()
+    }
+
+    fn push(&mut self, name: String, reducer: Option<Fold>) {
         // Re-declaring a key replaces it, so a schema never holds two channels of one name.
         if let Some(i) = self.channels.iter().position(|c| c.name == name) {
             self.channels.remove(i);
@@ -317,7 +486,7 @@ impl JsonState {
             .zip(&schema.reducers)
             .filter_map(|(c, r)| {
                 r.as_ref()
-                    .map(|(_, init)| (c.name.to_string(), init.clone()))
+                    .map(|fold| (c.name.to_string(), fold.initial.clone()))
             })
             .collect();
         JsonState { schema, values }
@@ -462,6 +631,23 @@ impl State for JsonState {
         out
     }
 
+    fn is_input(&self, channel: usize) -> bool {
+        let (Some(keys), Ok(name)) = (&self.schema.input, self.name(channel)) else {
+            return true;
+        };
+        keys.iter().any(|k| k == name)
+    }
+
+    fn output(&self) -> Option<Self> {
+        let keys = self.schema.output.as_ref()?;
+        let mut values = self.values.clone();
+        values.retain(|key, _| keys.contains(key));
+        Some(JsonState {
+            schema: Arc::clone(&self.schema),
+            values,
+        })
+    }
+
     fn apply(&mut self, update: Self::Update) -> Result<()> {
         // Check every key first, so a bad update changes nothing.
         for key in update.keys() {
@@ -471,9 +657,12 @@ impl State for JsonState {
         for (key, value) in update {
             let i = self.index_of(&key)?;
             match &schema.reducers[i] {
-                Some((reducer, initial)) => {
-                    let current = self.values.entry(key).or_insert_with(|| initial.clone());
-                    reducer(current, value)?;
+                Some(fold) => {
+                    let current = self
+                        .values
+                        .entry(key)
+                        .or_insert_with(|| fold.initial.clone());
+                    (fold.reducer)(current, value)?;
                 }
                 None => {
                     self.values.insert(key, value);

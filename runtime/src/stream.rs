@@ -386,7 +386,8 @@ impl<S: State> Emitter<S> {
 
     pub(crate) fn values(&self, state: &S) {
         if self.wants(StreamMode::Values) {
-            self.send(StreamPart::Values(state.clone()));
+            let values = state.output().unwrap_or_else(|| state.clone());
+            self.send(StreamPart::Values(values));
         }
     }
 

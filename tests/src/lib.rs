@@ -17,6 +17,7 @@ pub mod panics;
 pub mod paused;
 pub mod prebuilt;
 pub mod savers;
+pub mod schemas;
 pub mod streaming;
 pub mod subgraphs;
 
@@ -99,6 +100,7 @@ macro_rules! runtime_suite {
         $crate::runtime_suite!(@module graph_api $factory; goto_only_node_pauses_and_resumes, json_messages_fold_by_id_across_runs);
         $crate::runtime_suite!(@module prebuilt $factory; agent_parallel_tool_calls_are_checkpointed, agent_human_review_edits_the_tool_call);
         $crate::runtime_suite!(@module panics $factory; panicking_node_resumes_alone, panic_after_await_ends_the_stream, panicking_router_is_a_node_error, panicking_reducer_keeps_the_step_writes, panic_inside_subgraph_resumes);
+        $crate::runtime_suite!(@module schemas $factory; guide_example_returns_only_output);
         $crate::runtime_suite!(@module subgraphs $factory;
             subgraph_as_node_shares_keys,
             node_calls_subgraph_with_own_schema,

@@ -76,6 +76,9 @@ pub(crate) async fn run<S: State>(
     emitter: &Emitter<S>,
     nested: Nested,
 ) -> Result<Outcome<S>> {
+    if let Input::Update(update) = &input {
+        crate::state::check_input(&graph.template, update)?;
+    }
     let mut run = Run::new(graph, config, emitter, nested)?;
     // The root run holds the thread's lease; its subgraphs write under it.
     let lease = match run.saver() {
@@ -102,8 +105,10 @@ pub(crate) async fn run<S: State>(
     let interrupts = result?;
     finished?;
     run.remember();
+    // The caller sees the output channels only; the checkpoints hold them all.
+    let values = run.frame.state;
     Ok(Outcome {
-        values: run.frame.state,
+        values: values.output().map_or(values, Arc::new),
         interrupted: interrupts.is_some(),
         interrupts: interrupts.unwrap_or_default(),
     })
