@@ -154,6 +154,26 @@ impl Context {
     }
 }
 
+tokio::task_local! {
+    /// The context of the node running on this task, set by the runtime around each node
+    /// call: a graph run from inside a node (`invoke`, `stream`) runs as its subgraph.
+    static CURRENT: Context;
+}
+
+/// Runs `node` (a node call) with `ctx` as the context of the node running on this task.
+pub(crate) async fn scope<F: std::future::Future>(ctx: Context, node: F) -> F::Output {
+    CURRENT.scope(ctx, node).await
+}
+
+/// The context of the node whose task is running, when a graph run with `config` is a
+/// subgraph run of it: inside a node of a run, on the node's thread (or naming none).
+/// A run on another thread stays a root run of its own.
+pub(crate) fn calling_node(config: &RunConfig) -> Option<Context> {
+    let ctx = CURRENT.try_with(Context::clone).ok()?;
+    let same_thread = config.thread_id.is_none() || config.thread_id == ctx.config.thread_id;
+    (same_thread && ctx.call.is_some()).then_some(ctx)
+}
+
 /// A graph a node can run as its subgraph with [`Context::call`]: a
 /// [`CompiledGraph`](crate::CompiledGraph).
 // A trait, so that the context (which the loop creates) runs graphs without importing the

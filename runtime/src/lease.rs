@@ -76,8 +76,10 @@ impl LeaseGuard {
                 }
                 Err(waypoint_checkpoint::Error::Conflict(_)) => {
                     return Err(Error::Conflict(format!(
-                        "thread `{thread_id}` is being written by another run; wait for it, \
-                         or set RunConfig::wait_for_thread"
+                        "thread `{thread_id}` is being written by another run; retry when it \
+                         ends, or set RunConfig::wait_for_thread to wait. A graph run inside a \
+                         node of that run is its subgraph only on the node's own task (not in \
+                         a task the node spawned), or with Context::call"
                     )));
                 }
                 Err(err) => return Err(err.into()),

@@ -33,7 +33,7 @@ use waypoint_store::Store;
 
 use crate::command::ParentCommand;
 use crate::config::RunConfig;
-use crate::context::{Context, Subgraph, sealed::RunFrom};
+use crate::context::{self, Context, Subgraph, sealed::RunFrom};
 use crate::error::{Error, Result};
 use crate::interrupt::{Input, Outcome};
 use crate::lease::LeaseGuard;
@@ -106,27 +106,45 @@ impl<S: State> CompiledGraph<S> {
     /// are dropped); `None` continues the thread from its latest checkpoint (after a failure
     /// or a static breakpoint), or replays from `config.checkpoint_id`, re-running only what
     /// comes after that checkpoint; a [`Command`](crate::Command) resumes pending interrupts.
+    ///
+    /// Called inside a node of a run (on the node's own task), with the node's thread or
+    /// none, the run is that node's subgraph, exactly as with [`Context::call`]: it runs in
+    /// the node's namespace under the run's checkpointer, its pause is the error
+    /// ([`Error::Node`] with the [`Interrupt`](crate::Interrupt) as source; pass it on with
+    /// `?` and the node pauses with the subgraph's interrupts), and resuming the root graph
+    /// resumes it. With another thread it is a root run of that thread.
     pub async fn invoke(
         &self,
         input: impl Into<Input<S>>,
         config: &RunConfig,
     ) -> Result<Outcome<S>> {
+        let input = input.into();
         let span = run_span(config, false);
-        run(
-            &self.inner,
-            input.into(),
-            config,
-            &Emitter::none(),
-            Nested::default(),
-        )
-        .instrument(span)
-        .await
+        if let Some(ctx) = context::calling_node(config) {
+            return self.invoke_in_node(&ctx, input).instrument(span).await;
+        }
+        run(&self.inner, input, config, &Emitter::none(), Nested::default())
+            .instrument(span)
+            .await
+    }
+
+    /// [`Self::invoke`] from inside a node of a run: a subgraph run of the node, as with
+    /// [`Context::call`]. A pause of the subgraph is the error, for the node to pass on with
+    /// `?` (the node then pauses with every interrupt of the subgraph).
+    async fn invoke_in_node(&self, ctx: &Context, input: Input<S>) -> Result<Outcome<S>> {
+        let outcome = self.run_in_node(ctx, input, None).await?;
+        match outcome.interrupts.first() {
+            Some(first) => Err(Error::node(ctx.node(), first.clone())),
+            None => Ok(outcome),
+        }
     }
 
     /// Runs the graph like [`CompiledGraph::invoke`], yielding items of the requested modes
     /// as they happen; a failed run ends the stream with its error.
     ///
     /// The run is spawned on the current tokio runtime and goes on if the stream is dropped.
+    /// Inside a node it is the node's subgraph as with `invoke`; its pause ends the stream
+    /// with the error for the node to pass on, and its parts come only to this stream.
     pub fn stream(
         &self,
         input: impl Into<Input<S>>,
@@ -158,12 +176,29 @@ impl<S: State> CompiledGraph<S> {
         subgraphs: bool,
     ) -> impl Stream<Item = Result<StreamPart<S>>> + std::marker::Send + 'static {
         let (emitter, rx) = Emitter::channel(modes, subgraphs);
-        let graph = Arc::clone(&self.inner);
+        let graph = self.clone();
         let config = config.clone();
         let span = run_span(&config, true);
+        // Streamed from inside a node: a subgraph run of the node, on the task spawned here.
+        let caller = context::calling_node(&config);
         tokio::spawn(
             async move {
-                if let Err(err) = run(&graph, input, &config, &emitter, Nested::default()).await {
+                let result = match &caller {
+                    Some(ctx) => {
+                        let run = graph.run_in_node(ctx, input, Some(&emitter));
+                        match run.await {
+                            Ok(outcome) => match outcome.interrupts.first() {
+                                Some(first) => Err(Error::node(ctx.node(), first.clone())),
+                                None => Ok(()),
+                            },
+                            Err(err) => Err(err),
+                        }
+                    }
+                    None => run(&graph.inner, input, &config, &emitter, Nested::default())
+                        .await
+                        .map(drop),
+                };
+                if let Err(err) = result {
                     emitter.fail(err);
                 }
             }
@@ -186,6 +221,32 @@ impl<S: State> CompiledGraph<S> {
             }
             None => Ok(snapshot::empty(&self.inner, config)),
         }
+    }
+
+    /// [`Self::get_state`], with each task that ran a subgraph pointing at the subgraph's
+    /// latest checkpoint ([`TaskInfo::state`](snapshot::TaskInfo::state); LangGraph's
+    /// `get_state(config, subgraphs=True)`): a subgraph's `get_state_subgraphs` on that
+    /// config gives its snapshot, and so on down.
+    pub async fn get_state_subgraphs(&self, config: &RunConfig) -> Result<StateSnapshot<S>> {
+        let mut snapshot = self.get_state(config).await?;
+        let (Some(saver), Some(thread)) = (self.checkpointer(), &snapshot.config.thread_id) else {
+            return Ok(snapshot);
+        };
+        for task in &mut snapshot.tasks {
+            let ns = step::task_ns(&snapshot.config.checkpoint_ns, &task.name, &task.id);
+            let at = CheckpointConfig {
+                thread_id: thread.clone(),
+                checkpoint_ns: Some(ns),
+                checkpoint_id: None,
+            };
+            if let Some(tuple) = saver.get_tuple(&at).await? {
+                task.state = Some(RunConfig {
+                    configurable: config.configurable.clone(),
+                    ..RunConfig::from(&tuple.config)
+                });
+            }
+        }
+        Ok(snapshot)
     }
 
     /// The thread's checkpoints as snapshots, newest first, filtered by metadata, before a
@@ -343,40 +404,10 @@ impl<S: State> RunFrom<S> for CompiledGraph<S> {
         input: Option<S::Update>,
     ) -> BoxFuture<'a, Result<Arc<S>, BoxError>> {
         Box::pin(async move {
-            let Some(site) = &ctx.call else {
+            if ctx.call.is_none() {
                 return Ok(self.invoke(input, &ctx.config).await?.values);
-            };
-            let ns = match site.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
-                0 => site.task_ns.clone(),
-                k => format!("{}{NS_SEP}{k}", site.task_ns),
-            };
-            let mut config = RunConfig {
-                checkpoint_ns: ns.clone(),
-                checkpoint_id: None,
-                ..(*ctx.config).clone()
-            };
-            let fresh = ctx.scratch.as_ref().and_then(|s| {
-                s.lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner())
-                    .fresh_for_subgraph()
-            });
-            let input = match site.checkpoint_map.get(&ns) {
-                Some(id) => {
-                    config.checkpoint_id = Some(id.clone());
-                    Input::Continue
-                }
-                None => Input::from(input),
-            };
-            let nested = Nested {
-                saver: site.saver.clone(),
-                parents: site.parents.clone(),
-                checkpoint_map: Arc::clone(&site.checkpoint_map),
-                continue_unfinished: !site.replaying,
-                start_over: site.replaying && !site.checkpoint_map.contains_key(&ns),
-                resume: fresh,
-            };
-            let emitter = Emitter::nested(site.stream.as_ref(), &ns);
-            let outcome = match run(&self.inner, input, &config, &emitter, nested).await {
+            }
+            let outcome = match self.run_in_node(ctx, Input::from(input), None).await {
                 Ok(outcome) => outcome,
                 // A command for this node's graph goes up as it is, for the node to pass on.
                 Err(Error::Node { source, .. }) if source.is::<ParentCommand>() => {
@@ -384,19 +415,80 @@ impl<S: State> RunFrom<S> for CompiledGraph<S> {
                 }
                 Err(err) => return Err(err.into()),
             };
-            let mut interrupts = outcome.interrupts.into_iter();
-            match interrupts.next() {
-                Some(first) => {
-                    if let Some(scratch) = &ctx.scratch {
-                        let mut scratch = scratch.lock().unwrap_or_else(|p| p.into_inner());
-                        scratch.bubbled =
-                            std::iter::once(first.clone()).chain(interrupts).collect();
-                    }
-                    Err(Box::new(first) as BoxError)
-                }
+            match outcome.interrupts.into_iter().next() {
+                Some(first) => Err(Box::new(first) as BoxError),
                 None => Ok(outcome.values),
             }
         })
+    }
+}
+
+impl<S: State> CompiledGraph<S> {
+    /// Runs the graph as a subgraph of the node whose context is `ctx` (which has a call
+    /// site): in the node's next subgraph namespace, on its run's checkpointer, resuming
+    /// what the node's resume brought. Its parts go to `emitter`, or, without one, to the
+    /// run's subgraph stream. When it pauses, the node's task records every interrupt.
+    async fn run_in_node(
+        &self,
+        ctx: &Context,
+        input: Input<S>,
+        emitter: Option<&Emitter<S>>,
+    ) -> Result<Outcome<S>> {
+        let Some(site) = &ctx.call else {
+            return Err(Error::InvalidConfig(format!(
+                "node `{}` has no call site to run a subgraph from",
+                ctx.node
+            )));
+        };
+        let input = match input {
+            Input::Command(_) => {
+                return Err(Error::InvalidUpdate(format!(
+                    "node `{}` ran a graph with a Command: a graph run inside a node is its \
+                     subgraph and resumes with it; resume the root graph instead",
+                    ctx.node
+                )));
+            }
+            Input::Update(update) => Some(update),
+            Input::Continue => None,
+        };
+        let ns = match site.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
+            0 => site.task_ns.clone(),
+            k => format!("{}{NS_SEP}{k}", site.task_ns),
+        };
+        let mut config = RunConfig {
+            checkpoint_ns: ns.clone(),
+            checkpoint_id: None,
+            ..(*ctx.config).clone()
+        };
+        let fresh = ctx.scratch.as_ref().and_then(|s| {
+            s.lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .fresh_for_subgraph()
+        });
+        let input = match site.checkpoint_map.get(&ns) {
+            Some(id) => {
+                config.checkpoint_id = Some(id.clone());
+                Input::Continue
+            }
+            None => Input::from(input),
+        };
+        let nested = Nested {
+            saver: site.saver.clone(),
+            parents: site.parents.clone(),
+            checkpoint_map: Arc::clone(&site.checkpoint_map),
+            continue_unfinished: !site.replaying,
+            start_over: site.replaying && !site.checkpoint_map.contains_key(&ns),
+            resume: fresh,
+        };
+        let stream = Emitter::nested(site.stream.as_ref(), &ns);
+        let outcome = run(&self.inner, input, &config, emitter.unwrap_or(&stream), nested).await?;
+        if !outcome.interrupts.is_empty()
+            && let Some(scratch) = &ctx.scratch
+        {
+            let mut scratch = scratch.lock().unwrap_or_else(|p| p.into_inner());
+            scratch.bubbled = outcome.interrupts.clone();
+        }
+        Ok(outcome)
     }
 }
 

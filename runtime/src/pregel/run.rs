@@ -795,7 +795,7 @@ impl<'g, S: State> Run<'g, S> {
             .clone()
             .unwrap_or_else(|| Arc::clone(&self.frame.state));
         let before = Arc::clone(&input);
-        let command = match func(input, ctx).await {
+        let command = match crate::context::scope(ctx.clone(), func(input, ctx)).await {
             Ok(command) => {
                 if let Some(update) = &command.update {
                     let metadata = MessageMetadata {
@@ -810,7 +810,7 @@ impl<'g, S: State> Run<'g, S> {
                 command
             }
             Err(source) => {
-                return match source.downcast::<Interrupt>() {
+                return match unwrap_nested(source).downcast::<Interrupt>() {
                     Ok(interrupt) => {
                         // A subgraph's pause carries all of its interrupts.
                         let bubbled = scratch
@@ -1023,5 +1023,22 @@ fn task_writes<S: State>(task: &Task<S>, writes: Vec<(String, SerializedValue)>)
         task_id: task.id.clone(),
         task_path: task.path.clone(),
         writes,
+    }
+}
+
+/// A node's error as the task sees it: a graph the node ran with `invoke` or `stream` (its
+/// subgraph) reports its pause, or its command for this graph, inside a run error; the task
+/// handles those as if the node had raised them itself.
+fn unwrap_nested(source: waypoint_checkpoint::BoxError) -> waypoint_checkpoint::BoxError {
+    match source.downcast::<Error>() {
+        Ok(err) => match *err {
+            Error::Node { source, .. }
+                if source.is::<Interrupt>() || source.is::<ParentCommand>() =>
+            {
+                source
+            }
+            err => Box::new(err),
+        },
+        Err(source) => source,
     }
 }

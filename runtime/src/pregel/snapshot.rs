@@ -41,8 +41,9 @@ impl Head {
 /// A task a checkpoint will run next, and its error if it already failed.
 ///
 /// Its JSON is the LangGraph API's `ThreadTask`: `{"id", "name", "error", "interrupts",
-/// "checkpoint", "state", "result"}`. Waypoint attaches neither a subgraph's checkpoint or
-/// state nor a partial result to a task, so the last three are `null`.
+/// "checkpoint", "state", "result"}`. `checkpoint` is the subgraph's checkpoint [`Self::state`]
+/// points at (or `null`); Waypoint attaches neither a subgraph's decoded state (its type is
+/// the subgraph's) nor a partial result to a task, so the last two are `null`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TaskInfo {
     /// The task id (stable for a checkpoint: a resumed run uses the same one).
@@ -53,6 +54,11 @@ pub struct TaskInfo {
     pub error: Option<String>,
     /// The interrupts it is paused on.
     pub interrupts: Vec<Interrupt>,
+    /// The latest checkpoint of the subgraph the task ran (its namespace is the task's), as
+    /// LangGraph's `PregelTask.state` config: give it to that subgraph's `get_state` for its
+    /// snapshot. Set by [`get_state_subgraphs`](crate::CompiledGraph::get_state_subgraphs)
+    /// when the task ran one; `None` otherwise.
+    pub state: Option<RunConfig>,
 }
 
 /// The state of a thread at one checkpoint (LangGraph's `StateSnapshot`).
@@ -112,7 +118,8 @@ impl Serialize for TaskInfo {
         map.serialize_entry("name", &self.name)?;
         map.serialize_entry("error", &self.error)?;
         map.serialize_entry("interrupts", &self.interrupts)?;
-        map.serialize_entry("checkpoint", &())?;
+        let checkpoint = self.state.as_ref().and_then(CheckpointRef::of);
+        map.serialize_entry("checkpoint", &checkpoint)?;
         map.serialize_entry("state", &())?;
         map.serialize_entry("result", &())?;
         map.end()
@@ -173,6 +180,7 @@ pub(crate) fn snapshot<S: State>(
                 id: task.id,
                 name: task.name,
                 error,
+                state: None,
             }
         })
         .collect();
@@ -282,6 +290,7 @@ mod tests {
                 name: "ask".into(),
                 error: None,
                 interrupts: vec![Interrupt::new(json!("ok?"), "i1")],
+                state: None,
             }],
             interrupts: vec![Interrupt::new(json!("ok?"), "i1")],
         };
