@@ -86,6 +86,7 @@ mod context;
 mod delta;
 mod draw;
 mod error;
+mod events;
 mod interrupt;
 mod lease;
 pub mod messages;
@@ -102,6 +103,7 @@ pub use context::{Context, Subgraph};
 pub use delta::DeltaPolicy;
 pub use draw::{Drawing, DrawnEdge, DrawnNode};
 pub use error::{Error, Result};
+pub use events::{Event, EventKind, GRAPH_NAME};
 pub use interrupt::{Input, Interrupt, Outcome, Resume};
 pub use lease::LEASE_TTL;
 pub use messages::{

@@ -6,6 +6,7 @@
 //! [`savers`] open the real backends (PostgreSQL from `WAYPOINT_TEST_POSTGRES_URL`).
 
 pub mod cases;
+pub mod events;
 pub mod graph_api;
 pub mod graphs;
 pub mod handoffs;
@@ -98,6 +99,7 @@ macro_rules! runtime_suite {
         $crate::runtime_suite!(@module handoffs $factory; subgraph_hands_off_to_parent_node, bad_handoffs_are_clear_errors);
         $crate::runtime_suite!(@module streaming $factory; seed_001_flat_graph_streams_with_empty_namespace, subgraph_parts_carry_their_namespace, whole_ai_message_is_one_messages_part);
         $crate::runtime_suite!(@module metadata $factory; bookkeeping_keys_are_hidden);
+        $crate::runtime_suite!(@module events $factory; graph_nodes_and_subgraph_events_nest);
         $crate::runtime_suite!(@module graph_api $factory; goto_only_node_pauses_and_resumes, json_messages_fold_by_id_across_runs);
         $crate::runtime_suite!(@module prebuilt $factory; agent_parallel_tool_calls_are_checkpointed, agent_human_review_edits_the_tool_call);
         $crate::runtime_suite!(@module panics $factory; panicking_node_resumes_alone, panic_after_await_ends_the_stream, panicking_router_is_a_node_error, panicking_reducer_keeps_the_step_writes, panic_inside_subgraph_resumes);

@@ -20,7 +20,7 @@ use crate::lease::LeaseGuard;
 use crate::pregel::codec::{decode, dump, open};
 use crate::pregel::durability::{Saves, Target, TaskWrites};
 use crate::pregel::frame::Frame;
-use crate::pregel::graph::{Graph, INPUT, Node};
+use crate::pregel::graph::{Graph, INPUT, Node, START};
 use crate::pregel::step::{self, SavedTask, Task, TaskOutput};
 use crate::state::State;
 use crate::stream::{CustomSink, Emitter, MessageMetadata, MessageSink, StreamMode};
@@ -312,10 +312,7 @@ impl<'g, S: State> Run<'g, S> {
             let step = self.frame.step + 1;
             let span = tracing::debug_span!("superstep", step, tasks = tasks.len());
             for task in &tasks {
-                self.emitter.debug(|| {
-                    serde_json::json!({"type": "task", "step": step,
-                        "payload": {"id": task.id, "name": task.name}})
-                });
+                self.emitter.debug(|| self.task_event(task, step));
             }
             let (outputs, unsaved) = self
                 .run_tasks(&tasks, skip_done)
@@ -992,6 +989,24 @@ impl<'g, S: State> Run<'g, S> {
             .await?;
         self.emitter.debug(|| self.checkpoint_event());
         Ok(())
+    }
+
+    /// The debug event of a task about to run, with LangGraph's payload: its id, name,
+    /// input (the run's input for the start task) and triggers.
+    fn task_event(&self, task: &Task<S>, step: i64) -> serde_json::Value {
+        let (input, trigger) = match (&task.kind, task.node) {
+            (step::TaskKind::Push(_), _) => {
+                (serde_json::to_value(task.input.as_deref()), step::PUSH)
+            }
+            (step::TaskKind::Pull, None) => (serde_json::to_value(&self.frame.input), START),
+            (step::TaskKind::Pull, Some(index)) => (
+                serde_json::to_value(&*self.frame.state),
+                self.graph.nodes[index].trigger.as_str(),
+            ),
+        };
+        serde_json::json!({"type": "task", "step": step, "payload": {
+            "id": task.id, "name": task.name, "input": input.unwrap_or_default(),
+            "triggers": [trigger]}})
     }
 
     /// The debug event of the frame's checkpoint.
