@@ -174,6 +174,23 @@ pub(crate) fn calling_node(config: &RunConfig) -> Option<Context> {
     (same_thread && ctx.call.is_some()).then_some(ctx)
 }
 
+/// A node's (or tool's) error as its task sees it: a graph it ran with `invoke` or `stream`
+/// (its subgraph) reports its pause, or its command for the caller's graph, inside a run
+/// error; this takes that pause or command out, to handle as if raised directly.
+pub(crate) fn bubbled(source: BoxError) -> BoxError {
+    match source.downcast::<crate::error::Error>() {
+        Ok(err) => match *err {
+            crate::error::Error::Node { source, .. }
+                if source.is::<Interrupt>() || source.is::<crate::command::ParentCommand>() =>
+            {
+                source
+            }
+            err => Box::new(err),
+        },
+        Err(source) => source,
+    }
+}
+
 /// A graph a node can run as its subgraph with [`Context::call`]: a
 /// [`CompiledGraph`](crate::CompiledGraph).
 // A trait, so that the context (which the loop creates) runs graphs without importing the

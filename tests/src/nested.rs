@@ -11,6 +11,12 @@ use waypoint_runtime::{
     StateGraph, StreamMode, StreamPart,
 };
 
+use waypoint_runtime::messages::{AiMessage, ToolCall};
+use waypoint_runtime::prebuilt::{
+    AgentOptions, ScriptedModel, ToolContext, create_react_agent, tool,
+};
+use waypoint_runtime::{Message, MessagesState, MessagesStateUpdate};
+
 use crate::graphs::Calls;
 use crate::{TestResult, obj, thread};
 
@@ -284,5 +290,70 @@ pub async fn get_state_subgraphs_shows_the_paused_subgraph(saver: Saver) -> Test
     let done = graph.get_state_subgraphs(&config).await?;
     assert!(done.tasks.is_empty());
     assert_eq!(done.values.get("name"), Some(&json!("35")));
+    Ok(())
+}
+
+/// A tool that invokes a graph (an agent as a tool) runs it as the tool node's subgraph: the
+/// subgraph's interrupt pauses the agent, and resuming answers it; the tool's answer is the
+/// subgraph's result.
+pub async fn tool_invokes_subgraph_and_resumes(saver: Saver) -> TestResult {
+    let calls = Calls::default();
+    let sub = asking_subgraph(&calls, None)?;
+    let ask = tool(
+        "ask_name",
+        "Asks the user's name.",
+        json!({"type": "object", "properties": {}}),
+        move |_args: serde_json::Value, ctx: ToolContext<MessagesState>| {
+            let sub = sub.clone();
+            async move {
+                let input = obj(json!({"state_counter": 1}));
+                let out = sub.invoke(Some(input), ctx.context().config()).await?;
+                Ok(out.get("name").cloned().unwrap_or_default().to_string())
+            }
+        },
+    );
+    let model = ScriptedModel::new([
+        AiMessage {
+            id: Some("ai-1".into()),
+            tool_calls: vec![ToolCall::new("call-1", "ask_name", json!({}))],
+            ..AiMessage::default()
+        },
+        AiMessage {
+            id: Some("ai-2".into()),
+            content: "Hello!".into(),
+            ..AiMessage::default()
+        },
+    ]);
+    let agent = create_react_agent(
+        model,
+        vec![ask],
+        AgentOptions::default().checkpointer(Arc::clone(&saver)),
+    )?;
+    let thread_id = thread();
+    let config = RunConfig::thread(thread_id.clone());
+    let input = MessagesStateUpdate::default().messages(vec![Message::human("hi")]);
+    let out = agent.invoke(Some(input), &config).await?;
+    assert!(out.interrupted);
+    assert_eq!(out.interrupts[0].value, json!("what is your name?"));
+    let namespaces = subgraph_namespaces(&saver, &thread_id).await?;
+    assert!(!namespaces.is_empty());
+    assert!(
+        namespaces.iter().all(|ns| ns.starts_with("tools:")),
+        "{namespaces:?}"
+    );
+
+    let out = agent.invoke(Command::resume("35"), &config).await?;
+    assert!(!out.interrupted);
+    let messages = &out.values.messages;
+    let kinds: Vec<&str> = messages.iter().map(Message::kind).collect();
+    assert_eq!(kinds, ["human", "ai", "tool", "ai"]);
+    match &messages[2] {
+        Message::Tool(answer) => assert_eq!(answer.content.text(), "\"35\""),
+        other => return Err(format!("expected a tool message, got {other:?}").into()),
+    }
+    assert_eq!(
+        (calls.get("node_in_subgraph"), calls.get("human_node")),
+        (1, 2)
+    );
     Ok(())
 }

@@ -225,7 +225,11 @@ impl<S: HasMessages> ToolNode<S> {
                     continue;
                 }
             };
-            let task = tasks.spawn(async move { tool.call(args, tool_ctx).await });
+            // In the node's context, so that a graph the tool runs is the node's subgraph.
+            let node_ctx = ctx.clone();
+            let task = tasks.spawn(async move {
+                crate::context::scope(node_ctx, tool.call(args, tool_ctx)).await
+            });
             task_calls.insert(task.id(), index);
         }
         while let Some(joined) = tasks.join_next_with_id().await {
@@ -261,6 +265,7 @@ impl<S: HasMessages> ToolNode<S> {
             Err(error) => {
                 // A pause, or a subgraph's command for this graph, goes up as it is (as
                 // LangGraph re-raises `GraphBubbleUp`).
+                let error = crate::context::bubbled(error);
                 if error.is::<Interrupt>() || error.is::<ParentCommand>() {
                     return Err(error);
                 }

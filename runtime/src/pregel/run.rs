@@ -807,7 +807,7 @@ impl<'g, S: State> Run<'g, S> {
                 command
             }
             Err(source) => {
-                return match unwrap_nested(source).downcast::<Interrupt>() {
+                return match crate::context::bubbled(source).downcast::<Interrupt>() {
                     Ok(interrupt) => {
                         // A subgraph's pause carries all of its interrupts.
                         let bubbled = scratch
@@ -1038,22 +1038,5 @@ fn task_writes<S: State>(task: &Task<S>, writes: Vec<(String, SerializedValue)>)
         task_id: task.id.clone(),
         task_path: task.path.clone(),
         writes,
-    }
-}
-
-/// A node's error as the task sees it: a graph the node ran with `invoke` or `stream` (its
-/// subgraph) reports its pause, or its command for this graph, inside a run error; the task
-/// handles those as if the node had raised them itself.
-fn unwrap_nested(source: waypoint_checkpoint::BoxError) -> waypoint_checkpoint::BoxError {
-    match source.downcast::<Error>() {
-        Ok(err) => match *err {
-            Error::Node { source, .. }
-                if source.is::<Interrupt>() || source.is::<ParentCommand>() =>
-            {
-                source
-            }
-            err => Box::new(err),
-        },
-        Err(source) => source,
     }
 }
