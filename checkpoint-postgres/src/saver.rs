@@ -49,6 +49,24 @@ pub struct PostgresSaver {
 }
 
 impl PostgresSaver {
+    /// The saves as this saver stores them (see [`Self::storable_metadata`]).
+    fn storable(&self, mut saves: Vec<Save>) -> Vec<Save> {
+        for save in &mut saves {
+            if let Save::Put { metadata, .. } = save {
+                self.storable_metadata(metadata);
+            }
+        }
+        saves
+    }
+
+    /// Checkpoint metadata as this saver stores it: in LangGraph mode without LangGraph's
+    /// legacy `writes` key, which LangGraph's own PostgreSQL saver drops too.
+    fn storable_metadata(&self, metadata: &mut CheckpointMetadata) {
+        if self.config().langgraph_values {
+            metadata.extra.remove(waypoint_checkpoint::metadata::WRITES);
+        }
+    }
+
     /// Connects to the server `config` names and, with [`PostgresConfig::auto_setup`] (the
     /// default), runs [`setup`](Self::setup); otherwise checks that the server answers.
     pub async fn connect(config: PostgresConfig) -> Result<Self> {
@@ -372,9 +390,10 @@ impl CheckpointSaver for PostgresSaver {
         &self,
         config: &CheckpointConfig,
         checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
+        mut metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> Result<CheckpointConfig> {
+        self.storable_metadata(&mut metadata);
         let put = PreparedPut::new(&self.serde, config, checkpoint, metadata, new_versions)?;
         record_put(&put);
         let (checkpoint, metadata) = (json_text(&put.checkpoint)?, json_text(&put.metadata)?);
@@ -414,7 +433,7 @@ impl CheckpointSaver for PostgresSaver {
         thread_id = saves.first().map(Save::thread_id),
         checkpoint_ns = Empty, checkpoint_id = Empty, rows = Empty, bytes = Empty))]
     async fn save_batch(&self, saves: Vec<Save>) -> Result<()> {
-        let batch = Batch::prepare(&self.serde, saves)?;
+        let batch = Batch::prepare(&self.serde, self.storable(saves))?;
         if batch.is_empty() {
             return Ok(());
         }
@@ -434,7 +453,7 @@ impl CheckpointSaver for PostgresSaver {
     async fn save_fenced(&self, lease: &Lease, saves: Vec<Save>) -> Result<()> {
         check_fenced_saves(lease, &saves)?;
         check_nul("lease token", &lease.token)?;
-        let batch = Batch::prepare(&self.serde, saves)?;
+        let batch = Batch::prepare(&self.serde, self.storable(saves))?;
         let heads = expected_heads_json(&batch.saves);
         let persistent = self.config().persistent();
         // One put (a run's step in sync durability, the common case) is one statement that

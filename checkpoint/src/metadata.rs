@@ -13,6 +13,9 @@ pub const SOURCE: &str = "source";
 pub const STEP: &str = "step";
 /// The parent checkpoint id of each enclosing graph namespace.
 pub const PARENTS: &str = "parents";
+/// What made the checkpoint, as LangGraph up to 0.4 recorded it: the input, each node's
+/// update, or an `update_state`'s values by node (`null` when no node ran).
+pub const WRITES: &str = "writes";
 /// The checkpoint a fork or `update_state` started from (Waypoint).
 pub const FORKED_FROM: &str = "forked_from";
 /// The delta channels that need their history, with updates since each one's snapshot

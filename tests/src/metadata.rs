@@ -1,8 +1,9 @@
-//! Checkpoint metadata as a LangGraph user sees it: none of Waypoint's own bookkeeping keys.
+//! Checkpoint metadata as a LangGraph user sees it: LangGraph's `writes` key, none of
+//! Waypoint's own bookkeeping keys.
 
 use std::sync::Arc;
 
-use serde_json::json;
+use serde_json::{Value, json};
 use waypoint_checkpoint::{CheckpointConfig, CheckpointSaver, ListOptions, metadata};
 use waypoint_runtime::RunConfig;
 
@@ -47,5 +48,48 @@ pub async fn bookkeeping_keys_are_hidden(saver: Arc<dyn CheckpointSaver>) -> Tes
             && !t.checkpoint.channel_values.contains_key("bar")
     });
     assert_eq!(kept, deltas, "counters are stored exactly where deltas are");
+    Ok(())
+}
+
+/// The persistence guide's example prints each checkpoint's metadata, `writes` included
+/// (LangGraph's saver then predated `parents`, which it now writes as `{}` on a root graph).
+/// LangGraph's PostgreSQL saver drops `writes` when storing, and so does Waypoint's in
+/// LangGraph mode. `update_state` records its values under the node it acts as.
+pub async fn guide_metadata_has_writes(saver: Arc<dyn CheckpointSaver>) -> TestResult {
+    let graph = documented_json(Arc::clone(&saver), &Calls::default())?;
+    let config = RunConfig::thread(thread());
+    graph.invoke(Some(obj(json!({"foo": ""}))), &config).await?;
+    let dropped = saver.backend() == "postgres" && saver.langgraph_values();
+    let shown = |printed: Value| {
+        let mut printed = obj(printed);
+        printed.insert("parents".into(), json!({}));
+        if dropped {
+            printed.remove(metadata::WRITES);
+        }
+        printed
+    };
+    let history = graph
+        .get_state_history(&config, &ListOptions::default())
+        .await?;
+    let metadata: Vec<_> = history.iter().map(|s| s.metadata.to_json()).collect();
+    let printed: Vec<_> = [
+        json!({"source": "loop", "writes": {"node_b": {"foo": "b", "bar": ["b"]}}, "step": 2}),
+        json!({"source": "loop", "writes": {"node_a": {"foo": "a", "bar": ["a"]}}, "step": 1}),
+        json!({"source": "loop", "writes": null, "step": 0}),
+        json!({"source": "input", "writes": {"foo": ""}, "step": -1}),
+    ]
+    .into_iter()
+    .map(shown)
+    .collect();
+    assert_eq!(metadata, printed);
+    let latest = graph.get_state(&config).await?.metadata.to_json();
+    assert_eq!(latest, printed[0]);
+
+    graph
+        .update_state(&config, Some(obj(json!({"foo": "c"}))), Some("node_a"))
+        .await?;
+    let updated = graph.get_state(&config).await?.metadata.to_json();
+    let update = json!({"source": "update", "writes": {"node_a": {"foo": "c"}}, "step": 3});
+    assert_eq!(updated, shown(update));
     Ok(())
 }

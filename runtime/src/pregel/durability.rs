@@ -13,10 +13,18 @@
 //!
 //! A step's sole task hands its writes to the barrier in every mode: the step's checkpoint is
 //! the very next write and holds them (see `Run::run_tasks`).
+//!
+//! Each checkpoint's metadata also records LangGraph's `writes` key (see [`step_writes`]):
+//! what made it, as LangGraph up to 0.4 stored it. It duplicates the update values, as
+//! LangGraph's did, and is recorded in every durability mode (in exit mode only the last
+//! checkpoint is saved, with its own step's writes). Two exceptions: under encryption it is
+//! left out (the metadata is plaintext; the values are sealed), and LangGraph's PostgreSQL
+//! saver, like Waypoint's in LangGraph mode, drops it when storing.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use serde_json::Value;
 use tracing::Instrument;
 use waypoint_checkpoint::{
     ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSaver,
@@ -27,6 +35,7 @@ use crate::config::Durability;
 use crate::error::{Error, Result};
 use crate::pregel::frame::Frame;
 use crate::pregel::graph::Graph;
+use crate::pregel::step::{Task, TaskOutput};
 use crate::state::State;
 
 /// Saves at most this many calls in one batch (one transaction).
@@ -50,6 +59,8 @@ pub(crate) struct Target {
     pub(crate) run_id: Option<String>,
     /// Why the frame's checkpoint was made.
     pub(crate) source: CheckpointSource,
+    /// LangGraph's `writes` metadata of the frame's checkpoint; `None` leaves the key out.
+    pub(crate) writes: Option<Value>,
 }
 
 impl Target {
@@ -265,6 +276,9 @@ impl Saves {
         if let Some(run_id) = &to.run_id {
             metadata = metadata.with_run_id(run_id.clone());
         }
+        if let Some(writes) = &to.writes {
+            record_writes(graph, &mut metadata, writes.clone());
+        }
         Ok(Put {
             parent: CheckpointConfig {
                 thread_id: to.thread.clone(),
@@ -275,6 +289,53 @@ impl Saves {
             metadata,
             new_versions,
         })
+    }
+}
+
+/// LangGraph's `writes` metadata of a step's checkpoint: each node's update as the `updates`
+/// stream shows it, `{node: update}` (a list of updates for a node that ran as several
+/// tasks, `null` for a node that returned none), or `null` when no node ran (the step of the
+/// start task).
+pub(crate) fn step_writes<S: State>(tasks: &[Task<S>], outputs: &[TaskOutput<S>]) -> Result<Value> {
+    let mut by_node: BTreeMap<&str, Vec<Value>> = BTreeMap::new();
+    for (task, output) in tasks.iter().zip(outputs) {
+        if task.node.is_some() {
+            let update = update_json(output.update.as_ref())?;
+            by_node.entry(&task.name).or_default().push(update);
+        }
+    }
+    if by_node.is_empty() {
+        return Ok(Value::Null);
+    }
+    let writes = by_node.into_iter().map(|(node, mut updates)| {
+        let value = match updates.len() {
+            1 => updates.remove(0),
+            _ => Value::Array(updates),
+        };
+        (node.to_owned(), value)
+    });
+    Ok(Value::Object(writes.collect()))
+}
+
+/// An update as JSON, for the `writes` metadata.
+pub(crate) fn update_json<U: serde::Serialize>(update: Option<&U>) -> Result<Value> {
+    serde_json::to_value(update).map_err(|e| {
+        crate::state::channel_error(
+            metadata::WRITES,
+            waypoint_checkpoint::Error::serialization("json", e),
+        )
+    })
+}
+
+/// Sets LangGraph's `writes` key of `metadata`, unless `graph` encrypts its values (the
+/// metadata is stored in plaintext).
+pub(crate) fn record_writes<S: State>(
+    graph: &Graph<S>,
+    metadata: &mut CheckpointMetadata,
+    writes: Value,
+) {
+    if !graph.serde.is_encrypted() {
+        metadata.extra.insert(metadata::WRITES.to_owned(), writes);
     }
 }
 

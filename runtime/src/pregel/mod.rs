@@ -370,6 +370,9 @@ impl<S: State> CompiledGraph<S> {
             frame.build_checkpoint(graph, changed, true, &thread, &config.checkpoint_ns)?;
         let mut metadata = CheckpointMetadata::new(CheckpointSource::Update, step);
         crate::delta::write_counters(&frame.delta, &mut metadata.extra);
+        let update = durability::update_json(values.as_ref())?;
+        let writes = serde_json::Value::Object([(as_node.clone(), update)].into_iter().collect());
+        durability::record_writes(graph, &mut metadata, writes);
         if let Some(run_id) = &config.run_id {
             metadata = metadata.with_run_id(run_id.clone());
         }

@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::interrupt::{Input, Interrupt, Outcome, Resume, Scratch, SharedScratch};
 use crate::lease::LeaseGuard;
 use crate::pregel::codec::{decode, dump, open};
-use crate::pregel::durability::{Saves, Target, TaskWrites};
+use crate::pregel::durability::{self, Saves, Target, TaskWrites};
 use crate::pregel::frame::Frame;
 use crate::pregel::graph::{Graph, INPUT, Node, START};
 use crate::pregel::step::{self, SavedTask, Task, TaskOutput};
@@ -126,6 +126,8 @@ struct Run<'g, S: State> {
     messages: Option<MessageSink>,
     /// Why the frame's checkpoint was made.
     last_source: CheckpointSource,
+    /// LangGraph's `writes` metadata of the frame's checkpoint (`None`: no such key).
+    last_writes: Option<serde_json::Value>,
     /// The resume command's answers, for the interrupted tasks.
     resume: Option<Resume>,
     /// When its writes and checkpoints are saved.
@@ -159,6 +161,7 @@ impl<'g, S: State> Run<'g, S> {
             custom,
             messages,
             last_source: CheckpointSource::Loop,
+            last_writes: None,
             resume: None,
             saves: Saves::new(config.durability),
             nested,
@@ -210,6 +213,7 @@ impl<'g, S: State> Run<'g, S> {
             parents: self.nested.parents.clone(),
             run_id: self.config.run_id.clone(),
             source: self.last_source,
+            writes: self.last_writes.clone(),
         })
     }
 
@@ -344,9 +348,10 @@ impl<'g, S: State> Run<'g, S> {
             }
             skip_done = true;
             self.emit_updates(&tasks, &outputs);
+            let writes = durability::step_writes(&tasks, &outputs)?;
             let version = self.frame.next_version(self.graph)?;
             span.in_scope(|| step::apply(self.graph, &mut self.frame, &tasks, outputs, &version))?;
-            self.checkpoint(CheckpointSource::Loop, step)
+            self.checkpoint(CheckpointSource::Loop, step, Some(writes))
                 .instrument(span)
                 .await?;
             self.emitter.values(&self.frame.state);
@@ -406,6 +411,7 @@ impl<'g, S: State> Run<'g, S> {
         self.frame.pending.clear();
         self.frame.snapshot_all = true;
         self.last_source = CheckpointSource::Fork;
+        self.last_writes = None;
         self.replaying = true;
         let target = self.target();
         self.saves
@@ -426,11 +432,13 @@ impl<'g, S: State> Run<'g, S> {
             let outputs = stale.iter().map(|_| TaskOutput::default()).collect();
             step::apply(self.graph, &mut self.frame, &stale, outputs, &version)?;
         }
+        let writes = durability::update_json(Some(&update))?;
         self.frame.input = Some(update);
         self.frame.versions.insert(INPUT.to_owned(), version);
         self.frame.dirty.insert(INPUT.to_owned());
         let step = self.frame.step + 1;
-        self.checkpoint(CheckpointSource::Input, step).await
+        self.checkpoint(CheckpointSource::Input, step, Some(writes))
+            .await
     }
 
     /// Records that the thread was resumed at its current versions, so a static breakpoint
@@ -973,8 +981,14 @@ impl<'g, S: State> Run<'g, S> {
         }
     }
 
-    /// Makes the frame a new checkpoint, saved as the run's durability says.
-    async fn checkpoint(&mut self, source: CheckpointSource, step: i64) -> Result<()> {
+    /// Makes the frame a new checkpoint, saved as the run's durability says; `writes` is its
+    /// LangGraph `writes` metadata.
+    async fn checkpoint(
+        &mut self,
+        source: CheckpointSource,
+        step: i64,
+        writes: Option<serde_json::Value>,
+    ) -> Result<()> {
         self.frame.step = step;
         self.frame.checkpoint_id = Some(waypoint_checkpoint::checkpoint_id(step));
         self.frame.task_base = None;
@@ -983,6 +997,7 @@ impl<'g, S: State> Run<'g, S> {
         self.frame.pending.clear();
         self.resume = None;
         self.last_source = source;
+        self.last_writes = writes;
         let target = self.target();
         self.saves
             .checkpoint(target.as_ref(), self.graph, &mut self.frame)
