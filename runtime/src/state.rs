@@ -10,6 +10,7 @@
 //! through the methods below, by channel index.
 
 use std::borrow::Cow;
+use std::collections::BTreeSet;
 use std::fmt::{self, Debug};
 use std::sync::Arc;
 
@@ -117,12 +118,30 @@ pub trait State: Clone + Debug + Send + Sync + Serialize + DeserializeOwned + 's
         true
     }
 
-    /// The state as `invoke` and the `values` stream return it: only its output channels
-    /// (LangGraph's output schema). `None` when that is the whole state, as for every
-    /// typed state; [`JsonSchema::output_keys`] narrows a [`JsonState`].
+    /// Whether `invoke` returns `channel` (LangGraph's output schema); every channel unless
+    /// the state narrows it, as [`JsonSchema::output_keys`] does.
+    fn is_output(&self, _channel: usize) -> bool {
+        true
+    }
+
+    /// The state as `invoke` and the `values` stream return it: only its output channels.
+    /// `None` when that is the whole state, as for every typed state.
     fn output(&self) -> Option<Self> {
         None
     }
+}
+
+/// Whether a step that changed the channels `changed` shows in the `values` stream: always,
+/// unless the state narrows its output channels; then when it changed one of them, as in
+/// LangGraph.
+pub(crate) fn shows_output<S: State>(state: &S, changed: &BTreeSet<String>) -> bool {
+    let narrowed = (0..state.channels().len()).any(|i| !state.is_output(i));
+    !narrowed
+        || changed.iter().any(|name| {
+            state
+                .channel_index(name)
+                .is_some_and(|i| state.is_output(i))
+        })
 }
 
 /// Checks that a run's `input` writes only the state's input channels.
@@ -633,6 +652,13 @@ impl State for JsonState {
 
     fn is_input(&self, channel: usize) -> bool {
         let (Some(keys), Ok(name)) = (&self.schema.input, self.name(channel)) else {
+            return true;
+        };
+        keys.iter().any(|k| k == name)
+    }
+
+    fn is_output(&self, channel: usize) -> bool {
+        let (Some(keys), Ok(name)) = (&self.schema.output, self.name(channel)) else {
             return true;
         };
         keys.iter().any(|k| k == name)

@@ -350,11 +350,14 @@ impl<'g, S: State> Run<'g, S> {
             self.emit_updates(&tasks, &outputs);
             let writes = durability::step_writes(&tasks, &outputs)?;
             let version = self.frame.next_version(self.graph)?;
-            span.in_scope(|| step::apply(self.graph, &mut self.frame, &tasks, outputs, &version))?;
+            let changed = span
+                .in_scope(|| step::apply(self.graph, &mut self.frame, &tasks, outputs, &version))?;
             self.checkpoint(CheckpointSource::Loop, step, Some(writes))
                 .instrument(span)
                 .await?;
-            self.emitter.values(&self.frame.state);
+            if crate::state::shows_output(&*self.frame.state, &changed) {
+                self.emitter.values(&self.frame.state);
+            }
             if self.breakpoint(
                 &tasks,
                 &self.config.interrupt_after,
