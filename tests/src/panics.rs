@@ -11,8 +11,8 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 use waypoint_checkpoint::CheckpointSaver;
 use waypoint_runtime::{
-    CompileOptions, CompiledGraph, Context, END, Error, JsonSchema, JsonState, NodeResult,
-    RunConfig, START, StateGraph, StreamMode,
+    CompileOptions, CompiledGraph, Context, Durability, END, Error, JsonSchema, JsonState,
+    NodeResult, RunConfig, START, StateGraph, StreamMode,
 };
 
 use crate::graphs::{Calls, Failures};
@@ -179,44 +179,60 @@ pub async fn panicking_router_is_a_node_error(saver: Saver) -> TestResult {
     Ok(())
 }
 
-/// A reducer that panics at the end of a parallel step names the task whose update it was
-/// folding; both tasks' writes were saved, so resuming folds them without running either
-/// node again.
+/// A reducer that panics at the end of a parallel step (the second of the run) names the
+/// task whose update it was folding; both tasks' writes were saved, so resuming folds them
+/// without running either node again, whatever the durability.
 pub async fn panicking_reducer_keeps_the_step_writes(saver: Saver) -> TestResult {
-    let calls = Calls::default();
-    let failures = Failures::new(1);
-    let schema = JsonSchema::new().append("log").reducer(
-        "total",
-        json!(0),
-        move |total: &mut Value, add: Value| {
-            if failures.take() {
-                panic!("cannot add {add}");
-            }
-            *total = json!(total.as_i64().unwrap_or(0) + add.as_i64().unwrap_or(0));
-            Ok(())
-        },
-    );
-    let mut graph = StateGraph::json(schema);
-    for name in ["one", "two"] {
-        let calls = calls.clone();
-        graph.add_node(name, move |_s: JsonState, _c: Context| {
-            calls.hit(name);
-            async move { Ok(obj(json!({"log": [name], "total": 1}))) }
-        });
-        graph.add_edge(START, name);
-    }
-    let graph = graph.compile(CompileOptions::default().checkpointer(saver))?;
-    let config = RunConfig::thread(thread());
+    for durability in [Durability::Sync, Durability::Async, Durability::Exit] {
+        let calls = Calls::default();
+        let failures = Failures::new(1);
+        let schema = JsonSchema::new().append("log").reducer(
+            "total",
+            json!(0),
+            move |total: &mut Value, add: Value| {
+                if failures.take() {
+                    panic!("cannot add {add}");
+                }
+                *total = json!(total.as_i64().unwrap_or(0) + add.as_i64().unwrap_or(0));
+                Ok(())
+            },
+        );
+        let mut graph = StateGraph::json(schema);
+        graph.add_node(
+            "first",
+            panicking_node("first", &calls, Failures::new(0), false),
+        );
+        graph.add_edge(START, "first");
+        for name in ["one", "two"] {
+            let calls = calls.clone();
+            graph.add_node(name, move |_s: JsonState, _c: Context| {
+                calls.hit(name);
+                async move { Ok(obj(json!({"log": [name], "total": 1}))) }
+            });
+            graph.add_edge("first", name);
+        }
+        let graph = graph.compile(CompileOptions::default().checkpointer(Arc::clone(&saver)))?;
+        let config = RunConfig::thread(thread()).durability(durability);
 
-    let (node, message) = panicked(graph.invoke(Some(obj(json!({}))), &config).await)?;
-    assert_eq!(
-        (node.as_str(), message.as_str()),
-        ("one", "cannot add 1 (in a reducer folding its update)")
-    );
-    let out = graph.invoke(None, &config).await?;
-    assert_eq!(out.get("total"), Some(&json!(2)));
-    assert_eq!(sorted(&out, "log")?, ["one", "two"]);
-    assert_eq!((calls.get("one"), calls.get("two")), (1, 1));
+        let (node, message) = panicked(graph.invoke(Some(obj(json!({}))), &config).await)?;
+        assert_eq!(
+            (node.as_str(), message.as_str()),
+            ("one", "cannot add 1 (in a reducer folding its update)"),
+            "{durability:?}"
+        );
+        let snap = graph.get_state(&config).await?;
+        assert_eq!(snap.values.get("total"), Some(&json!(0)), "{durability:?}");
+        assert_eq!(snap.next, ["one", "two"], "{durability:?}");
+        let out = graph.invoke(None, &config).await?;
+        assert_eq!(out.get("total"), Some(&json!(2)), "{durability:?}");
+        assert_eq!(
+            sorted(&out, "log")?,
+            ["first", "one", "two"],
+            "{durability:?}"
+        );
+        let runs = (calls.get("first"), calls.get("one"), calls.get("two"));
+        assert_eq!(runs, (1, 1, 1), "{durability:?}");
+    }
     Ok(())
 }
 

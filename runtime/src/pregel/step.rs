@@ -442,6 +442,27 @@ pub(crate) fn apply<S: State>(
         }
     }
 
+    // The writes fold in LangGraph's order, by task path, into a copy of the state: a
+    // reducer that fails or panics leaves the frame as the step found it, so the step's
+    // saved writes fold again on resume (and exit durability saves the frame as it was).
+    let mut outputs: Vec<(usize, TaskOutput<S>)> = outputs.into_iter().enumerate().collect();
+    // Each output is its task's when there is one per task.
+    let named = tasks.len() == outputs.len();
+    if named {
+        outputs.sort_by(|(a, _), (b, _)| tasks[*a].path.cmp(&tasks[*b].path));
+    }
+    let mut state = Arc::clone(&frame.state);
+    let mut written = BTreeSet::new();
+    for (index, output) in &mut outputs {
+        if let Some(update) = output.update.take() {
+            for i in state.written(&update) {
+                written.insert(graph.channel_names[i].clone());
+            }
+            let node = named.then(|| tasks[*index].name.as_str());
+            fold(Arc::make_mut(&mut state), update, node)?;
+        }
+    }
+    frame.state = state;
     let mut changed = BTreeSet::new();
     // Consume what the tasks read: the input, their triggers, the sends.
     for task in tasks {
@@ -471,21 +492,9 @@ pub(crate) fn apply<S: State>(
             changed.insert(trigger.to_owned());
         }
     }
-    // Then the writes, in LangGraph's order: by task path.
-    let mut outputs: Vec<(usize, TaskOutput<S>)> = outputs.into_iter().enumerate().collect();
-    // Each output is its task's when there is one per task.
-    let named = tasks.len() == outputs.len();
-    if named {
-        outputs.sort_by(|(a, _), (b, _)| tasks[*a].path.cmp(&tasks[*b].path));
-    }
-    for (index, output) in outputs {
-        if let Some(update) = output.update {
-            for i in frame.state.written(&update) {
-                changed.insert(graph.channel_names[i].clone());
-            }
-            let node = named.then(|| tasks[index].name.as_str());
-            fold(Arc::make_mut(&mut frame.state), update, node)?;
-        }
+    // Then what the tasks wrote: the channels, the triggers and sends, in task order.
+    changed.extend(written);
+    for (_, output) in outputs {
         for i in output.triggers {
             frame.triggered.insert(i);
             changed.insert(graph.nodes[i].trigger.clone());
