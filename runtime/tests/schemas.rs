@@ -131,3 +131,24 @@ fn same_or_last_value_declarations_merge() -> TestResult {
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn a_subgraph_node_takes_its_input_keys_and_returns_its_output_keys() -> TestResult {
+    // The subgraph keeps `scratch` private: the parent's `scratch` is neither sent nor
+    // overwritten, and the parent's `out` gets the subgraph's.
+    let inner = graph(keys().input_keys(["question"])?.output_keys(["out"])?)?;
+    let mut g = StateGraph::json(keys());
+    g.add_subgraph("inner", inner).add_edge(START, "inner");
+    let out = g
+        .compile(CompileOptions::default())?
+        .invoke(
+            Some(obj(json!({"question": "q", "scratch": 7}))),
+            &RunConfig::default(),
+        )
+        .await?;
+    assert_eq!(
+        out.values.to_value(),
+        json!({"question": "q", "out": "done", "scratch": 7})
+    );
+    Ok(())
+}
