@@ -15,7 +15,7 @@ use crate::error::Result;
 use crate::interrupt::Input;
 use crate::pregel::{CompiledGraph, NS_SEP};
 use crate::state::State;
-use crate::stream::{StreamMode, StreamPart};
+use crate::stream::StreamMode;
 
 /// The name of a graph's runs, LangGraph's default graph name.
 pub const GRAPH_NAME: &str = "LangGraph";
@@ -296,20 +296,6 @@ impl Events {
     }
 }
 
-/// A part of a stream with subgraphs as `(namespace, mode, data)`.
-fn split<S: State>(part: StreamPart<S>) -> (String, StreamMode, Value) {
-    let ns = part.namespace().join(NS_SEP);
-    let mode = part.mode();
-    let data = match part {
-        StreamPart::Subgraph { data, .. } => data,
-        part => match serde_json::to_value(&part) {
-            Ok(Value::Object(mut event)) => event.remove("data").unwrap_or_default(),
-            _ => Value::Null,
-        },
-    };
-    (ns, mode, data)
-}
-
 impl<S: State> CompiledGraph<S> {
     /// Runs the graph like [`CompiledGraph::stream`], yielding LangGraph's v2 events
     /// (`astream_events(version="v2")`) as the run goes.
@@ -356,8 +342,8 @@ impl<S: State> CompiledGraph<S> {
                     let mut out = Vec::new();
                     match parts.next().await {
                         Some(Ok(part)) => {
-                            let (ns, mode, data) = split(part);
-                            translator.part(ns, mode, data, &mut out);
+                            let ns = part.namespace().join(NS_SEP);
+                            translator.part(ns, part.mode(), part.data(), &mut out);
                         }
                         Some(Err(err)) => {
                             queue.push_back(Err(err));

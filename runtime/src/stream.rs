@@ -186,6 +186,15 @@ impl<S: State> StreamPart<S> {
         }
     }
 
+    /// The JSON `data` of the item's event (an unserializable value gives its error text).
+    pub(crate) fn data(&self) -> Value {
+        match serde_json::to_value(self) {
+            Ok(Value::Object(mut event)) => event.remove("data").unwrap_or_default(),
+            Ok(_) => Value::Null,
+            Err(err) => Value::String(err.to_string()),
+        }
+    }
+
     /// Where this item came from: empty for the streamed graph itself, a subgraph's
     /// namespace otherwise (LangGraph's first element of a `subgraphs=True` item).
     pub fn namespace(&self) -> &[String] {
@@ -349,12 +358,7 @@ impl<S: State> Emitter<S> {
         Emitter {
             modes: stream.modes,
             send: Some(Arc::new(move |part: StreamPart<S>| {
-                let data = match serde_json::to_value(&part) {
-                    Ok(Value::Object(mut event)) => event.remove("data").unwrap_or_default(),
-                    Ok(_) => Value::Null,
-                    Err(err) => Value::String(err.to_string()),
-                };
-                sink(namespace.clone(), part.mode(), data)
+                sink(namespace.clone(), part.mode(), part.data())
             })),
             tx: None,
             subgraphs: Some(stream.clone()),
