@@ -25,7 +25,7 @@ type Saver = Arc<dyn CheckpointSaver>;
 /// The guide's subgraph: `some_node`, then `human_node`, which asks for a name; compiled
 /// with `saver` (the guide's interrupt example) or without a checkpointer of its own (its
 /// "As a function" example: it then writes to its caller's).
-fn asking_subgraph(
+pub(crate) fn asking_subgraph(
     calls: &Calls,
     saver: Option<&Saver>,
 ) -> waypoint_runtime::Result<CompiledGraph<JsonState>> {
@@ -60,6 +60,35 @@ fn asking_subgraph(
     })
 }
 
+/// The guide's parent graph: `parent_node` runs `sub` with `sub.invoke(state)` and returns
+/// its state.
+fn invoking_parent(
+    calls: &Calls,
+    sub: CompiledGraph<JsonState>,
+    saver: &Saver,
+) -> waypoint_runtime::Result<CompiledGraph<JsonState>> {
+    let mut graph = StateGraph::json(
+        JsonSchema::new()
+            .last_value("state_counter")
+            .last_value("name"),
+    );
+    graph.add_node("parent_node", {
+        let calls = calls.clone();
+        move |state: JsonState, ctx: Context| {
+            calls.hit("parent_node");
+            let sub = sub.clone();
+            async move {
+                let out = sub
+                    .invoke(Some(state.values().clone()), ctx.config())
+                    .await?;
+                Ok(out.values.values().clone())
+            }
+        }
+    });
+    graph.add_edge(START, "parent_node");
+    graph.compile(CompileOptions::default().checkpointer(Arc::clone(saver)))
+}
+
 /// The namespaces of `thread_id`'s checkpoints below the root graph, oldest first.
 async fn subgraph_namespaces(
     saver: &Saver,
@@ -89,26 +118,7 @@ async fn subgraph_namespaces(
 pub async fn node_invokes_subgraph_and_resumes(saver: Saver) -> TestResult {
     let calls = Calls::default();
     let sub = asking_subgraph(&calls, None)?;
-    let mut graph = StateGraph::json(
-        JsonSchema::new()
-            .last_value("state_counter")
-            .last_value("name"),
-    );
-    graph.add_node("parent_node", {
-        let calls = calls.clone();
-        move |state: JsonState, ctx: Context| {
-            calls.hit("parent_node");
-            let sub = sub.clone();
-            async move {
-                let out = sub
-                    .invoke(Some(state.values().clone()), ctx.config())
-                    .await?;
-                Ok(out.values.values().clone())
-            }
-        }
-    });
-    graph.add_edge(START, "parent_node");
-    let graph = graph.compile(CompileOptions::default().checkpointer(Arc::clone(&saver)))?;
+    let graph = invoking_parent(&calls, sub, &saver)?;
     let thread_id = thread();
     let config = RunConfig::thread(thread_id.clone());
 
@@ -227,25 +237,7 @@ pub async fn invoke_on_another_thread_is_a_root_run(saver: Saver) -> TestResult 
 pub async fn get_state_subgraphs_shows_the_paused_subgraph(saver: Saver) -> TestResult {
     let calls = Calls::default();
     let sub = asking_subgraph(&calls, Some(&saver))?;
-    let mut graph = StateGraph::json(
-        JsonSchema::new()
-            .last_value("state_counter")
-            .last_value("name"),
-    );
-    graph.add_node("parent_node", {
-        let sub = sub.clone();
-        move |state: JsonState, ctx: Context| {
-            let sub = sub.clone();
-            async move {
-                let out = sub
-                    .invoke(Some(state.values().clone()), ctx.config())
-                    .await?;
-                Ok(out.values.values().clone())
-            }
-        }
-    });
-    graph.add_edge(START, "parent_node");
-    let graph = graph.compile(CompileOptions::default().checkpointer(Arc::clone(&saver)))?;
+    let graph = invoking_parent(&calls, sub.clone(), &saver)?;
     let thread_id = thread();
     let config = RunConfig::thread(thread_id.clone());
     graph

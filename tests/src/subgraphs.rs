@@ -214,31 +214,7 @@ pub async fn node_calls_subgraph_with_own_schema(saver: Saver) -> TestResult {
 /// the interrupted one does: parent 2, node_in_subgraph 1, human_node 2.
 pub async fn subgraph_interrupt_documented_counts(saver: Saver) -> TestResult {
     let calls = Calls::default();
-    let mut sub = StateGraph::json(
-        JsonSchema::new()
-            .last_value("state_counter")
-            .last_value("name"),
-    );
-    sub.add_node("some_node", {
-        let calls = calls.clone();
-        move |_s: JsonState, _c: Context| {
-            calls.hit("node_in_subgraph");
-            async { Ok(obj(json!({}))) }
-        }
-    });
-    sub.add_node("human_node", {
-        let calls = calls.clone();
-        move |_s: JsonState, ctx: Context| {
-            calls.hit("human_node");
-            async move {
-                let answer = ctx.interrupt("what is your name?")?;
-                Ok(obj(json!({"name": answer})))
-            }
-        }
-    });
-    sub.add_edge(START, "some_node")
-        .add_edge("some_node", "human_node");
-    let sub = sub.compile(CompileOptions::default().checkpointer(Arc::clone(&saver)))?;
+    let sub = crate::nested::asking_subgraph(&calls, Some(&saver))?;
 
     let mut graph = StateGraph::json(
         JsonSchema::new()
