@@ -177,3 +177,48 @@ async fn root_run_id_comes_from_the_config() -> TestResult {
     );
     Ok(())
 }
+
+/// A `Send`'s task starts with its own argument as input and LangGraph's push trigger.
+#[tokio::test]
+async fn sent_tasks_start_with_their_argument() -> TestResult {
+    let mut graph = StateGraph::json(JsonSchema::new().last_value("a"));
+    graph
+        .add_node("fan", |_s: JsonState, _c: Context| async { Ok(Map::new()) })
+        .add_node("work", |_s: JsonState, _c: Context| async {
+            Ok(Map::new())
+        })
+        .add_edge(START, "fan")
+        .add_conditional_edges(
+            "fan",
+            |s: &JsonState| {
+                ["x", "y"]
+                    .map(|a| {
+                        waypoint_runtime::Send::new(
+                            "work",
+                            s.with_values(obj(json!({"a": a}))).expect("a"),
+                        )
+                    })
+                    .to_vec()
+            },
+            ["work"],
+        );
+    let graph = graph.compile(CompileOptions::default())?;
+    let (events, err) = run(&graph, &RunConfig::default()).await;
+    assert!(err.is_none(), "{err:?}");
+    let starts: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.event == EventKind::ChainStart && e.name == "work")
+        .collect();
+    assert_eq!(starts.len(), 2);
+    for (start, a) in starts.iter().zip(["x", "y"]) {
+        assert_eq!(start.data["input"], json!({ "a": a }));
+        assert_eq!(
+            start.metadata["langgraph_triggers"],
+            json!(["__pregel_push"])
+        );
+        assert_eq!(start.metadata["langgraph_path"], json!(["__pregel_push"]));
+        assert_eq!(start.metadata["langgraph_step"], json!(2));
+        assert!(!start.metadata.contains_key("thread_id"));
+    }
+    Ok(())
+}
