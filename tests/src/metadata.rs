@@ -4,8 +4,12 @@
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use waypoint_checkpoint::{CheckpointConfig, CheckpointSaver, ListOptions, metadata};
-use waypoint_runtime::RunConfig;
+use waypoint_checkpoint::{
+    CheckpointConfig, CheckpointSaver, InMemorySaver, Keyring, ListOptions, Serde, metadata,
+};
+use waypoint_runtime::{
+    CompileOptions, Context, END, JsonSchema, JsonState, RunConfig, START, Send, StateGraph,
+};
 
 use crate::graphs::{Calls, documented_json};
 use crate::{TestResult, obj, thread};
@@ -91,5 +95,56 @@ pub async fn guide_metadata_has_writes(saver: Arc<dyn CheckpointSaver>) -> TestR
     let updated = graph.get_state(&config).await?.metadata.to_json();
     let update = json!({"source": "update", "writes": {"node_a": {"foo": "c"}}, "step": 3});
     assert_eq!(updated, shown(update));
+    Ok(())
+}
+
+/// A node run as several tasks (one per `Send`) records the list of their updates, in task
+/// order. Where values are encrypted, no `writes` is recorded (metadata is plaintext);
+/// that half runs on an encrypted in-memory saver, as the suite's savers have no key.
+pub async fn writes_list_sends_and_stay_sealed(saver: Arc<dyn CheckpointSaver>) -> TestResult {
+    let fan_out = |saver: Arc<dyn CheckpointSaver>, serde: Serde| {
+        let schema = JsonSchema::new().append("seen").last_value("item");
+        let mut graph = StateGraph::json(schema);
+        graph.add_node("plan", |_s: JsonState, _c: Context| async {
+            Ok(obj(json!({})))
+        });
+        graph.add_node("visit", |s: JsonState, _c: Context| async move {
+            Ok(obj(
+                json!({"seen": [s.get("item").cloned().unwrap_or_default()]}),
+            ))
+        });
+        graph.add_edge(START, "plan").add_edge("visit", END);
+        graph.add_conditional_edges(
+            "plan",
+            |s: &JsonState| {
+                ["x", "y"]
+                    .into_iter()
+                    .map(|item| {
+                        let arg = s.with_values(obj(json!({"item": item})));
+                        Send::new("visit", arg.unwrap_or_else(|_| s.clone()))
+                    })
+                    .collect::<Vec<_>>()
+            },
+            ["visit"],
+        );
+        let options = CompileOptions::default().checkpointer(saver);
+        graph.compile(options.serde(serde))
+    };
+    let dropped = saver.backend() == "postgres" && saver.langgraph_values();
+    let sealed = Serde::default().with_keyring(Keyring::new("k1", &[7u8; 32])?);
+    let sealed_saver: Arc<dyn CheckpointSaver> = Arc::new(InMemorySaver::with_serde(sealed));
+    for (graph, recorded) in [
+        (fan_out(saver, Serde::default())?, !dropped),
+        (fan_out(sealed_saver, Serde::default())?, false),
+    ] {
+        let config = RunConfig::thread(thread());
+        graph
+            .invoke(Some(obj(json!({"seen": []}))), &config)
+            .await?;
+        let latest = graph.get_state(&config).await?.metadata.to_json();
+        let visits = json!({"visit": [{"seen": ["x"]}, {"seen": ["y"]}]});
+        let expected = recorded.then_some(&visits);
+        assert_eq!(latest.get(metadata::WRITES), expected, "{latest:?}");
+    }
     Ok(())
 }

@@ -277,7 +277,7 @@ impl Saves {
             metadata = metadata.with_run_id(run_id.clone());
         }
         if let Some(writes) = &to.writes {
-            record_writes(graph, &mut metadata, writes.clone());
+            record_writes(graph, &*to.saver, &mut metadata, writes.clone());
         }
         Ok(Put {
             parent: CheckpointConfig {
@@ -327,14 +327,15 @@ pub(crate) fn update_json<U: serde::Serialize>(update: Option<&U>) -> Result<Val
     })
 }
 
-/// Sets LangGraph's `writes` key of `metadata`, unless `graph` encrypts its values (the
-/// metadata is stored in plaintext).
+/// Sets LangGraph's `writes` key of `metadata`, unless `graph` or `saver` encrypts values
+/// (the metadata is stored in plaintext).
 pub(crate) fn record_writes<S: State>(
     graph: &Graph<S>,
+    saver: &dyn CheckpointSaver,
     metadata: &mut CheckpointMetadata,
     writes: Value,
 ) {
-    if !graph.serde.is_encrypted() {
+    if !graph.serde.is_encrypted() && !saver.sealed() {
         metadata.extra.insert(metadata::WRITES.to_owned(), writes);
     }
 }

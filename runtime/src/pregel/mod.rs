@@ -372,7 +372,7 @@ impl<S: State> CompiledGraph<S> {
         crate::delta::write_counters(&frame.delta, &mut metadata.extra);
         let update = durability::update_json(values.as_ref())?;
         let writes = serde_json::Value::Object([(as_node.clone(), update)].into_iter().collect());
-        durability::record_writes(graph, &mut metadata, writes);
+        durability::record_writes(graph, &**saver, &mut metadata, writes);
         if let Some(run_id) = &config.run_id {
             metadata = metadata.with_run_id(run_id.clone());
         }
