@@ -442,27 +442,32 @@ pub(crate) fn apply<S: State>(
         }
     }
 
-    // The writes fold in LangGraph's order, by task path, into a copy of the state: a
-    // reducer that fails or panics leaves the frame as the step found it, so the step's
-    // saved writes fold again on resume (and exit durability saves the frame as it was).
+    // The writes fold first, in LangGraph's order: by task path. A failed run drops its
+    // frame, unless it holds changes still to be saved (exit durability saves them as the
+    // frame is): then a reducer that fails or panics must leave the frame as the step found
+    // it, so the state before the fold is kept until the fold is done.
     let mut outputs: Vec<(usize, TaskOutput<S>)> = outputs.into_iter().enumerate().collect();
     // Each output is its task's when there is one per task.
     let named = tasks.len() == outputs.len();
     if named {
         outputs.sort_by(|(a, _), (b, _)| tasks[*a].path.cmp(&tasks[*b].path));
     }
-    let mut state = Arc::clone(&frame.state);
+    let before = (!frame.dirty.is_empty()).then(|| Arc::clone(&frame.state));
     let mut written = BTreeSet::new();
     for (index, output) in &mut outputs {
         if let Some(update) = output.update.take() {
-            for i in state.written(&update) {
+            for i in frame.state.written(&update) {
                 written.insert(graph.channel_names[i].clone());
             }
             let node = named.then(|| tasks[*index].name.as_str());
-            fold(Arc::make_mut(&mut state), update, node)?;
+            if let Err(err) = fold(Arc::make_mut(&mut frame.state), update, node) {
+                if let Some(before) = before {
+                    frame.state = before;
+                }
+                return Err(err);
+            }
         }
     }
-    frame.state = state;
     let mut changed = BTreeSet::new();
     // Consume what the tasks read: the input, their triggers, the sends.
     for task in tasks {
