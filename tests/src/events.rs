@@ -26,8 +26,9 @@ fn append(graph: &mut StateGraph<JsonState>, name: &'static str) {
     });
 }
 
-/// `first -> sub (inner) -> last`: two nodes and a subgraph, as the guides' examples.
-/// The run's events in order, as `(kind, name, depth)` and the events themselves.
+/// `first -> sub -> last`, `sub` a subgraph with one node `inner`: the events come in
+/// LangGraph's order, every run nests in the ones around it, and nodes carry LangGraph's
+/// metadata, tags and data.
 pub async fn graph_nodes_and_subgraph_events_nest(saver: Saver) -> TestResult {
     let schema = || JsonSchema::new().last_value("trail");
     let mut sub = StateGraph::json(schema());
