@@ -29,7 +29,8 @@ pub(crate) type MessageSink = Arc<dyn Fn(AiMessageChunk, MessageMetadata) + Send
 /// `"messages"`), in JSON as in [`FromStr`] and [`Display`](fmt::Display). `"messages-tuple"`,
 /// the LangGraph API's name for the mode that streams `[chunk, metadata]` pairs (the Python
 /// library's `"messages"`), also reads as [`StreamMode::Messages`]. LangGraph's other modes
-/// (`"checkpoints"`, `"tasks"`, `"events"`) are not supported and are an error.
+/// (`"checkpoints"`, `"tasks"`, `"events"`) are not modes here and are an error; its
+/// `"events"` (`astream_events`) is [`crate::CompiledGraph::stream_events`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum StreamMode {
     /// The whole state after every super-step.
