@@ -59,6 +59,8 @@ fn kinds(messages: &[Message]) -> Vec<&'static str> {
     messages.iter().map(Message::kind).collect()
 }
 
+/// A ReAct agent whose model calls two tools at once: both answers in call order, and every
+/// step checkpointed (next node, message count), read back the same.
 pub async fn agent_parallel_tool_calls_are_checkpointed(saver: Saver) -> TestResult {
     let model = ScriptedModel::new([
         calling(
@@ -117,6 +119,8 @@ pub async fn agent_parallel_tool_calls_are_checkpointed(saver: Saver) -> TestRes
     Ok(())
 }
 
+/// Human review before tools: the run pauses before `tools`, the tool call is edited by id
+/// with `update_state`, and the resumed run executes the edited call.
 pub async fn agent_human_review_edits_the_tool_call(saver: Saver) -> TestResult {
     let model = Arc::new(ScriptedModel::new([
         calling(
