@@ -543,6 +543,14 @@ impl JsonState {
         })
     }
 
+    /// Whether `keys` (`None`: every key) holds `channel`'s name.
+    fn listed(&self, keys: Option<&[String]>, channel: usize) -> bool {
+        match (keys, self.name(channel)) {
+            (Some(keys), Ok(name)) => keys.iter().any(|k| k == name),
+            _ => true,
+        }
+    }
+
     fn name(&self, channel: usize) -> Result<&str> {
         self.schema
             .channels
@@ -651,17 +659,11 @@ impl State for JsonState {
     }
 
     fn is_input(&self, channel: usize) -> bool {
-        let (Some(keys), Ok(name)) = (&self.schema.input, self.name(channel)) else {
-            return true;
-        };
-        keys.iter().any(|k| k == name)
+        self.listed(self.schema.input.as_deref(), channel)
     }
 
     fn is_output(&self, channel: usize) -> bool {
-        let (Some(keys), Ok(name)) = (&self.schema.output, self.name(channel)) else {
-            return true;
-        };
-        keys.iter().any(|k| k == name)
+        self.listed(self.schema.output.as_deref(), channel)
     }
 
     fn output(&self) -> Option<Self> {
