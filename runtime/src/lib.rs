@@ -72,7 +72,10 @@
 //! **Layout.** `builder` (`StateGraph`) compiles into `pregel` (`CompiledGraph` and all its
 //! methods), whose run loop (`pregel/run.rs`) drives the step algorithm (`step.rs`) over a
 //! frame (`frame.rs`) and saves through one durability policy (`durability.rs`); `context`,
-//! `stream` and `messages` sit below it and never import the loop.
+//! `stream` and `messages` sit below it and never import the loop. `draw` reads the shape
+//! `compile` keeps to draw a graph (Mermaid, ASCII); `events` turns a run's stream into
+//! LangGraph's v2 events; `prebuilt` holds tools, `ToolNode` and the ReAct agent, graphs
+//! built with `StateGraph` like an application's.
 
 // The derive's generated code names `::waypoint_runtime`, also inside this crate's tests.
 extern crate self as waypoint_runtime;
