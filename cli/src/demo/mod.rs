@@ -112,7 +112,11 @@ fn drawing() -> Result<String> {
         Arc::new(InMemoryStore::new()),
     )
     .context("cannot build the demo agent")?;
-    Ok(format!("{}\n{}", graph.draw_mermaid(), graph.draw_ascii().trim_end()))
+    Ok(format!(
+        "{}\n{}",
+        graph.draw_mermaid(),
+        graph.draw_ascii().trim_end()
+    ))
 }
 
 /// Whether `url` names a database that outlives the process.

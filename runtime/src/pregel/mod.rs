@@ -123,9 +123,15 @@ impl<S: State> CompiledGraph<S> {
         if let Some(ctx) = context::calling_node(config) {
             return self.invoke_in_node(&ctx, input).instrument(span).await;
         }
-        run(&self.inner, input, config, &Emitter::none(), Nested::default())
-            .instrument(span)
-            .await
+        run(
+            &self.inner,
+            input,
+            config,
+            &Emitter::none(),
+            Nested::default(),
+        )
+        .instrument(span)
+        .await
     }
 
     /// [`Self::invoke`] from inside a node of a run: a subgraph run of the node, as with
@@ -484,7 +490,14 @@ impl<S: State> CompiledGraph<S> {
             resume: fresh,
         };
         let stream = Emitter::nested(site.stream.as_ref(), &ns);
-        let outcome = run(&self.inner, input, &config, emitter.unwrap_or(&stream), nested).await?;
+        let outcome = run(
+            &self.inner,
+            input,
+            &config,
+            emitter.unwrap_or(&stream),
+            nested,
+        )
+        .await?;
         if !outcome.interrupts.is_empty()
             && let Some(scratch) = &ctx.scratch
         {
