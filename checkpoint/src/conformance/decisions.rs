@@ -23,30 +23,31 @@ async fn matching(saver: &dyn CheckpointSaver, t: &str, filter: Value) -> Result
     Ok(ids(&got))
 }
 
-/// Nested objects match as subsets.
+/// Nested objects match as subsets (under a key of the caller's: LangGraph's PostgreSQL
+/// saver drops its legacy `writes` key).
 pub async fn filter_containment_nested_objects(saver: &dyn CheckpointSaver) -> Result<()> {
     let t = thread();
     let c = tagged(
         saver,
         &t,
-        json!({"writes": {"foo": "bar", "n": {"deep": 1, "x": 2}}}),
+        json!({"details": {"foo": "bar", "n": {"deep": 1, "x": 2}}}),
     )
     .await?;
     assert_eq!(
-        matching(saver, &t, json!({"writes": {"foo": "bar"}})).await?,
+        matching(saver, &t, json!({"details": {"foo": "bar"}})).await?,
         [id_of(&c)]
     );
     assert_eq!(
-        matching(saver, &t, json!({"writes": {"n": {"deep": 1}}})).await?,
+        matching(saver, &t, json!({"details": {"n": {"deep": 1}}})).await?,
         [id_of(&c)]
     );
     assert!(
-        matching(saver, &t, json!({"writes": {"foo": "baz"}}))
+        matching(saver, &t, json!({"details": {"foo": "baz"}}))
             .await?
             .is_empty()
     );
     assert!(
-        matching(saver, &t, json!({"writes": {"n": {"deep": 1, "y": 0}}}))
+        matching(saver, &t, json!({"details": {"n": {"deep": 1, "y": 0}}}))
             .await?
             .is_empty()
     );
