@@ -24,6 +24,9 @@
 //! JSON, in plaintext even when values are encrypted; this saver reads such values), a `put`
 //! is one statement (atomic, one round trip), and NUL characters, which `jsonb` cannot hold,
 //! are removed from metadata rather than failing the write.
+//! As LangGraph's saver does, LangGraph mode
+//! ([`langgraph_values`](PostgresConfig::langgraph_values), the default) drops the legacy
+//! `writes` metadata key when storing.
 //!
 //! Under a keyring an empty channel's row keeps LangGraph's `empty` type, its blob a seal
 //! bound to its slot, and reads fail closed: a version whose row is missing, nulled or
