@@ -13,8 +13,8 @@ pub mod handoffs;
 pub mod hitl;
 pub mod interop;
 pub mod messages;
-pub mod nested;
 pub mod metadata;
+pub mod nested;
 pub mod panics;
 pub mod paused;
 pub mod prebuilt;
@@ -102,9 +102,9 @@ macro_rules! runtime_suite {
         $crate::runtime_suite!(@module events $factory; graph_nodes_and_subgraph_events_nest);
         $crate::runtime_suite!(@module graph_api $factory; goto_only_node_pauses_and_resumes, json_messages_fold_by_id_across_runs);
         $crate::runtime_suite!(@module prebuilt $factory; agent_parallel_tool_calls_are_checkpointed, agent_human_review_edits_the_tool_call);
+        $crate::runtime_suite!(@module nested $factory; node_invokes_subgraph_and_resumes, node_streams_subgraph_and_resumes, invoke_on_another_thread_is_a_root_run, get_state_subgraphs_shows_the_paused_subgraph, tool_invokes_subgraph_and_resumes);
         $crate::runtime_suite!(@module panics $factory; panicking_node_resumes_alone, panic_after_await_ends_the_stream, panicking_router_is_a_node_error, panicking_reducer_keeps_the_step_writes, panic_inside_subgraph_resumes);
         $crate::runtime_suite!(@module schemas $factory; guide_example_returns_only_output);
-        $crate::runtime_suite!(@module nested $factory; node_invokes_subgraph_and_resumes, node_streams_subgraph_and_resumes, invoke_on_another_thread_is_a_root_run, get_state_subgraphs_shows_the_paused_subgraph, tool_invokes_subgraph_and_resumes);
         $crate::runtime_suite!(@module subgraphs $factory;
             subgraph_as_node_shares_keys,
             node_calls_subgraph_with_own_schema,
