@@ -371,11 +371,26 @@ impl<S: State> StateGraph<S> {
         }
 
         let shape = Shape::new(
-            &self.nodes,
-            &self.edges,
-            &self.branches,
-            &self.destinations,
-            &options,
+            self.nodes
+                .iter()
+                .map(|node| (node.name.clone(), node.subgraph.clone()))
+                .collect(),
+            self.edges.clone(),
+            self.branches
+                .iter()
+                .map(|(from, branch)| {
+                    let map = branch.map.as_ref().map(|map| {
+                        let mut pairs: Vec<_> =
+                            map.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+                        pairs.sort();
+                        pairs
+                    });
+                    (from.clone(), map)
+                })
+                .collect(),
+            self.destinations.clone(),
+            options.interrupt_before.clone(),
+            options.interrupt_after.clone(),
         );
         let mut nodes: Vec<Node<S>> = self
             .nodes

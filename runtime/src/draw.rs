@@ -12,11 +12,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
-use crate::builder::NodeSpec;
-use crate::config::CompileOptions;
-use crate::pregel::CompiledGraph;
-use crate::pregel::graph::{Branch, END, START};
-use crate::state::State;
+use crate::names::{END, START};
 
 /// How many steps LangGraph's drawing walks before it stops (its `limit` of 250, from step -1).
 const STEPS: usize = 251;
@@ -28,7 +24,7 @@ const MARKDOWN_SPECIAL: &[char] = &['*', '_', '`'];
 const LABEL_WORDS: usize = 9;
 
 /// A path map's `(key, node)` pairs.
-type PathPairs = Vec<(String, String)>;
+pub(crate) type PathPairs = Vec<(String, String)>;
 
 /// What a compiled graph keeps for drawing: its nodes, edges and routes as built.
 #[derive(Debug, Default)]
@@ -51,38 +47,27 @@ struct ShapeNode {
 }
 
 impl Shape {
-    /// The shape of a graph as `compile` validated it.
-    pub(crate) fn new<S: State>(
-        nodes: &[NodeSpec<S>],
-        edges: &[(String, String)],
-        branches: &[(String, Branch<S>)],
-        destinations: &[(String, String)],
-        options: &CompileOptions,
+    /// The shape of a graph as `compile` validated it: its nodes (each with its subgraph's
+    /// shape, for one added with `add_subgraph`), fixed edges, conditional edges (source and
+    /// path map), declared `Command` destinations and static breakpoints.
+    pub(crate) fn new(
+        nodes: Vec<(String, Option<Arc<Shape>>)>,
+        edges: Vec<(String, String)>,
+        branches: Vec<(String, Option<PathPairs>)>,
+        destinations: Vec<(String, String)>,
+        interrupt_before: Vec<String>,
+        interrupt_after: Vec<String>,
     ) -> Self {
         Shape {
             nodes: nodes
-                .iter()
-                .map(|node| ShapeNode {
-                    name: node.name.clone(),
-                    subgraph: node.subgraph.clone(),
-                })
+                .into_iter()
+                .map(|(name, subgraph)| ShapeNode { name, subgraph })
                 .collect(),
-            edges: edges.to_vec(),
-            branches: branches
-                .iter()
-                .map(|(from, branch)| {
-                    let map = branch.map.as_ref().map(|map| {
-                        let mut pairs: Vec<_> =
-                            map.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-                        pairs.sort();
-                        pairs
-                    });
-                    (from.clone(), map)
-                })
-                .collect(),
-            destinations: destinations.to_vec(),
-            interrupt_before: options.interrupt_before.clone(),
-            interrupt_after: options.interrupt_after.clone(),
+            edges,
+            branches,
+            destinations,
+            interrupt_before,
+            interrupt_after,
         }
     }
 
@@ -124,7 +109,7 @@ impl Shape {
     }
 
     /// The drawing of this graph, with subgraphs drawn inside down to `xray` levels.
-    fn drawing(&self, xray: usize) -> Drawing {
+    pub(crate) fn drawing(&self, xray: usize) -> Drawing {
         // LangGraph walks the steps with every write applied; a node's conditional writes
         // count once, at its first run, its fixed edges at every run.
         let mut found: BTreeSet<(&str, &str, bool, Option<&str>)> = BTreeSet::new();
@@ -649,60 +634,4 @@ fn safe_id(id: &str) -> String {
         }
     }
     out
-}
-
-impl<S: State> CompiledGraph<S> {
-    /// The graph's nodes and edges as LangGraph's `get_graph(xray=...)` finds them, to print
-    /// with [`Drawing::draw_mermaid`] or [`Drawing::draw_ascii`].
-    ///
-    /// `xray` is how many levels of subgraphs (compiled graphs added with
-    /// [`add_subgraph`](crate::StateGraph::add_subgraph)) to draw inside, `0` drawing each as
-    /// one node and `usize::MAX` every level (LangGraph's `xray=True`).
-    ///
-    /// ```
-    /// use waypoint_runtime::{CompileOptions, Context, JsonSchema, NodeResult, StateGraph, END, START};
-    ///
-    /// async fn step(_: waypoint_runtime::JsonState, _: Context) -> NodeResult<serde_json::Map<String, serde_json::Value>> {
-    ///     Ok(serde_json::Map::new())
-    /// }
-    /// let mut inner = StateGraph::json(JsonSchema::new().last_value("x"));
-    /// inner.add_node("think", step).add_edge(START, "think").add_edge("think", END);
-    /// let mut outer = StateGraph::json(JsonSchema::new().last_value("x"));
-    /// outer.add_subgraph("agent", inner.compile(CompileOptions::default())?);
-    /// outer.add_edge(START, "agent").add_edge("agent", END);
-    /// let graph = outer.compile(CompileOptions::default())?;
-    ///
-    /// assert!(graph.drawing(0).nodes.iter().any(|n| n.id == "agent"));
-    /// assert!(graph.drawing(1).nodes.iter().any(|n| n.id == "agent:think"));
-    /// # Ok::<(), waypoint_runtime::Error>(())
-    /// ```
-    pub fn drawing(&self, xray: usize) -> Drawing {
-        self.inner.shape.drawing(xray)
-    }
-
-    /// The graph as Mermaid flowchart text, as LangGraph's `get_graph().draw_mermaid()`
-    /// prints it (subgraphs as one node; see [`drawing`](Self::drawing) to draw them inside).
-    ///
-    /// ```
-    /// use waypoint_runtime::{CompileOptions, Context, JsonSchema, JsonState, NodeResult, StateGraph, END, START};
-    ///
-    /// async fn step(_: JsonState, _: Context) -> NodeResult<serde_json::Map<String, serde_json::Value>> {
-    ///     Ok(serde_json::Map::new())
-    /// }
-    /// let mut graph = StateGraph::json(JsonSchema::new().last_value("x"));
-    /// graph.add_node("a", step).add_edge(START, "a").add_edge("a", END);
-    /// let graph = graph.compile(CompileOptions::default())?;
-    ///
-    /// assert_eq!(graph.drawing(0).draw_mermaid(false), "graph TD;\n\t__start__ --> a;\n\ta --> __end__;\n");
-    /// assert!(graph.draw_mermaid().contains("\t__start__([<p>__start__</p>]):::first\n"));
-    /// # Ok::<(), waypoint_runtime::Error>(())
-    /// ```
-    pub fn draw_mermaid(&self) -> String {
-        self.drawing(0).draw_mermaid(true)
-    }
-
-    /// The graph as a layered text drawing (see [`Drawing::draw_ascii`]).
-    pub fn draw_ascii(&self) -> String {
-        self.drawing(0).draw_ascii()
-    }
 }

@@ -13,7 +13,8 @@ use serde_json::{Map, Value, json};
 use crate::config::RunConfig;
 use crate::error::Result;
 use crate::interrupt::Input;
-use crate::pregel::{CompiledGraph, NS_SEP};
+use crate::names::NS_SEP;
+use crate::pregel::CompiledGraph;
 use crate::state::State;
 use crate::stream::StreamMode;
 

@@ -93,6 +93,7 @@ mod events;
 mod interrupt;
 mod lease;
 pub mod messages;
+mod names;
 pub mod prebuilt;
 mod pregel;
 pub mod state;

@@ -14,7 +14,7 @@ use crate::config::{deserialize_by_name, parse_name};
 use crate::error::{Error, Result};
 use crate::interrupt::Interrupt;
 use crate::messages::{AiMessageChunk, Message};
-use crate::pregel::NS_SEP;
+use crate::names::NS_SEP;
 use crate::state::State;
 
 /// Where `write_custom` values go: the node name and the value.

@@ -15,10 +15,7 @@ use crate::delta::DeltaPolicy;
 use crate::error::{Error, Result};
 use crate::state::State;
 
-/// The virtual node a graph starts from.
-pub const START: &str = "__start__";
-/// The virtual node that ends a branch.
-pub const END: &str = "__end__";
+pub use crate::names::{END, START};
 /// The channel holding a run's input.
 pub(crate) const INPUT: &str = START;
 /// The prefix of trigger channels.

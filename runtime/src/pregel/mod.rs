@@ -34,6 +34,7 @@ use waypoint_store::Store;
 use crate::command::ParentCommand;
 use crate::config::RunConfig;
 use crate::context::{self, Context, Subgraph, sealed::RunFrom};
+use crate::draw::Drawing;
 use crate::error::{Error, Result};
 use crate::interrupt::{Input, Outcome};
 use crate::lease::LeaseGuard;
@@ -525,5 +526,61 @@ fn run_span(config: &RunConfig, streamed: bool) -> tracing::Span {
         run_span!("stream")
     } else {
         run_span!("invoke")
+    }
+}
+
+impl<S: State> CompiledGraph<S> {
+    /// The graph's nodes and edges as LangGraph's `get_graph(xray=...)` finds them, to print
+    /// with [`Drawing::draw_mermaid`] or [`Drawing::draw_ascii`].
+    ///
+    /// `xray` is how many levels of subgraphs (compiled graphs added with
+    /// [`add_subgraph`](crate::StateGraph::add_subgraph)) to draw inside, `0` drawing each as
+    /// one node and `usize::MAX` every level (LangGraph's `xray=True`).
+    ///
+    /// ```
+    /// use waypoint_runtime::{CompileOptions, Context, JsonSchema, NodeResult, StateGraph, END, START};
+    ///
+    /// async fn step(_: waypoint_runtime::JsonState, _: Context) -> NodeResult<serde_json::Map<String, serde_json::Value>> {
+    ///     Ok(serde_json::Map::new())
+    /// }
+    /// let mut inner = StateGraph::json(JsonSchema::new().last_value("x"));
+    /// inner.add_node("think", step).add_edge(START, "think").add_edge("think", END);
+    /// let mut outer = StateGraph::json(JsonSchema::new().last_value("x"));
+    /// outer.add_subgraph("agent", inner.compile(CompileOptions::default())?);
+    /// outer.add_edge(START, "agent").add_edge("agent", END);
+    /// let graph = outer.compile(CompileOptions::default())?;
+    ///
+    /// assert!(graph.drawing(0).nodes.iter().any(|n| n.id == "agent"));
+    /// assert!(graph.drawing(1).nodes.iter().any(|n| n.id == "agent:think"));
+    /// # Ok::<(), waypoint_runtime::Error>(())
+    /// ```
+    pub fn drawing(&self, xray: usize) -> Drawing {
+        self.inner.shape.drawing(xray)
+    }
+
+    /// The graph as Mermaid flowchart text, as LangGraph's `get_graph().draw_mermaid()`
+    /// prints it (subgraphs as one node; see [`drawing`](Self::drawing) to draw them inside).
+    ///
+    /// ```
+    /// use waypoint_runtime::{CompileOptions, Context, JsonSchema, JsonState, NodeResult, StateGraph, END, START};
+    ///
+    /// async fn step(_: JsonState, _: Context) -> NodeResult<serde_json::Map<String, serde_json::Value>> {
+    ///     Ok(serde_json::Map::new())
+    /// }
+    /// let mut graph = StateGraph::json(JsonSchema::new().last_value("x"));
+    /// graph.add_node("a", step).add_edge(START, "a").add_edge("a", END);
+    /// let graph = graph.compile(CompileOptions::default())?;
+    ///
+    /// assert_eq!(graph.drawing(0).draw_mermaid(false), "graph TD;\n\t__start__ --> a;\n\ta --> __end__;\n");
+    /// assert!(graph.draw_mermaid().contains("\t__start__([<p>__start__</p>]):::first\n"));
+    /// # Ok::<(), waypoint_runtime::Error>(())
+    /// ```
+    pub fn draw_mermaid(&self) -> String {
+        self.drawing(0).draw_mermaid(true)
+    }
+
+    /// The graph as a layered text drawing (see [`Drawing::draw_ascii`]).
+    pub fn draw_ascii(&self) -> String {
+        self.drawing(0).draw_ascii()
     }
 }

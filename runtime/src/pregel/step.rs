@@ -31,8 +31,7 @@ use crate::state::State;
 pub(crate) const PULL: &str = "__pregel_pull";
 /// The first part of a pending send's task path, and of the hash its id is.
 pub(crate) const PUSH: &str = "__pregel_push";
-/// LangGraph's separator of namespace levels.
-pub(crate) const NS_SEP: &str = "|";
+pub(crate) use crate::names::NS_SEP;
 /// LangGraph's separator of a node and its task id in a namespace level.
 const NS_END: &str = ":";
 
