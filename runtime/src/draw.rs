@@ -195,7 +195,7 @@ impl Shape {
 }
 
 /// A graph's nodes and edges as drawn (LangGraph's `get_graph()`); see
-/// [`CompiledGraph::drawing`].
+/// [`CompiledGraph::drawing`](crate::CompiledGraph::drawing).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Drawing {
     /// The nodes: `__start__`, the graph's nodes in the order added, then `__end__` (when an
