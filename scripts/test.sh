@@ -19,6 +19,9 @@ source scripts/python.sh
 # Scratch space for servers, test databases and files; removed however the script ends.
 scratch="$(mktemp -d -t waypoint-test.XXXXXX)"
 trap 'stop_services; rm -rf "$scratch"' EXIT
+# Interrupted or killed, the script still exits through the EXIT trap above.
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 step() { printf '\n==> %s\n' "$*"; }
 
