@@ -144,6 +144,8 @@ async fn threads_list_show_history_match_the_runtime() -> TestResult {
         assert_eq!(shown["next"], json!(snap.next), "{url}");
         assert_eq!(shown["checkpoint_id"], json!(snap.config.checkpoint_id));
         assert_eq!(shown["step"], json!(snap.metadata.step));
+        // The metadata users see: no delta bookkeeping, though this thread keeps a delta.
+        assert_eq!(shown["metadata"], json!(snap.metadata), "{url}");
         assert_eq!(shown["values"], json!({"log": ["start"]}), "delta rebuilt");
         assert!(
             shown["internal_channels"]

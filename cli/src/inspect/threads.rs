@@ -383,7 +383,12 @@ async fn show(target: &Target, thread_id: &str, ns: &str, id: Option<&str>) -> R
         .parent_config
         .as_ref()
         .and_then(|p| p.checkpoint_id.clone());
-    let metadata = Value::Object(tuple.metadata.to_json());
+    // Waypoint's delta-history bookkeeping is the saver's business, not shown metadata.
+    let mut metadata = tuple.metadata.to_json();
+    for key in metadata::BOOKKEEPING {
+        metadata.remove(key);
+    }
+    let metadata = Value::Object(metadata);
     if target.json {
         let values: serde_json::Map<String, Value> = visible
             .iter()
