@@ -76,10 +76,7 @@ fn a_password_never_shows_at_any_level() -> TestResult {
         return Ok(());
     };
     let secret = fresh_name("pw");
-    let start = url.find("://").map_or(0, |i| i + 3);
-    let at = start + url[start..].find('@').unwrap_or(0);
-    let user = url[start..at].split(':').next().unwrap_or("");
-    let url = format!("{}{user}:{secret}{}", &url[..start], &url[at..]);
+    let url = waypoint_test_kit::with_password(&url, &secret);
     let (out, stderr) = waypoint(&["-vvv", "threads", "list", "--url", &url], None)?;
     assert!(stderr.contains("list{backend=\"postgres\""), "{stderr}");
     assert!(!stderr.contains(&secret), "{stderr}");

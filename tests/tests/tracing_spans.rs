@@ -423,15 +423,6 @@ async fn the_redis_store_is_traced() -> TestResult {
     store_is_traced(&store, "redis").await
 }
 
-/// `url` with its password set to `password` (`postgres://user@host` to
-/// `postgres://user:password@host`).
-fn with_password(url: &str, password: &str) -> String {
-    let start = url.find("://").map_or(0, |i| i + 3);
-    let at = start + url[start..].find('@').unwrap_or(0);
-    let user = url[start..at].split(':').next().unwrap_or("");
-    format!("{}{user}:{password}{}", &url[..start], &url[at..])
-}
-
 /// A saver, a run and a store on a PostgreSQL URL holding a password: the password shows in
 /// no span or event (the test server trusts loopback, so any password connects).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -441,7 +432,7 @@ async fn a_postgres_password_is_never_traced() -> TestResult {
     let Some(url) = postgres_url() else {
         return Ok(());
     };
-    let url = with_password(&url, SECRET);
+    let url = waypoint_test_kit::with_password(&url, SECRET);
     let config = PostgresConfig::new(url)
         .schema(fresh_name("wp_trace"))
         .max_connections(2);

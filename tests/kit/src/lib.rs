@@ -105,6 +105,22 @@ pub fn redis_cluster_nodes() -> Option<Vec<String>> {
         .map(|nodes| nodes.split(',').map(str::to_owned).collect())
 }
 
+/// `url` with `password` as its user's password (`scheme://user@host/..` becomes
+/// `scheme://user:password@host/..`; a URL without a user gets an empty one), for tests that
+/// check a password never shows.
+pub fn with_password(url: &str, password: &str) -> String {
+    let start = url.find("://").map_or(0, |i| i + 3);
+    let at = start + url[start..].find('@').unwrap_or(0);
+    let user = url[start..at].split(':').next().unwrap_or("");
+    let rest = if at > start {
+        &url[at..]
+    } else {
+        &url[start..]
+    };
+    let sep = if at > start { "" } else { "@" };
+    format!("{}{user}:{password}{sep}{rest}", &url[..start])
+}
+
 /// The test CA and the certificates it signed, as files.
 #[derive(Debug, Clone)]
 pub struct Tls {
