@@ -367,6 +367,57 @@ impl<S: State> Emitter<S> {
         }
     }
 
+    /// This emitter, sending also to `stream` (the root's, streaming with subgraphs) as the
+    /// subgraph run in namespace `ns`: a graph a node streams reaches the node's own stream
+    /// and its root's, each in the modes it asked for (LangGraph's `subgraphs=True`).
+    pub(crate) fn also(&self, stream: Option<&SubgraphStream>, ns: &str) -> Self {
+        let root = Emitter::nested(stream, ns);
+        let (Some(own), Some(theirs)) = (self.send.clone(), root.send.clone()) else {
+            return Emitter {
+                send: self.send.clone(),
+                tx: self.tx.clone(),
+                subgraphs: self.subgraphs.clone(),
+                seen: Arc::clone(&self.seen),
+                ..*self
+            };
+        };
+        let (own_modes, root_modes) = (self.modes, root.modes);
+        let send: PartSink<S> = Arc::new(move |part: StreamPart<S>| {
+            let interrupt = matches!(part, StreamPart::Interrupt(_));
+            if takes(root_modes, part.mode(), interrupt) {
+                theirs(part.clone());
+            }
+            if takes(own_modes, part.mode(), interrupt) {
+                own(part);
+            }
+        });
+        let subgraphs = match (self.subgraphs.clone(), root.subgraphs) {
+            (Some(own), Some(theirs)) => Some(SubgraphStream {
+                modes: own.modes | theirs.modes,
+                sink: Arc::new(
+                    move |namespace: Vec<String>, mode: StreamMode, data: Value| {
+                        let interrupt = data.get("__interrupt__").is_some();
+                        if takes(theirs.modes, mode, interrupt) {
+                            (theirs.sink)(namespace.clone(), mode, data.clone());
+                        }
+                        if takes(own.modes, mode, interrupt) {
+                            (own.sink)(namespace, mode, data);
+                        }
+                    },
+                ),
+                seen: theirs.seen,
+            }),
+            (own, theirs) => own.or(theirs),
+        };
+        Emitter {
+            modes: own_modes | root_modes,
+            send: Some(send),
+            tx: self.tx.clone(),
+            subgraphs,
+            seen: root.seen,
+        }
+    }
+
     /// Where the run's subgraphs stream: `None` unless streaming with subgraphs.
     pub(crate) fn subgraph_stream(&self) -> Option<SubgraphStream> {
         self.subgraphs.clone()
@@ -487,6 +538,17 @@ impl<S: State> Emitter<S> {
             });
         }))
     }
+}
+
+/// Whether a stream of `modes` takes a part of `mode` (interrupts come in `updates` and
+/// `values` alike, as [`Emitter::interrupts`] sends them).
+fn takes(modes: u8, mode: StreamMode, interrupt: bool) -> bool {
+    let wanted = if interrupt {
+        StreamMode::Updates.bit() | StreamMode::Values.bit()
+    } else {
+        mode.bit()
+    };
+    modes & wanted != 0
 }
 
 /// The objects among a state's or an update's top-level values, or in its top-level lists,

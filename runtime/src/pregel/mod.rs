@@ -151,7 +151,8 @@ impl<S: State> CompiledGraph<S> {
     ///
     /// The run is spawned on the current tokio runtime and goes on if the stream is dropped.
     /// Inside a node it is the node's subgraph as with `invoke`; its pause ends the stream
-    /// with the error for the node to pass on, and its parts come only to this stream.
+    /// with the error for the node to pass on, and its parts come to this stream and, when
+    /// the root run streams with subgraphs, to the root's under the subgraph's namespace.
     pub fn stream(
         &self,
         input: impl Into<Input<S>>,
@@ -490,15 +491,12 @@ impl<S: State> CompiledGraph<S> {
             start_over: site.replaying && !site.checkpoint_map.contains_key(&ns),
             resume: fresh,
         };
-        let stream = Emitter::nested(site.stream.as_ref(), &ns);
-        let outcome = run(
-            &self.inner,
-            input,
-            &config,
-            emitter.unwrap_or(&stream),
-            nested,
-        )
-        .await?;
+        // Streamed by the node: to its stream, and to the root's when that has subgraphs.
+        let stream = match emitter {
+            Some(emitter) => emitter.also(site.stream.as_ref(), &ns),
+            None => Emitter::nested(site.stream.as_ref(), &ns),
+        };
+        let outcome = run(&self.inner, input, &config, &stream, nested).await?;
         if !outcome.interrupts.is_empty()
             && let Some(scratch) = &ctx.scratch
         {
