@@ -7,12 +7,16 @@ use waypoint_checkpoint::BoxError;
 
 use crate::command::{Command, Goto};
 use crate::config::CompileOptions;
+use crate::config::RunConfig;
 use crate::context::Context;
 use crate::draw::Shape;
 use crate::error::{Error, Result};
 use crate::pregel::CompiledGraph;
 use crate::pregel::graph::{Branch, END, Graph, Node, NodeFn, NodeResult, RouterFn, START};
-use crate::state::{JsonSchema, JsonState, State};
+use crate::state::{
+    JsonSchema, JsonState, State, channel_list, field_names, project_state, unknown_keys,
+    update_from,
+};
 
 /// What a node takes as its state: `S` (a copy) or `Arc<S>` (shared, no copy; the better
 /// choice for large states such as long conversations).
@@ -143,6 +147,8 @@ pub(crate) struct NodeSpec<S: State> {
     pub(crate) func: NodeFn<S>,
     /// The shape of the compiled graph this node runs, for drawing it inside.
     pub(crate) subgraph: Option<Arc<Shape>>,
+    /// The fields of the node's own input type, which must be channels of the state.
+    pub(crate) reads: Option<&'static [&'static str]>,
 }
 
 /// A graph under construction over state `S`.
@@ -206,7 +212,36 @@ impl<S: State> StateGraph<S> {
             name: name.into(),
             func,
             subgraph: None,
+            reads: None,
         });
+        self
+    }
+
+    /// Adds a node that reads the state as its own input type `P` (LangGraph's
+    /// `def node(state: PrivateState)`): `P` is built from the state's channels, its fields
+    /// ignoring the others, so a node can read channels `invoke` neither takes nor returns.
+    ///
+    /// For a typed state, every channel a node reads or writes is a field of `S`; `P` only
+    /// narrows what the node sees. `compile` fails when a field of `P` is not a channel.
+    pub fn add_node_with_input<P, F, Fut, O>(
+        &mut self,
+        name: impl Into<String>,
+        func: F,
+    ) -> &mut Self
+    where
+        P: serde::de::DeserializeOwned + std::marker::Send + 'static,
+        F: Fn(P, Context) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = NodeResult<O>> + std::marker::Send + 'static,
+        O: Into<Command<S>> + 'static,
+    {
+        let func = Arc::new(func);
+        self.add_node(name, move |state: Arc<S>, ctx: Context| {
+            let func = Arc::clone(&func);
+            async move { func(project_state(&*state)?, ctx).await }
+        });
+        if let Some(node) = self.nodes.last_mut() {
+            node.reads = field_names::<P>();
+        }
         self
     }
 
@@ -347,6 +382,17 @@ impl<S: State> StateGraph<S> {
                 known(target, "target")?;
             }
         }
+        for node in &self.nodes {
+            let reads = node.reads.unwrap_or_default().iter().copied();
+            if let Some(unknown) = unknown_keys(&self.template, reads) {
+                return Err(Error::InvalidGraph(format!(
+                    "node `{}` reads {unknown}, which this graph's state does not declare \
+                     (its channels: {})",
+                    node.name,
+                    channel_list(&self.template)
+                )));
+            }
+        }
         for (node, target) in &self.destinations {
             if !index.contains_key(node.as_str()) {
                 return Err(Error::InvalidGraph(format!(
@@ -429,5 +475,24 @@ impl<S: State> StateGraph<S> {
         );
         graph.shape = Arc::new(shape);
         Ok(CompiledGraph::new(graph))
+    }
+}
+
+impl<S: State> CompiledGraph<S> {
+    /// Runs the graph from a typed input and returns the final state read as `O`
+    /// (LangGraph's `StateGraph(State, input=I, output=O)` for typed states).
+    ///
+    /// `input`'s keys must be channels (and input keys) of the state: an unknown key is an
+    /// error naming it. `O` takes the channels it has fields for; a required field the state
+    /// does not hold is an error naming it. A paused run returns the state so far: use
+    /// [`CompiledGraph::invoke`] to see its interrupts.
+    pub async fn invoke_as<I: serde::Serialize, O: serde::de::DeserializeOwned>(
+        &self,
+        input: &I,
+        config: &RunConfig,
+    ) -> Result<O> {
+        let update = update_from(&self.inner.template, input)?;
+        let out = self.invoke(Some(update), config).await?;
+        project_state(&*out.values)
     }
 }

@@ -700,3 +700,107 @@ impl State for JsonState {
         Ok(())
     }
 }
+
+// Typed projections of a state (LangGraph's input, output and node input schemas for typed
+// states): plain serde types whose fields name channels of the state.
+
+/// The field names of struct type `T` as its `#[derive(Deserialize)]` declares them; `None`
+/// for types that are not plain structs (maps, `#[serde(flatten)]`, ...).
+pub fn field_names<T: DeserializeOwned>() -> Option<&'static [&'static str]> {
+    let mut fields = None;
+    // The probe records the fields and refuses everything, so `T` is never built.
+    let _ = T::deserialize(FieldProbe(&mut fields));
+    fields
+}
+
+/// A deserializer that records the fields a struct asks for, then fails.
+struct FieldProbe<'a>(&'a mut Option<&'static [&'static str]>);
+
+impl<'de> serde::Deserializer<'de> for FieldProbe<'_> {
+    type Error = serde::de::value::Error;
+
+    fn deserialize_any<V: serde::de::Visitor<'de>>(
+        self,
+        _: V,
+    ) -> std::result::Result<V::Value, Self::Error> {
+        Err(serde::de::Error::custom("not a struct"))
+    }
+
+    fn deserialize_struct<V: serde::de::Visitor<'de>>(
+        self,
+        _: &'static str,
+        fields: &'static [&'static str],
+        _: V,
+    ) -> std::result::Result<V::Value, Self::Error> {
+        *self.0 = Some(fields);
+        Err(serde::de::Error::custom("fields recorded"))
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+        ignored_any
+    }
+}
+
+/// The names among `keys` that are not channels of `state`, quoted and comma-separated;
+/// `None` when every one is.
+pub(crate) fn unknown_keys<'a, S: State>(
+    state: &S,
+    keys: impl IntoIterator<Item = &'a str>,
+) -> Option<String> {
+    let unknown: Vec<String> = keys
+        .into_iter()
+        .filter(|key| state.channel_index(key).is_none())
+        .map(|key| format!("`{key}`"))
+        .collect();
+    (!unknown.is_empty()).then(|| unknown.join(", "))
+}
+
+/// The channels of `state`, quoted and comma-separated, for error messages.
+pub(crate) fn channel_list<S: State>(state: &S) -> String {
+    state
+        .channels()
+        .iter()
+        .map(|c| format!("`{}`", c.name))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A typed input (LangGraph's input schema) as an update of `state`.
+///
+/// `input` must serialize to an object whose keys are channels of the state (an unknown key
+/// is an error naming it) and input keys of it, with values the channels accept.
+pub fn update_from<S: State, I: Serialize>(state: &S, input: &I) -> Result<S::Update> {
+    let value = serde_json::to_value(input)
+        .map_err(|e| Error::InvalidUpdate(format!("the input cannot be serialized: {e}")))?;
+    let Value::Object(map) = value else {
+        return Err(Error::InvalidUpdate(format!(
+            "the input must be a struct or a map of channels, not {value}"
+        )));
+    };
+    if let Some(unknown) = unknown_keys(state, map.keys().map(String::as_str)) {
+        return Err(Error::InvalidUpdate(format!(
+            "input keys {unknown} are not channels of this graph (its channels: {})",
+            channel_list(state)
+        )));
+    }
+    let update = serde_json::from_value(Value::Object(map))
+        .map_err(|e| Error::InvalidUpdate(format!("the input does not fit the state: {e}")))?;
+    check_input(state, &update)?;
+    Ok(update)
+}
+
+/// `state` read as `T` (LangGraph's output schema, or a node's input schema): the channels
+/// `T` has fields for, other channels ignored. A field `T` requires that the state does not
+/// hold is an error naming it.
+pub fn project_state<S: State, T: DeserializeOwned>(state: &S) -> Result<T> {
+    let value = serde_json::to_value(state)
+        .map_err(|e| Error::InvalidUpdate(format!("the state cannot be serialized: {e}")))?;
+    serde_json::from_value(value).map_err(|e| {
+        Error::InvalidUpdate(format!(
+            "the state cannot be read as `{}`: {e}",
+            std::any::type_name::<T>()
+        ))
+    })
+}

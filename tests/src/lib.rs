@@ -23,6 +23,7 @@ pub mod savers;
 pub mod schemas;
 pub mod streaming;
 pub mod subgraphs;
+pub mod typed_schemas;
 
 use std::sync::Arc;
 
@@ -107,6 +108,7 @@ macro_rules! runtime_suite {
         $crate::runtime_suite!(@module nested_stream $factory; node_streams_child_to_the_root);
         $crate::runtime_suite!(@module panics $factory; panicking_node_resumes_alone, panic_after_await_ends_the_stream, panicking_router_is_a_node_error, panicking_reducer_keeps_the_step_writes, panic_inside_subgraph_resumes);
         $crate::runtime_suite!(@module schemas $factory; guide_example_returns_only_output);
+        $crate::runtime_suite!(@module typed_schemas $factory; typed_guide_example_returns_only_output, typed_input_and_output_errors_name_the_key, node_input_of_undeclared_channel_fails_compile, json_node_reads_private_key_as_typed_input);
         $crate::runtime_suite!(@module subgraphs $factory;
             subgraph_as_node_shares_keys,
             node_calls_subgraph_with_own_schema,
