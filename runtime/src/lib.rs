@@ -97,6 +97,7 @@ mod names;
 pub mod prebuilt;
 mod pregel;
 pub mod state;
+pub mod stored;
 mod stream;
 
 pub use builder::{PathMap, Route, StateGraph};

@@ -1,8 +1,6 @@
 //! `waypoint threads ...` and `waypoint store ...`: inspect and edit any backend's threads
 //! and long-term store, with tables for people and `--json` for scripts.
 
-mod decode;
-mod state;
 mod store;
 mod threads;
 

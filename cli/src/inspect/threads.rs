@@ -11,8 +11,9 @@ use waypoint_checkpoint::{
     CheckpointTuple, ListOptions, PruneStrategy, checkpoint_id, now_rfc3339,
 };
 
-use super::decode::Decoded;
-use super::state::{changed_channels, channel_values, interrupts, is_internal, next_nodes};
+use waypoint_runtime::stored::{
+    Decoded, changed_channels, channel_values, interrupts, is_internal, next_nodes,
+};
 use super::{Target, parse_filters, print_json};
 use crate::backend::{self, Open};
 use crate::table::{Table, ellipsize};

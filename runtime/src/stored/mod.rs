@@ -1,4 +1,5 @@
-//! What a checkpoint says without its graph: values, next nodes, interrupts, changes.
+//! What a checkpoint says without its graph: values, next nodes, interrupts, changes, read
+//! from the stored checkpoint alone (the inspector's and the subgraph snapshots' view).
 //!
 //! The runtime writes LangGraph's channel layout, so the rules are LangGraph's
 //! (`prepare_next_tasks`): node `N` runs next when `branch:to:N` holds a value whose version
@@ -8,12 +9,15 @@
 use std::collections::{BTreeMap, BTreeSet};
 use waypoint_checkpoint::metadata;
 
-use anyhow::{Context as _, Result};
 use serde_json::{Value, json};
 use waypoint_checkpoint::{CheckpointSaver, CheckpointTuple, SerializedValue, channels};
-use waypoint_runtime::{Interrupt, Message, add_messages};
 
-use super::decode::Decoded;
+use crate::error::Result;
+use crate::{Interrupt, Message, add_messages};
+
+mod decode;
+
+pub use decode::Decoded;
 
 /// The input channel, which is also the START node's trigger.
 const START: &str = "__start__";
@@ -23,7 +27,7 @@ const BRANCH_PREFIX: &str = "branch:to:";
 const ERROR_SOURCE: &str = "__error_source_node__";
 
 /// Whether `channel` is bookkeeping (triggers, input, sends) rather than graph state.
-pub(crate) fn is_internal(channel: &str) -> bool {
+pub fn is_internal(channel: &str) -> bool {
     channel.starts_with("branch:")
         || channel.starts_with("start:")
         || (channel.starts_with("__") && channel != "__root__")
@@ -31,7 +35,7 @@ pub(crate) fn is_internal(channel: &str) -> bool {
 
 /// Every channel value of `tuple`, decoded; appending channels the checkpoint stores as
 /// deltas are rebuilt from their history (see [`fold`]).
-pub(crate) async fn channel_values(
+pub async fn channel_values(
     saver: &dyn CheckpointSaver,
     tuple: &CheckpointTuple,
 ) -> Result<BTreeMap<String, Decoded>> {
@@ -59,8 +63,7 @@ pub(crate) async fn channel_values(
     }
     let history = saver
         .delta_channel_history(&tuple.config, &missing)
-        .await
-        .context("cannot read the history of the delta-stored channels")?;
+        .await?;
     for (channel, history) in history {
         let writes: Vec<&SerializedValue> = history.writes.iter().map(|w| &w.value).collect();
         out.insert(channel, fold(history.seed.as_ref(), &writes));
@@ -121,7 +124,7 @@ fn fold_messages(stored: &[&SerializedValue], parts: &[Value]) -> Option<Decoded
 
 /// The nodes that run next from `tuple`: pending `Send`s first (in the order written), then
 /// triggered nodes by name.
-pub(crate) fn next_nodes(tuple: &CheckpointTuple) -> Vec<String> {
+pub fn next_nodes(tuple: &CheckpointTuple) -> Vec<String> {
     let checkpoint = &tuple.checkpoint;
     let mut out = Vec::new();
     if let Some(stored) = checkpoint.channel_values.get(channels::TASKS)
@@ -173,7 +176,7 @@ fn send_node(send: &Value) -> Option<&str> {
 /// The interrupts written against `tuple`, as `{task_id, id, value}`. With `pending_only`,
 /// those of tasks that have since finished (they have output writes) are left out, as
 /// LangGraph's `get_state` does for a thread's current checkpoint.
-pub(crate) fn interrupts(tuple: &CheckpointTuple, pending_only: bool) -> Vec<Value> {
+pub fn interrupts(tuple: &CheckpointTuple, pending_only: bool) -> Vec<Value> {
     let control = [
         channels::INTERRUPT,
         channels::RESUME,
@@ -225,7 +228,7 @@ pub(crate) fn interrupts(tuple: &CheckpointTuple, pending_only: bool) -> Vec<Val
 
 /// The channels the step that wrote `tuple` changed: as the checkpoint records them, or else
 /// by comparing versions with its `parent` when that is at hand.
-pub(crate) fn changed_channels(
+pub fn changed_channels(
     tuple: &CheckpointTuple,
     parent: Option<&CheckpointTuple>,
 ) -> Option<Vec<String>> {
@@ -317,7 +320,7 @@ mod tests {
         };
         let serde = Serde::default();
         let waypoint = serde
-            .dumps(&vec![waypoint_runtime::Interrupt::new(json!(7), "w1")])
+            .dumps(&vec![crate::Interrupt::new(json!(7), "w1")])
             .unwrap();
         tuple.pending_writes = vec![
             write("t1", channels::INTERRUPT, msgpack_hex(PY_INTERRUPTS)),

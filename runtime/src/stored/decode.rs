@@ -10,14 +10,14 @@
 use serde_json::{Map, Value, json};
 use waypoint_checkpoint::serde::{TAG_BYTES, TAG_JSON, TAG_MSGPACK, TAG_NULL};
 use waypoint_checkpoint::{Error, Serde, SerializedValue};
-use waypoint_runtime::Message;
+use crate::Message;
 
 /// LangGraph's tag for a `bytearray`, stored as its bytes.
 const TAG_BYTEARRAY: &str = "bytearray";
 
 /// A stored value as the inspector shows it.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) enum Decoded {
+pub enum Decoded {
     /// The value, as JSON.
     Value(Value),
     /// Why it could not be read, with its type tag and size.
@@ -33,7 +33,7 @@ pub(crate) enum Decoded {
 
 impl Decoded {
     /// Reads a stored value by its type tag; never fails.
-    pub(crate) fn of(value: &SerializedValue) -> Decoded {
+    pub fn of(value: &SerializedValue) -> Decoded {
         let tag = value.type_tag.as_ref();
         let bytes = value.bytes.as_ref();
         let result = match tag {
@@ -61,7 +61,7 @@ impl Decoded {
     }
 
     /// The value, or `None` when undecodable.
-    pub(crate) fn value(&self) -> Option<&Value> {
+    pub fn value(&self) -> Option<&Value> {
         match self {
             Decoded::Value(value) => Some(value),
             Decoded::Undecodable { .. } => None,
@@ -69,7 +69,7 @@ impl Decoded {
     }
 
     /// The JSON form: the value, or `{"undecodable": REASON, "type": TAG, "bytes": N}`.
-    pub(crate) fn to_json(&self) -> Value {
+    pub fn to_json(&self) -> Value {
         match self {
             Decoded::Value(value) => value.clone(),
             Decoded::Undecodable { reason, tag, bytes } => {
@@ -79,7 +79,7 @@ impl Decoded {
     }
 
     /// The one-line form for tables: compact JSON, or `<cannot decode: ...>`.
-    pub(crate) fn display(&self) -> String {
+    pub fn display(&self) -> String {
         match self {
             Decoded::Value(value) => value.to_string(),
             Decoded::Undecodable { reason, tag, bytes } => {
