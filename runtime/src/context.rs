@@ -25,6 +25,8 @@ pub struct Context {
     pub(crate) messages: Option<MessageSink>,
     pub(crate) node: Arc<str>,
     pub(crate) step: i64,
+    /// The last step the run may take (its start step plus the recursion limit).
+    pub(crate) stop: i64,
     pub(crate) scratch: Option<SharedScratch>,
     pub(crate) call: Option<Arc<CallSite>>,
 }
@@ -90,6 +92,18 @@ impl Context {
     /// The super-step being run.
     pub fn step(&self) -> i64 {
         self.step
+    }
+
+    /// How many more steps the run may take after this one before its recursion limit
+    /// stops it (LangGraph's `RemainingSteps` managed value): 0 in the last allowed step.
+    pub fn remaining_steps(&self) -> i64 {
+        self.stop.saturating_sub(self.step)
+    }
+
+    /// Whether the step after this one would pass the recursion limit (LangGraph's
+    /// `IsLastStep`: one step left).
+    pub fn is_last_step(&self) -> bool {
+        self.remaining_steps() == 1
     }
 
     /// Pauses the run for a human: the first time, returns `Err(Interrupt)` (propagate it

@@ -451,7 +451,7 @@ impl JsonSchema {
 }
 
 /// The messages of a JSON value of key `key`: a list of messages, or one message.
-fn json_messages(key: &str, value: Value) -> Result<Vec<Message>> {
+pub(crate) fn json_messages(key: &str, value: Value) -> Result<Vec<Message>> {
     let items = match value {
         Value::Array(items) => items,
         one => vec![one],

@@ -1,6 +1,7 @@
 //! The prebuilt tool node, router and ReAct agent: answers in call order, parallel calls,
 //! errors and panics as tool messages, commands from tools, the injected state and store.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -273,14 +274,19 @@ struct Support {
 }
 
 impl HasMessages for Support {
-    fn messages(&self) -> &[Message] {
-        &self.messages
+    fn messages(&self) -> waypoint_runtime::Result<Cow<'_, [Message]>> {
+        Ok(Cow::Borrowed(&self.messages))
     }
     fn messages_update(messages: Vec<Message>) -> SupportUpdate {
         SupportUpdate::default().messages(messages)
     }
-    fn update_messages(update: &mut SupportUpdate) -> Option<&mut Vec<Message>> {
-        update.messages.as_mut()
+    fn take_update_messages(
+        update: &mut SupportUpdate,
+    ) -> waypoint_runtime::Result<Option<Vec<Message>>> {
+        Ok(update.messages.take())
+    }
+    fn set_update_messages(update: &mut SupportUpdate, messages: Vec<Message>) {
+        update.messages = Some(messages);
     }
 }
 

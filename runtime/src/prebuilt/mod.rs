@@ -40,47 +40,115 @@ mod agent;
 mod tool;
 mod tool_node;
 
-pub use agent::{AgentOptions, ChatModel, ScriptedModel, create_react_agent};
-pub use tool::{FnTool, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, tool};
+pub use agent::{
+    AgentOptions, ChatModel, NEED_MORE_STEPS, ResponseFormat, ScriptedModel, create_react_agent,
+    create_react_agent_with_state,
+};
+pub use tool::{FnTool, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, return_direct, tool};
 pub use tool_node::{HandleToolErrors, ToolNode};
 
+use std::borrow::Cow;
+
+use serde_json::{Map, Value};
+
+use crate::error::Result;
 use crate::messages::{Message, MessagesState, MessagesStateUpdate};
 use crate::pregel::graph::END;
-use crate::state::State;
+use crate::state::{JsonState, State, json_messages};
 
 /// A state holding a conversation that the prebuilt pieces read and append to (LangGraph's
 /// `messages` key); implement it for your own state to run a [`ToolNode`] or a ReAct agent
-/// over it.
+/// over it. [`MessagesState`] and [`JsonState`] (its `messages` key) have it.
 pub trait HasMessages: State {
-    /// The conversation.
-    fn messages(&self) -> &[Message];
+    /// The conversation, or an error saying why it cannot be read.
+    fn messages(&self) -> Result<Cow<'_, [Message]>>;
 
     /// An update writing `messages` into the conversation (through its reducer).
     fn messages_update(messages: Vec<Message>) -> Self::Update;
 
-    /// The messages `update` writes, if it writes the conversation.
-    fn update_messages(update: &mut Self::Update) -> Option<&mut Vec<Message>>;
+    /// Takes the messages `update` writes out of it, if it writes the conversation.
+    fn take_update_messages(update: &mut Self::Update) -> Result<Option<Vec<Message>>>;
+
+    /// Makes `update` write `messages` into the conversation.
+    fn set_update_messages(update: &mut Self::Update, messages: Vec<Message>);
+
+    /// An update storing an agent's structured response (LangGraph's `structured_response`
+    /// key), or `None` when the state has no place for one (the default).
+    fn structured_response_update(_response: Value) -> Option<Self::Update> {
+        None
+    }
 }
 
 impl HasMessages for MessagesState {
-    fn messages(&self) -> &[Message] {
-        &self.messages
+    fn messages(&self) -> Result<Cow<'_, [Message]>> {
+        Ok(Cow::Borrowed(&self.messages))
     }
 
     fn messages_update(messages: Vec<Message>) -> MessagesStateUpdate {
         MessagesStateUpdate::default().messages(messages)
     }
 
-    fn update_messages(update: &mut MessagesStateUpdate) -> Option<&mut Vec<Message>> {
-        update.messages.as_mut()
+    fn take_update_messages(update: &mut MessagesStateUpdate) -> Result<Option<Vec<Message>>> {
+        Ok(update.messages.take())
+    }
+
+    fn set_update_messages(update: &mut MessagesStateUpdate, messages: Vec<Message>) {
+        update.messages = Some(messages);
+    }
+}
+
+/// The key of a [`JsonState`] holding the conversation.
+pub const MESSAGES_KEY: &str = "messages";
+
+/// The key of a [`JsonState`] holding an agent's structured response.
+pub const STRUCTURED_RESPONSE_KEY: &str = "structured_response";
+
+/// A JSON state's conversation is its `messages` key (declare it with
+/// [`JsonSchema::messages`](crate::JsonSchema::messages)); its structured response goes to
+/// `structured_response` (declare it to use an agent's `response_format`).
+impl HasMessages for JsonState {
+    fn messages(&self) -> Result<Cow<'_, [Message]>> {
+        match self.get(MESSAGES_KEY) {
+            None => Ok(Cow::Owned(Vec::new())),
+            Some(value) => json_messages(MESSAGES_KEY, value.clone()).map(Cow::Owned),
+        }
+    }
+
+    fn messages_update(messages: Vec<Message>) -> Map<String, Value> {
+        let mut update = Map::new();
+        Self::set_update_messages(&mut update, messages);
+        update
+    }
+
+    fn take_update_messages(update: &mut Map<String, Value>) -> Result<Option<Vec<Message>>> {
+        update
+            .remove(MESSAGES_KEY)
+            .map(|value| json_messages(MESSAGES_KEY, value))
+            .transpose()
+    }
+
+    fn set_update_messages(update: &mut Map<String, Value>, messages: Vec<Message>) {
+        let messages = messages.iter().map(Message::to_json).collect();
+        update.insert(MESSAGES_KEY.to_owned(), Value::Array(messages));
+    }
+
+    fn structured_response_update(response: Value) -> Option<Map<String, Value>> {
+        Some(Map::from_iter([(
+            STRUCTURED_RESPONSE_KEY.to_owned(),
+            response,
+        )]))
     }
 }
 
 /// The node a tool-calling graph goes to next (LangGraph's `tools_condition`): `"tools"` when
-/// the last message is an AI message with tool calls, else [`END`].
+/// the last message is an AI message with tool calls, else [`END`]. A conversation that
+/// cannot be read goes to `"tools"` too, whose node then fails with the reason.
 pub fn tools_condition<S: HasMessages>(state: &S) -> &'static str {
-    match state.messages().last() {
-        Some(last) if !last.tool_calls().is_empty() => "tools",
-        _ => END,
+    match state.messages() {
+        Ok(messages) => match messages.last() {
+            Some(last) if !last.tool_calls().is_empty() => "tools",
+            _ => END,
+        },
+        Err(_) => "tools",
     }
 }

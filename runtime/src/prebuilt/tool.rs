@@ -37,6 +37,12 @@ pub trait Tool<S: State>: Send + Sync {
     /// Runs one call with its arguments (a JSON object) and what the call may reach.
     async fn call(&self, args: Value, ctx: ToolContext<S>) -> Result<ToolOutput<S>, BoxError>;
 
+    /// Whether a ReAct agent ends its run once this tool answered, without another model
+    /// call (LangChain's `return_direct`); `false` unless wrapped by [`return_direct`].
+    fn return_direct(&self) -> bool {
+        false
+    }
+
     /// What a model is told about the tool.
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -275,5 +281,36 @@ where
                 error: e.to_string(),
             })?;
         Ok((self.func)(typed, ctx).await?.into())
+    }
+}
+
+/// `tool` made to [return directly](Tool::return_direct): the agent's run ends with its answer.
+pub fn return_direct<S: State>(tool: Arc<dyn Tool<S>>) -> Arc<dyn Tool<S>> {
+    Arc::new(ReturnDirect(tool))
+}
+
+/// A tool that returns directly, made by [`return_direct`].
+struct ReturnDirect<S>(Arc<dyn Tool<S>>);
+
+#[async_trait::async_trait]
+impl<S: State> Tool<S> for ReturnDirect<S> {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+
+    fn description(&self) -> &str {
+        self.0.description()
+    }
+
+    fn args_schema(&self) -> Value {
+        self.0.args_schema()
+    }
+
+    async fn call(&self, args: Value, ctx: ToolContext<S>) -> Result<ToolOutput<S>, BoxError> {
+        self.0.call(args, ctx).await
+    }
+
+    fn return_direct(&self) -> bool {
+        true
     }
 }

@@ -184,7 +184,7 @@ impl<S: HasMessages> ToolNode<S> {
     /// node's command.
     pub async fn run(&self, state: Arc<S>, ctx: Context) -> NodeResult<Command<S>> {
         let calls = state
-            .messages()
+            .messages()?
             .iter()
             .rev()
             .find_map(|m| match m {
@@ -328,9 +328,9 @@ fn checked_command<S: HasMessages>(
         return Ok(command);
     };
     let call_id = call.id.as_deref().unwrap_or_default();
-    let messages = S::update_messages(update)
-        .map(std::mem::take)
-        .unwrap_or_default();
+    let taken = S::take_update_messages(update).map_err(|e| e.to_string())?;
+    let writes_messages = taken.is_some();
+    let messages = taken.unwrap_or_default();
     let removes_all = matches!(messages.as_slice(),
         [Message::Remove(r)] if r.id == crate::messages::REMOVE_ALL_MESSAGES);
     let mut answered = false;
@@ -355,8 +355,8 @@ fn checked_command<S: HasMessages>(
             call.name
         ));
     }
-    if let Some(slot) = S::update_messages(update) {
-        *slot = messages;
+    if writes_messages {
+        S::set_update_messages(update, messages);
     }
     Ok(command)
 }

@@ -136,6 +136,8 @@ struct Run<'g, S: State> {
     nested: Nested,
     /// Whether the current step replays a past checkpoint (its subgraphs start over).
     replaying: bool,
+    /// The last step the run may take under its recursion limit.
+    stop: i64,
 }
 
 impl<'g, S: State> Run<'g, S> {
@@ -166,6 +168,7 @@ impl<'g, S: State> Run<'g, S> {
             saves: Saves::new(config.durability),
             nested,
             replaying: false,
+            stop: i64::MAX,
         })
     }
 
@@ -294,6 +297,10 @@ impl<'g, S: State> Run<'g, S> {
         }
 
         let mut steps = 0usize;
+        self.stop = self
+            .frame
+            .step
+            .saturating_add(i64::try_from(self.config.recursion_limit).unwrap_or(i64::MAX));
         loop {
             let tasks = step::prepare(self.graph, &self.frame, &self.ns);
             if tasks.is_empty() {
@@ -781,6 +788,7 @@ impl<'g, S: State> Run<'g, S> {
             messages: self.messages.clone(),
             node: Arc::from(node.name.as_str()),
             step: self.frame.step + 1,
+            stop: self.stop,
             scratch: Some(Arc::clone(&scratch)),
             call: Some(Arc::new(CallSite {
                 saver: self.saver().map(|(saver, _)| Arc::clone(saver)),
