@@ -105,7 +105,7 @@ macro_rules! runtime_suite {
         $crate::runtime_suite!(@module graph_api $factory; goto_only_node_pauses_and_resumes, json_messages_fold_by_id_across_runs);
         $crate::runtime_suite!(@module prebuilt $factory; agent_parallel_tool_calls_are_checkpointed, agent_human_review_edits_the_tool_call);
         $crate::runtime_suite!(@module nested $factory; node_invokes_subgraph_and_resumes, node_streams_subgraph_and_resumes, invoke_on_another_thread_is_a_root_run, get_state_subgraphs_shows_the_paused_subgraph, tool_invokes_subgraph_and_resumes);
-        $crate::runtime_suite!(@module nested_stream $factory; node_streams_child_to_the_root);
+        $crate::runtime_suite!(@module nested_stream $factory; node_streams_child_to_the_root, get_state_subgraphs_has_the_child_snapshot);
         $crate::runtime_suite!(@module panics $factory; panicking_node_resumes_alone, panic_after_await_ends_the_stream, panicking_router_is_a_node_error, panicking_reducer_keeps_the_step_writes, panic_inside_subgraph_resumes);
         $crate::runtime_suite!(@module schemas $factory; guide_example_returns_only_output);
         $crate::runtime_suite!(@module typed_schemas $factory; typed_guide_example_returns_only_output, typed_input_and_output_errors_name_the_key, node_input_of_undeclared_channel_fails_compile, json_node_reads_private_key_as_typed_input);

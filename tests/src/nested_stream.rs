@@ -113,3 +113,78 @@ pub async fn node_streams_child_to_the_root(saver: Saver) -> TestResult {
     assert!(parts.iter().all(|p| p.namespace().is_empty()));
     Ok(())
 }
+
+/// LangGraph's `get_state(config, subgraphs=True)` on a parent paused in a subgraph its node
+/// invoked: the task carries the subgraph's snapshot, read from the checkpoint alone, whose
+/// values, next nodes, tasks and interrupts are those the subgraph's own `get_state` gives
+/// (as JSON); the LangGraph API's `ThreadTask.state` is that snapshot.
+pub async fn get_state_subgraphs_has_the_child_snapshot(saver: Saver) -> TestResult {
+    let calls = crate::graphs::Calls::default();
+    let sub = crate::nested::asking_subgraph(&calls, Some(&saver))?;
+    let mut parent = StateGraph::json(JsonSchema::new().last_value("name"));
+    parent.add_node("parent_node", {
+        let sub = sub.clone();
+        move |_state: JsonState, ctx: Context| {
+            let sub = sub.clone();
+            async move {
+                let input = obj(json!({"state_counter": 1}));
+                let out = ctx.call(&sub, Some(input)).await?;
+                Ok(obj(
+                    json!({"name": out.get("name").cloned().unwrap_or_default()}),
+                ))
+            }
+        }
+    });
+    parent.add_edge(START, "parent_node");
+    let parent = parent.compile(CompileOptions::default().checkpointer(Arc::clone(&saver)))?;
+    let config = RunConfig::thread(thread());
+    parent.invoke(Some(obj(json!({}))), &config).await?;
+
+    // Without subgraphs, no snapshot.
+    assert_eq!(parent.get_state(&config).await?.tasks[0].subgraph, None);
+
+    let snapshot = parent.get_state_subgraphs(&config).await?;
+    let task = &snapshot.tasks[0];
+    let (Some(at), Some(child)) = (&task.state, &task.subgraph) else {
+        return Err("the paused task carries no subgraph snapshot".into());
+    };
+    let own = sub.get_state(at).await?;
+    assert_eq!(
+        serde_json::to_value(&child.values)?,
+        serde_json::to_value(&own.values)?
+    );
+    assert_eq!(child.values, obj(json!({"state_counter": 1})));
+    assert_eq!(child.next, own.next);
+    assert_eq!(child.next, ["human_node"]);
+    assert_eq!(child.interrupts, own.interrupts);
+    assert_eq!(child.interrupts.len(), 1);
+    assert_eq!(child.interrupts, task.interrupts);
+    assert_eq!(child.config, own.config);
+    assert_eq!(child.parent_config, own.parent_config);
+    assert_eq!(child.metadata, own.metadata);
+    assert_eq!(child.created_at, own.created_at);
+    let ids = |tasks: &[waypoint_runtime::TaskInfo]| -> Vec<(String, String)> {
+        tasks
+            .iter()
+            .map(|t| (t.id.clone(), t.name.clone()))
+            .collect()
+    };
+    assert_eq!(ids(&child.tasks), ids(&own.tasks));
+    assert_eq!(child.tasks[0].subgraph, None);
+    // The API's ThreadTask: `checkpoint` points at the child, `state` is its snapshot.
+    let json = serde_json::to_value(&snapshot)?;
+    assert_eq!(json["tasks"][0]["state"], serde_json::to_value(&own)?);
+    assert_eq!(
+        json["tasks"][0]["checkpoint"]["checkpoint_ns"],
+        json!(at.checkpoint_ns)
+    );
+
+    // Resumed, nothing is paused and no task is left.
+    parent
+        .invoke(waypoint_runtime::Command::resume("35"), &config)
+        .await?;
+    let done = parent.get_state_subgraphs(&config).await?;
+    assert!(done.tasks.is_empty());
+    assert_eq!(done.values.get("name"), Some(&json!("35")));
+    Ok(())
+}

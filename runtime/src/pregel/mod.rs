@@ -233,8 +233,9 @@ impl<S: State> CompiledGraph<S> {
 
     /// [`Self::get_state`], with each task that ran a subgraph pointing at the subgraph's
     /// latest checkpoint ([`TaskInfo::state`](snapshot::TaskInfo::state); LangGraph's
-    /// `get_state(config, subgraphs=True)`): a subgraph's `get_state_subgraphs` on that
-    /// config gives its snapshot, and so on down.
+    /// `get_state(config, subgraphs=True)`) and carrying its snapshot, values as JSON
+    /// ([`TaskInfo::subgraph`](snapshot::TaskInfo::subgraph)), and so on down; the
+    /// subgraph's own `get_state` on that config gives its typed snapshot.
     pub async fn get_state_subgraphs(&self, config: &RunConfig) -> Result<StateSnapshot<S>> {
         let mut snapshot = self.get_state(config).await?;
         let (Some(saver), Some(thread)) = (self.checkpointer(), &snapshot.config.thread_id) else {
@@ -242,16 +243,11 @@ impl<S: State> CompiledGraph<S> {
         };
         for task in &mut snapshot.tasks {
             let ns = step::task_ns(&snapshot.config.checkpoint_ns, &task.name, &task.id);
-            let at = CheckpointConfig {
-                thread_id: thread.clone(),
-                checkpoint_ns: Some(ns),
-                checkpoint_id: None,
-            };
-            if let Some(tuple) = saver.get_tuple(&at).await? {
-                task.state = Some(RunConfig {
-                    configurable: config.configurable.clone(),
-                    ..RunConfig::from(&tuple.config)
-                });
+            if let Some((at, child)) =
+                snapshot::subgraph(saver, thread, ns, &config.configurable).await?
+            {
+                task.state = Some(at);
+                task.subgraph = Some(Box::new(child));
             }
         }
         Ok(snapshot)

@@ -4,11 +4,14 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
+use serde_json::{Map, Value};
 
 use waypoint_checkpoint::{
-    CheckpointMetadata, CheckpointSaver, CheckpointTuple, PendingWrite, channels, metadata,
+    CheckpointConfig, CheckpointMetadata, CheckpointSaver, CheckpointTuple, PendingWrite, channels,
+    metadata,
 };
 
 use crate::config::RunConfig;
@@ -16,8 +19,9 @@ use crate::error::Result;
 use crate::interrupt::Interrupt;
 use crate::pregel::frame::{Frame, extend_from};
 use crate::pregel::graph::Graph;
-use crate::pregel::step;
+use crate::pregel::step::{self, TaskKind};
 use crate::state::State;
+use crate::stored::{self, Decoded};
 
 /// The parts of a checkpoint tuple a snapshot shows besides its values.
 pub(crate) struct Head {
@@ -42,8 +46,8 @@ impl Head {
 ///
 /// Its JSON is the LangGraph API's `ThreadTask`: `{"id", "name", "error", "interrupts",
 /// "checkpoint", "state", "result"}`. `checkpoint` is the subgraph's checkpoint [`Self::state`]
-/// points at (or `null`); Waypoint attaches neither a subgraph's decoded state (its type is
-/// the subgraph's) nor a partial result to a task, so the last two are `null`.
+/// points at (or `null`), `state` the subgraph's snapshot [`Self::subgraph`] (or `null`);
+/// Waypoint attaches no partial result to a task, so `result` is `null`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TaskInfo {
     /// The task id (stable for a checkpoint: a resumed run uses the same one).
@@ -59,6 +63,11 @@ pub struct TaskInfo {
     /// snapshot. Set by [`get_state_subgraphs`](crate::CompiledGraph::get_state_subgraphs)
     /// when the task ran one; `None` otherwise.
     pub state: Option<RunConfig>,
+    /// The snapshot of that subgraph checkpoint, as LangGraph's `PregelTask.state` snapshot,
+    /// with its values as JSON (read from the checkpoint alone, as [`crate::stored`] does:
+    /// the subgraph's state type is not the graph's) and its own tasks' subgraphs, down to
+    /// the last. Set by `get_state_subgraphs` with [`Self::state`]; `None` otherwise.
+    pub subgraph: Option<Box<StateSnapshot<Map<String, Value>>>>,
 }
 
 /// The state of a thread at one checkpoint (LangGraph's `StateSnapshot`).
@@ -74,8 +83,8 @@ pub struct TaskInfo {
 ///
 /// `checkpoint` and `parent_checkpoint` are `null` when there is none (a thread without
 /// checkpoints, the first checkpoint), as is `created_at` for a thread without checkpoints.
-#[derive(Clone, Debug)]
-pub struct StateSnapshot<S: State> {
+#[derive(Clone, Debug, PartialEq)]
+pub struct StateSnapshot<S> {
     /// The state's values.
     pub values: S,
     /// The nodes that run next (empty when the run is done).
@@ -94,7 +103,7 @@ pub struct StateSnapshot<S: State> {
     pub interrupts: Vec<Interrupt>,
 }
 
-impl<S: State> Serialize for StateSnapshot<S> {
+impl<S: Serialize> Serialize for StateSnapshot<S> {
     fn serialize<Z: Serializer>(&self, serializer: Z) -> std::result::Result<Z::Ok, Z::Error> {
         let mut map = serializer.serialize_map(Some(8))?;
         map.serialize_entry("values", &self.values)?;
@@ -120,7 +129,7 @@ impl Serialize for TaskInfo {
         map.serialize_entry("interrupts", &self.interrupts)?;
         let checkpoint = self.state.as_ref().and_then(CheckpointRef::of);
         map.serialize_entry("checkpoint", &checkpoint)?;
-        map.serialize_entry("state", &())?;
+        map.serialize_entry("state", &self.subgraph)?;
         map.serialize_entry("result", &())?;
         map.end()
     }
@@ -155,12 +164,10 @@ pub(crate) fn snapshot<S: State>(
     let Head {
         config,
         parent_config,
-        mut metadata,
+        metadata,
         created_at,
     } = head;
-    for key in metadata::BOOKKEEPING {
-        metadata.extra.remove(key);
-    }
+    let metadata = shown(metadata);
     let mut interrupts = frame.pending_interrupts(graph);
     let tasks: Vec<TaskInfo> = step::prepare(graph, &frame, &config.checkpoint_ns)
         .into_iter()
@@ -181,6 +188,7 @@ pub(crate) fn snapshot<S: State>(
                 name: task.name,
                 error,
                 state: None,
+                subgraph: None,
             }
         })
         .collect();
@@ -194,6 +202,116 @@ pub(crate) fn snapshot<S: State>(
         parent_config,
         tasks,
     }
+}
+
+/// `metadata` as users see it, without Waypoint's bookkeeping keys.
+fn shown(mut metadata: CheckpointMetadata) -> CheckpointMetadata {
+    for key in metadata::BOOKKEEPING {
+        metadata.extra.remove(key);
+    }
+    metadata
+}
+
+/// A subgraph checkpoint [`subgraph`] found: its config and its snapshot.
+type Found = (RunConfig, StateSnapshot<Map<String, Value>>);
+
+/// The latest checkpoint of the subgraph a task ran in namespace `ns` of `thread`, as a
+/// config (keeping the caller's `configurable`) and as a snapshot; `None` when it ran none.
+pub(crate) fn subgraph<'a>(
+    saver: &'a Arc<dyn CheckpointSaver>,
+    thread: &'a str,
+    ns: String,
+    configurable: &'a Map<String, Value>,
+) -> BoxFuture<'a, Result<Option<Found>>> {
+    Box::pin(async move {
+        let at = CheckpointConfig {
+            thread_id: thread.to_owned(),
+            checkpoint_ns: Some(ns),
+            checkpoint_id: None,
+        };
+        let Some(tuple) = saver.get_tuple(&at).await? else {
+            return Ok(None);
+        };
+        let config = RunConfig {
+            configurable: configurable.clone(),
+            ..RunConfig::from(&tuple.config)
+        };
+        let snapshot = stored_snapshot(saver, thread, tuple, configurable).await?;
+        Ok(Some((config, snapshot)))
+    })
+}
+
+/// The snapshot of a checkpoint read without its graph ([`crate::stored`]): values as JSON
+/// (undecodable ones as the inspector shows them), next tasks (sends, then triggered nodes
+/// by name) with their ids, errors, interrupts and subgraphs.
+async fn stored_snapshot(
+    saver: &Arc<dyn CheckpointSaver>,
+    thread: &str,
+    tuple: CheckpointTuple,
+    configurable: &Map<String, Value>,
+) -> Result<StateSnapshot<Map<String, Value>>> {
+    let values = stored::channel_values(saver.as_ref(), &tuple)
+        .await?
+        .into_iter()
+        .filter(|(name, _)| !stored::is_internal(name))
+        .map(|(name, value)| (name, value.to_json()))
+        .collect();
+    let head = Head::of(&tuple);
+    let metadata = shown(head.metadata);
+    let ns = head.config.checkpoint_ns.clone();
+    let step = metadata.step.unwrap_or(-1) + 1;
+    let base = metadata
+        .extra
+        .get(metadata::FORKED_FROM)
+        .and_then(Value::as_str)
+        .unwrap_or(&tuple.checkpoint.id);
+    let base = step::checkpoint_id_bytes(base);
+    let legacy = tuple.checkpoint.v <= 1;
+    let pending = stored::interrupts(&tuple, true);
+    let mut tasks = Vec::new();
+    for next in stored::next_tasks(&tuple) {
+        let kind = next.send.map_or(TaskKind::Pull, TaskKind::Push);
+        let id = step::task_id(&base, legacy, &ns, step, &next.name, &kind, &next.trigger);
+        let error = tuple
+            .pending_writes
+            .iter()
+            .find(|w| w.task_id == id && w.channel == channels::ERROR)
+            .map(|w| match Decoded::of(&w.value) {
+                Decoded::Value(Value::String(error)) => error,
+                other => other.display(),
+            });
+        let interrupts = pending
+            .iter()
+            .filter(|i| i["task_id"] == id.as_str())
+            .map(|i| {
+                let id = i["id"].as_str().unwrap_or_default();
+                Interrupt::new(i["value"].clone(), id)
+            })
+            .collect();
+        let task_ns = step::task_ns(&ns, &next.name, &id);
+        let (state, subgraph) = match subgraph(saver, thread, task_ns, configurable).await? {
+            Some((config, snapshot)) => (Some(config), Some(Box::new(snapshot))),
+            None => (None, None),
+        };
+        tasks.push(TaskInfo {
+            id,
+            name: next.name,
+            error,
+            interrupts,
+            state,
+            subgraph,
+        });
+    }
+    Ok(StateSnapshot {
+        values,
+        next: tasks.iter().map(|t| t.name.clone()).collect(),
+        interrupts: tasks.iter().flat_map(|t| t.interrupts.clone()).collect(),
+        config: head.config,
+        metadata,
+        created_at: head.created_at,
+        parent_config: head.parent_config,
+        tasks,
+    })
 }
 
 /// The snapshot of a thread without checkpoints: the initial state, nothing next.
@@ -291,6 +409,7 @@ mod tests {
                 error: None,
                 interrupts: vec![Interrupt::new(json!("ok?"), "i1")],
                 state: None,
+                subgraph: None,
             }],
             interrupts: vec![Interrupt::new(json!("ok?"), "i1")],
         };

@@ -61,9 +61,7 @@ pub async fn channel_values(
     if missing.is_empty() {
         return Ok(out);
     }
-    let history = saver
-        .delta_channel_history(&tuple.config, &missing)
-        .await?;
+    let history = saver.delta_channel_history(&tuple.config, &missing).await?;
     for (channel, history) in history {
         let writes: Vec<&SerializedValue> = history.writes.iter().map(|w| &w.value).collect();
         out.insert(channel, fold(history.seed.as_ref(), &writes));
@@ -125,14 +123,37 @@ fn fold_messages(stored: &[&SerializedValue], parts: &[Value]) -> Option<Decoded
 /// The nodes that run next from `tuple`: pending `Send`s first (in the order written), then
 /// triggered nodes by name.
 pub fn next_nodes(tuple: &CheckpointTuple) -> Vec<String> {
+    next_tasks(tuple)
+        .into_iter()
+        .map(|task| task.name)
+        .collect()
+}
+
+/// A task that runs next from a stored checkpoint, as [`next_tasks`] reads it.
+pub(crate) struct NextTask {
+    /// Its node.
+    pub(crate) name: String,
+    /// For a pending `Send`: its index among them.
+    pub(crate) send: Option<usize>,
+    /// The channel that triggered it (`__pregel_tasks` for a send).
+    pub(crate) trigger: String,
+}
+
+/// The tasks of [`next_nodes`], in its order, with what triggered each.
+pub(crate) fn next_tasks(tuple: &CheckpointTuple) -> Vec<NextTask> {
     let checkpoint = &tuple.checkpoint;
     let mut out = Vec::new();
     if let Some(stored) = checkpoint.channel_values.get(channels::TASKS)
         && let Decoded::Value(Value::Array(sends)) = Decoded::of(stored)
     {
-        out.extend(sends.iter().filter_map(send_node).map(str::to_owned));
+        let names = sends.iter().filter_map(send_node);
+        out.extend(names.enumerate().map(|(i, name)| NextTask {
+            name: name.to_owned(),
+            send: Some(i),
+            trigger: channels::TASKS.to_owned(),
+        }));
     }
-    let mut pulled = BTreeSet::new();
+    let mut pulled = BTreeMap::new();
     for channel in checkpoint.channel_values.keys() {
         let node = match channel.strip_prefix(BRANCH_PREFIX) {
             Some(node) => node,
@@ -147,10 +168,14 @@ pub fn next_nodes(tuple: &CheckpointTuple) -> Vec<String> {
             .get(node)
             .and_then(|seen| seen.get(channel));
         if seen.is_none_or(|seen| version > seen) {
-            pulled.insert(node.to_owned());
+            pulled.insert(node.to_owned(), channel.clone());
         }
     }
-    out.extend(pulled);
+    out.extend(pulled.into_iter().map(|(name, trigger)| NextTask {
+        name,
+        send: None,
+        trigger,
+    }));
     out
 }
 
