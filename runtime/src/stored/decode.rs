@@ -10,6 +10,7 @@
 use serde_json::{Map, Value, json};
 use waypoint_checkpoint::serde::{TAG_BYTES, TAG_JSON, TAG_MSGPACK, TAG_NULL};
 use waypoint_checkpoint::{Error, Serde, SerializedValue};
+
 use crate::Message;
 
 /// LangGraph's tag for a `bytearray`, stored as its bytes.
