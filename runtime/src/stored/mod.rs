@@ -34,7 +34,8 @@ pub fn is_internal(channel: &str) -> bool {
 }
 
 /// Every channel value of `tuple`, decoded; appending channels the checkpoint stores as
-/// deltas are rebuilt from their history (see [`fold`]).
+/// deltas are rebuilt from their history (chat messages folded by `add_messages`, other
+/// lists appended).
 pub async fn channel_values(
     saver: &dyn CheckpointSaver,
     tuple: &CheckpointTuple,
