@@ -297,10 +297,6 @@ impl<'g, S: State> Run<'g, S> {
         }
 
         let mut steps = 0usize;
-        self.stop = self
-            .frame
-            .step
-            .saturating_add(i64::try_from(self.config.recursion_limit).unwrap_or(i64::MAX));
         loop {
             let tasks = step::prepare(self.graph, &self.frame, &self.ns);
             if tasks.is_empty() {
@@ -321,6 +317,8 @@ impl<'g, S: State> Run<'g, S> {
             }
             steps += 1;
             let step = self.frame.step + 1;
+            let left = self.config.recursion_limit - steps;
+            self.stop = step.saturating_add(i64::try_from(left).unwrap_or(i64::MAX));
             let span = tracing::debug_span!("superstep", step, tasks = tasks.len());
             for task in &tasks {
                 self.emitter.debug(|| self.task_event(task, step));
