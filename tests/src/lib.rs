@@ -5,6 +5,7 @@
 //! factory, so a new case reaches every backend the day it is written. The factories in
 //! [`savers`] open the real backends (PostgreSQL from `WAYPOINT_TEST_POSTGRES_URL`).
 
+pub mod agent_more;
 pub mod cases;
 pub mod events;
 pub mod graph_api;
@@ -103,6 +104,7 @@ macro_rules! runtime_suite {
         $crate::runtime_suite!(@module metadata $factory; bookkeeping_keys_are_hidden, guide_metadata_has_writes, writes_list_sends_and_stay_sealed);
         $crate::runtime_suite!(@module events $factory; graph_nodes_and_subgraph_events_nest);
         $crate::runtime_suite!(@module graph_api $factory; goto_only_node_pauses_and_resumes, json_messages_fold_by_id_across_runs);
+        $crate::runtime_suite!(@module agent_more $factory; agent_stops_before_the_recursion_limit, return_direct_tool_ends_the_run, response_format_stores_structured_response, agent_runs_over_json_state);
         $crate::runtime_suite!(@module prebuilt $factory; agent_parallel_tool_calls_are_checkpointed, agent_human_review_edits_the_tool_call);
         $crate::runtime_suite!(@module nested $factory; node_invokes_subgraph_and_resumes, node_streams_subgraph_and_resumes, invoke_on_another_thread_is_a_root_run, get_state_subgraphs_shows_the_paused_subgraph, tool_invokes_subgraph_and_resumes);
         $crate::runtime_suite!(@module nested_stream $factory; node_streams_child_to_the_root, get_state_subgraphs_has_the_child_snapshot);
