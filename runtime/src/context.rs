@@ -14,7 +14,7 @@ use crate::config::RunConfig;
 use crate::interrupt::{Interrupt, SharedScratch};
 use crate::messages::AiMessageChunk;
 use crate::state::State;
-use crate::stream::{CustomSink, MessageMetadata, MessageSink, SubgraphStream};
+use crate::stream::{CustomSink, MessageMetadata, MessageSink, Streamed, SubgraphStream};
 
 /// The context passed to every node call.
 #[derive(Clone)]
@@ -142,6 +142,12 @@ impl Context {
     /// when nobody streams that mode). Give every chunk of one message the same id, and put
     /// the whole message, with that id, in the node's update.
     pub fn stream_message(&self, chunk: AiMessageChunk) {
+        let id = chunk.id.clone();
+        self.to_message_sink(Streamed::Chunk(chunk), id);
+    }
+
+    /// Sends `streamed` to the messages sink (when the run has one), from this node's task.
+    pub(crate) fn to_message_sink(&self, streamed: Streamed, id: Option<String>) {
         if let Some(sink) = &self.messages {
             let metadata = MessageMetadata {
                 node: self.node.to_string(),
@@ -152,9 +158,9 @@ impl Context {
                     .as_ref()
                     .map(|site| site.task_ns.clone())
                     .unwrap_or_default(),
-                id: chunk.id.clone(),
+                id,
             };
-            sink(chunk, metadata);
+            sink(streamed, metadata);
         }
     }
 

@@ -2,21 +2,27 @@
 //!
 //! [`CompiledGraph::stream_events`] turns a run's stream (its values, updates, debug task
 //! events and message chunks, the subgraphs' included) into start, stream and end events of
-//! nested runs: the graph, each node task, each subgraph a task calls, and chat-model tokens.
+//! nested runs: the graph, each node task, each subgraph a task calls, the chat-model calls
+//! a node makes with [`Context::invoke_model`] (and tokens it streams) and the custom events
+//! it dispatches with [`Context::dispatch_custom_event`].
 
 use std::collections::{HashMap, VecDeque};
 
 use futures::{Stream, StreamExt, stream};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
+use waypoint_checkpoint::BoxError;
 
 use crate::config::RunConfig;
+use crate::context::Context;
 use crate::error::Result;
 use crate::interrupt::Input;
+use crate::messages::{AiMessage, AiMessageChunk, Message};
 use crate::names::NS_SEP;
+use crate::prebuilt::{ChatModel, ToolSpec};
 use crate::pregel::CompiledGraph;
 use crate::state::State;
-use crate::stream::StreamMode;
+use crate::stream::{Emitter, RUN_EVENT, StreamMode, Streamed};
 
 /// The name of a graph's runs, LangGraph's default graph name.
 pub const GRAPH_NAME: &str = "LangGraph";
@@ -33,10 +39,22 @@ pub enum EventKind {
     /// A run finished; `data` has its `output`.
     #[serde(rename = "on_chain_end")]
     ChainEnd,
+    /// A chat-model call started; `data` has its `input` (`{"messages": [[...]]}`).
+    #[serde(rename = "on_chat_model_start")]
+    ChatModelStart,
     /// A node streamed a message chunk (an LLM token); `data` has the `chunk`.
     #[serde(rename = "on_chat_model_stream")]
     ChatModelStream,
+    /// A chat-model call finished; `data` has its `input` and its `output` (the AI message).
+    #[serde(rename = "on_chat_model_end")]
+    ChatModelEnd,
+    /// A node dispatched a custom event; `name` is the event's, `data` the data it sent.
+    #[serde(rename = "on_custom_event")]
+    CustomEvent,
 }
+
+/// The run name of chat-model calls (LangChain names them by the model's class).
+pub const CHAT_MODEL_NAME: &str = "ChatModel";
 
 /// One event of [`CompiledGraph::stream_events`], serialized as LangGraph's v2 `StreamEvent`:
 /// `{"event", "name", "run_id", "parent_ids", "tags", "metadata", "data"}`.
@@ -44,10 +62,12 @@ pub enum EventKind {
 pub struct Event {
     /// What happened.
     pub event: EventKind,
-    /// The run's name: [`GRAPH_NAME`] for a graph, the node's name for a node task and its
-    /// chat-model tokens.
+    /// The run's name: [`GRAPH_NAME`] for a graph, the node's name for a node task and the
+    /// tokens it streams outside a model call, [`CHAT_MODEL_NAME`] for a chat-model call, the
+    /// event's name for a custom event.
     pub name: String,
-    /// The run's id (a UUID; the root graph's is `config.run_id` when set).
+    /// The run's id (a UUID; the root graph's is `config.run_id` when set; a custom event's
+    /// is the id of the node task that dispatched it).
     pub run_id: String,
     /// The ids of the runs it is nested in, outermost first (empty for the root graph).
     pub parent_ids: Vec<String>,
@@ -58,8 +78,9 @@ pub struct Event {
     /// `langgraph_step`, `langgraph_node`, `langgraph_triggers`, `langgraph_path` and
     /// `langgraph_checkpoint_ns`.
     pub metadata: Map<String, Value>,
-    /// `input`, `chunk` or `output`, by [`Event::event`].
-    pub data: Map<String, Value>,
+    /// `{"input"}`, `{"chunk"}` or `{"output"}` (`{"output", "input"}` for a chat model's
+    /// end) by [`Event::event`]; a custom event's data as dispatched.
+    pub data: Value,
 }
 
 /// A run events are reported for: a graph or a node task.
@@ -92,7 +113,7 @@ impl RunInfo {
             parent_ids: self.parent_ids.clone(),
             tags: self.tags.clone(),
             metadata: self.metadata.clone(),
-            data: Map::from_iter([(key.to_owned(), value)]),
+            data: json!({ key: value }),
         }
     }
 
@@ -124,8 +145,10 @@ struct Events {
     graphs: HashMap<String, GraphRun>,
     /// Node tasks by their own checkpoint namespace.
     tasks: HashMap<String, RunInfo>,
-    /// The run ids of chat-model streams, by message id.
+    /// The run ids of chat-model streams outside model calls, by message id.
     models: HashMap<String, String>,
+    /// The chat-model call under way in a task, by the task's checkpoint namespace.
+    calls: HashMap<String, RunInfo>,
 }
 
 /// The trigger of a `Send`'s task and the first level of its path (LangGraph's `PUSH`).
@@ -156,6 +179,7 @@ impl Events {
             graphs: HashMap::from([(String::new(), root)]),
             tasks: HashMap::new(),
             models: HashMap::new(),
+            calls: HashMap::new(),
         };
         (events, start)
     }
@@ -208,6 +232,7 @@ impl Events {
             ns => format!("{ns}{NS_SEP}{level}"),
         };
         match data.get("type").and_then(Value::as_str) {
+            Some(RUN_EVENT) => self.run_event(payload, out),
             Some("task") => {
                 let input = payload.get("input").cloned().unwrap_or_default();
                 let start = name == crate::START;
@@ -261,16 +286,24 @@ impl Events {
         }
     }
 
-    /// A message chunk a node streamed: `[chunk, metadata]`.
+    /// A message chunk a node streamed, or a message it returned: `[message, metadata]`.
     fn message(&mut self, data: Value, out: &mut Vec<Event>) {
         let [chunk, metadata] = <[Value; 2]>::try_from(match data {
             Value::Array(pair) => pair,
             _ => return,
         })
         .unwrap_or_default();
+        // Other messages a node returns (a tool's answer) are no model's output.
+        if chunk["type"] != "AIMessageChunk" {
+            return;
+        }
         let task_ns = metadata["langgraph_checkpoint_ns"]
             .as_str()
             .unwrap_or_default();
+        if let Some(call) = self.calls.get(task_ns) {
+            out.push(call.event(EventKind::ChatModelStream, "chunk", chunk));
+            return;
+        }
         let Some(task) = self.tasks.get(task_ns) else {
             return;
         };
@@ -281,6 +314,45 @@ impl Events {
                 .clone();
         }
         out.push(model.event(EventKind::ChatModelStream, "chunk", chunk));
+    }
+
+    /// An event a node reported (`{"checkpoint_ns", "event": {"event", "name", "run_id"?,
+    /// "data"}}`): a chat-model call's start or end, or a custom event.
+    fn run_event(&mut self, payload: Value, out: &mut Vec<Event>) {
+        let task_ns = payload["checkpoint_ns"].as_str().unwrap_or_default();
+        let Some(task) = self.tasks.get(task_ns) else {
+            return;
+        };
+        let event = &payload["event"];
+        let name = event["name"].as_str().unwrap_or_default();
+        let data = event["data"].clone();
+        match event["event"].as_str() {
+            Some("on_chat_model_start") => {
+                let mut call = task.child(name, task.tags.clone(), task.metadata.clone());
+                if let Some(run_id) = event["run_id"].as_str() {
+                    call.run_id = run_id.to_owned();
+                }
+                out.push(Event {
+                    data,
+                    ..call.event(EventKind::ChatModelStart, "input", Value::Null)
+                });
+                self.calls.insert(task_ns.to_owned(), call);
+            }
+            Some("on_chat_model_end") => {
+                if let Some(call) = self.calls.remove(task_ns) {
+                    out.push(Event {
+                        data,
+                        ..call.event(EventKind::ChatModelEnd, "output", Value::Null)
+                    });
+                }
+            }
+            Some("on_custom_event") => out.push(Event {
+                name: name.to_owned(),
+                data,
+                ..task.event(EventKind::CustomEvent, "data", Value::Null)
+            }),
+            _ => {}
+        }
     }
 
     /// The root graph's end (and that of any subgraph still open, innermost first).
@@ -306,9 +378,13 @@ impl<S: State> CompiledGraph<S> {
     /// (with their input state: the run's input for `__start__`), each subgraph a task calls
     /// starts and ends inside it, and once the step's tasks all finished each sends its update
     /// (`on_chain_stream`) and ends with it (`on_chain_end`), then the graph sends
-    /// `{node: update}` (`on_chain_stream`; `{"__interrupt__": [...]}` when it pauses). Message
-    /// chunks nodes stream are `on_chat_model_stream` events, one run per message id, nested
-    /// in their node's task. `parent_ids` nest every run in the graph runs and tasks around
+    /// `{node: update}` (`on_chain_stream`; `{"__interrupt__": [...]}` when it pauses). A
+    /// chat-model call a node makes with [`Context::invoke_model`] is a run nested in the
+    /// node's task (`on_chat_model_start`, `on_chat_model_stream` for each chunk the node
+    /// streams during the call, its reply included, `on_chat_model_end`); message chunks a
+    /// node streams outside such a call are `on_chat_model_stream` events, one run per message
+    /// id, nested in the task. A custom event a node dispatches
+    /// ([`Context::dispatch_custom_event`]) is `on_custom_event`, with the task's run id. `parent_ids` nest every run in the graph runs and tasks around
     /// it.
     ///
     /// A failed run ends the stream with its error, as LangGraph's `astream_events` raises
@@ -330,7 +406,10 @@ impl<S: State> CompiledGraph<S> {
             Input::Continue => Value::Null,
         };
         let (events, start) = Events::new(config, input_json);
-        let parts = self.stream_subgraphs(input, config, &MODES).boxed();
+        let (emitter, rx) = Emitter::channel(&MODES, true);
+        let parts = self
+            .spawn_stream(input, config, (emitter.for_events(), rx))
+            .boxed();
         let queue = VecDeque::from([Ok(start)]);
         stream::unfold(
             (parts, Some(events), queue),
@@ -356,5 +435,47 @@ impl<S: State> CompiledGraph<S> {
                 }
             },
         )
+    }
+}
+
+impl Context {
+    /// Sends a custom event named `name` with `data` (LangChain's `adispatch_custom_event`):
+    /// an events stream ([`CompiledGraph::stream_events`]) shows it as `on_custom_event`, with
+    /// this node's task as its run; other streams drop it.
+    pub fn dispatch_custom_event(&self, name: &str, data: impl Serialize) {
+        let data = serde_json::to_value(data).unwrap_or_else(|e| Value::String(e.to_string()));
+        self.report(json!({"event": "on_custom_event", "name": name, "data": data}));
+    }
+
+    /// Calls `model` as a chat-model run of this node (what every prebuilt caller of a model
+    /// uses): an events stream shows `on_chat_model_start`, the reply as one
+    /// `on_chat_model_stream` chunk and `on_chat_model_end`, and the `messages` stream gets
+    /// the reply when it comes, before the node ends. A reply without an id gets LangChain's
+    /// `run-<call's run id>`, so it is streamed once.
+    pub async fn invoke_model(
+        &self,
+        model: &dyn ChatModel,
+        messages: &[Message],
+        tools: &[ToolSpec],
+    ) -> std::result::Result<AiMessage, BoxError> {
+        let run_id = uuid::Uuid::new_v4().to_string();
+        let input = json!({ "messages": [messages] });
+        self.report(json!({
+            "event": "on_chat_model_start", "name": CHAT_MODEL_NAME, "run_id": run_id,
+            "data": {"input": input},
+        }));
+        let mut reply = model.invoke(messages, tools).await?;
+        reply.id.get_or_insert_with(|| format!("run-{run_id}"));
+        self.stream_message(AiMessageChunk::from(reply.clone()));
+        self.report(json!({
+            "event": "on_chat_model_end", "name": CHAT_MODEL_NAME, "run_id": run_id,
+            "data": {"output": Message::Ai(reply.clone()), "input": input},
+        }));
+        Ok(reply)
+    }
+
+    /// Sends `event` to the run's events stream, if it feeds one.
+    fn report(&self, event: Value) {
+        self.to_message_sink(Streamed::Event(event), None);
     }
 }

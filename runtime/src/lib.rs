@@ -108,7 +108,7 @@ pub use context::{Context, Subgraph};
 pub use delta::DeltaPolicy;
 pub use draw::{Drawing, DrawnEdge, DrawnNode};
 pub use error::{Error, Result};
-pub use events::{Event, EventKind, GRAPH_NAME};
+pub use events::{CHAT_MODEL_NAME, Event, EventKind, GRAPH_NAME};
 pub use interrupt::{Input, Interrupt, Outcome, Resume};
 pub use lease::LEASE_TTL;
 pub use messages::{

@@ -20,8 +20,20 @@ use crate::state::State;
 /// Where `write_custom` values go: the node name and the value.
 pub(crate) type CustomSink = Arc<dyn Fn(&str, Value) + Send + Sync>;
 
-/// Where `stream_message` chunks go.
-pub(crate) type MessageSink = Arc<dyn Fn(AiMessageChunk, MessageMetadata) + Send + Sync>;
+/// Where `stream_message` chunks, and the events a node reports for an events stream, go.
+pub(crate) type MessageSink = Arc<dyn Fn(Streamed, MessageMetadata) + Send + Sync>;
+
+/// What a node sends to its [`MessageSink`].
+pub(crate) enum Streamed {
+    /// A piece of a message, for the `messages` stream.
+    Chunk(AiMessageChunk),
+    /// An event for an events stream ([`crate::CompiledGraph::stream_events`]), dropped by
+    /// other streams: `{"event", "name", "run_id"?, "data"}`.
+    Event(Value),
+}
+
+/// The debug event type carrying a node's [`Streamed::Event`] to an events stream.
+pub(crate) const RUN_EVENT: &str = "run_event";
 
 /// What a stream carries (LangGraph's `stream_mode`).
 ///
@@ -42,7 +54,8 @@ pub enum StreamMode {
     /// Checkpoint and task events as JSON.
     Debug,
     /// Message chunks nodes stream with [`crate::Context::stream_message`] (an LLM's
-    /// tokens), each with where it came from.
+    /// tokens), and the messages nodes return that were not streamed (AI, tool, human and
+    /// system messages, each once), each with where it came from.
     Messages,
 }
 
@@ -125,6 +138,7 @@ impl<'de> Deserialize<'de> for StreamMode {
 /// | `Custom`    | `custom`    | the value (LangGraph does not name the node) |
 /// | `Debug`     | `debug`     | the event                                |
 /// | `Messages`  | `messages`  | `[chunk, metadata]`                      |
+/// | `Returned`  | `messages`  | `[message, metadata]`                    |
 /// | `Interrupt` | `updates`   | `{"__interrupt__": [interrupt, ...]}`    |
 /// | `Subgraph`  | `{mode}\|{namespace levels joined by \|}` | the subgraph part's `data` |
 #[derive(Clone, Debug)]
@@ -156,6 +170,15 @@ pub enum StreamPart<S: State> {
         /// Where it came from.
         metadata: MessageMetadata,
     },
+    /// A whole message other than an AI one that a node returned without streaming it (a
+    /// tool's answer, a human or system message), sent once by the `messages` mode as
+    /// LangGraph's does.
+    Returned {
+        /// The message.
+        message: Message,
+        /// Where it came from.
+        metadata: MessageMetadata,
+    },
     /// The run paused: LangGraph's `__interrupt__` event, with the pending interrupts
     /// (empty for a static breakpoint). Sent with the `updates` or `values` modes.
     Interrupt(Vec<Interrupt>),
@@ -181,7 +204,7 @@ impl<S: State> StreamPart<S> {
             StreamPart::Updates { .. } => StreamMode::Updates,
             StreamPart::Custom { .. } => StreamMode::Custom,
             StreamPart::Debug(_) => StreamMode::Debug,
-            StreamPart::Messages { .. } => StreamMode::Messages,
+            StreamPart::Messages { .. } | StreamPart::Returned { .. } => StreamMode::Messages,
             StreamPart::Interrupt(_) => StreamMode::Updates,
             StreamPart::Subgraph { mode, .. } => *mode,
         }
@@ -225,6 +248,9 @@ impl<S: State> Serialize for StreamPart<S> {
             StreamPart::Debug(event) => map.serialize_entry("data", event)?,
             StreamPart::Messages { chunk, metadata } => {
                 map.serialize_entry("data", &(chunk, metadata))?
+            }
+            StreamPart::Returned { message, metadata } => {
+                map.serialize_entry("data", &(message, metadata))?
             }
             StreamPart::Interrupt(interrupts) => map.serialize_entry(
                 "data",
@@ -285,7 +311,11 @@ pub(crate) struct SubgraphStream {
     modes: u8,
     sink: NestedSink,
     seen: Seen,
+    events: bool,
 }
+
+/// An emitter and the stream receiving its items.
+pub(crate) type PartChannel<S> = (Emitter<S>, UnboundedReceiver<Result<StreamPart<S>>>);
 
 /// Where a run sends stream items; a no-op for `invoke`.
 pub(crate) struct Emitter<S: State> {
@@ -296,6 +326,8 @@ pub(crate) struct Emitter<S: State> {
     /// Where the run's subgraphs stream, when they do.
     subgraphs: Option<SubgraphStream>,
     seen: Seen,
+    /// Whether the run feeds an events stream (which takes nodes' [`Streamed::Event`]s).
+    events: bool,
 }
 
 impl<S: State> Emitter<S> {
@@ -307,15 +339,13 @@ impl<S: State> Emitter<S> {
             tx: None,
             subgraphs: None,
             seen: Seen::default(),
+            events: false,
         }
     }
 
     /// An emitter of `modes`, and the stream that receives its items; with `subgraphs`, the
     /// parts of every subgraph the run calls too.
-    pub(crate) fn channel(
-        modes: &[StreamMode],
-        subgraphs: bool,
-    ) -> (Self, UnboundedReceiver<Result<StreamPart<S>>>) {
+    pub(crate) fn channel(modes: &[StreamMode], subgraphs: bool) -> PartChannel<S> {
         let (tx, rx) = unbounded();
         let modes = modes.iter().fold(0, |bits, m| bits | m.bit());
         let seen = Seen::default();
@@ -336,6 +366,7 @@ impl<S: State> Emitter<S> {
                     })
                 }),
                 seen: Arc::clone(&seen),
+                events: false,
             }
         });
         let emitter = Emitter {
@@ -344,8 +375,19 @@ impl<S: State> Emitter<S> {
             tx: Some(tx),
             subgraphs,
             seen,
+            events: false,
         };
         (emitter, rx)
+    }
+
+    /// The same emitter feeding an events stream: nodes' [`Streamed::Event`]s (and their
+    /// subgraphs') go to it as debug parts of type [`RUN_EVENT`].
+    pub(crate) fn for_events(mut self) -> Self {
+        self.events = true;
+        if let Some(subgraphs) = &mut self.subgraphs {
+            subgraphs.events = true;
+        }
+        self
     }
 
     /// The emitter of a subgraph run in checkpoint namespace `ns`: its parts go to `stream`
@@ -364,6 +406,7 @@ impl<S: State> Emitter<S> {
             tx: None,
             subgraphs: Some(stream.clone()),
             seen: Arc::clone(&stream.seen),
+            events: stream.events,
         }
     }
 
@@ -406,6 +449,7 @@ impl<S: State> Emitter<S> {
                     },
                 ),
                 seen: theirs.seen,
+                events: own.events || theirs.events,
             }),
             (own, theirs) => own.or(theirs),
         };
@@ -415,6 +459,7 @@ impl<S: State> Emitter<S> {
             tx: self.tx.clone(),
             subgraphs,
             seen: root.seen,
+            events: self.events || root.events,
         }
     }
 
@@ -472,21 +517,31 @@ impl<S: State> Emitter<S> {
         }
         let send = self.send.clone()?;
         let seen = Arc::clone(&self.seen);
+        let events = self.events;
         Some(Arc::new(
-            move |chunk: AiMessageChunk, metadata: MessageMetadata| {
-                if let Some(id) = &chunk.id {
-                    seen.lock()
-                        .unwrap_or_else(|poisoned| poisoned.into_inner())
-                        .insert(id.clone());
+            move |streamed: Streamed, metadata: MessageMetadata| match streamed {
+                Streamed::Chunk(chunk) => {
+                    if let Some(id) = &chunk.id {
+                        seen.lock()
+                            .unwrap_or_else(|poisoned| poisoned.into_inner())
+                            .insert(id.clone());
+                    }
+                    send(StreamPart::Messages { chunk, metadata });
                 }
-                send(StreamPart::Messages { chunk, metadata });
+                Streamed::Event(event) if events => send(StreamPart::Debug(serde_json::json!({
+                    "type": RUN_EVENT,
+                    "step": metadata.step,
+                    "payload": {"checkpoint_ns": metadata.checkpoint_ns, "event": event},
+                }))),
+                Streamed::Event(_) => {}
             },
         ))
     }
 
-    /// Sends the AI messages a node returned whole in `update` to the `messages` stream, each
-    /// as one part, unless already there (streamed chunk by chunk, or sent before) or in the
-    /// node's `input` (LangGraph's `StreamMessagesHandler` on a node's end).
+    /// Sends the messages a node returned whole in `update` to the `messages` stream, each as
+    /// one part (an AI message as one chunk, any other as [`StreamPart::Returned`]), unless
+    /// already there (streamed chunk by chunk, or sent before) or in the node's `input`
+    /// (LangGraph's `StreamMessagesHandler` on a node's end).
     pub(crate) fn whole_messages(&self, input: &S, update: &S::Update, metadata: &MessageMetadata) {
         if !self.wants(StreamMode::Messages) {
             return;
@@ -500,28 +555,25 @@ impl<S: State> Emitter<S> {
             .filter_map(|m| m.get("id").and_then(Value::as_str))
             .collect();
         for object in message_objects(&update) {
-            let is_ai = matches!(
-                object.get("type").and_then(Value::as_str),
-                Some("ai" | "AIMessage" | "AIMessageChunk")
-            );
-            let Some(Message::Ai(message)) = is_ai
-                .then(|| Message::from_json(object.clone()).ok())
-                .flatten()
-            else {
-                continue;
+            let message = match Message::from_json(object.clone()) {
+                Ok(Message::Remove(_)) | Err(_) => continue,
+                Ok(message) => message,
             };
-            if let Some(id) = &message.id
-                && (known.contains(id.as_str()) || !seen.insert(id.clone()))
+            if let Some(id) = message.id()
+                && (known.contains(id) || !seen.insert(id.to_owned()))
             {
                 continue;
             }
             let metadata = MessageMetadata {
-                id: message.id.clone(),
+                id: message.id().map(str::to_owned),
                 ..metadata.clone()
             };
-            self.send(StreamPart::Messages {
-                chunk: AiMessageChunk::from(message),
-                metadata,
+            self.send(match message {
+                Message::Ai(message) => StreamPart::Messages {
+                    chunk: AiMessageChunk::from(message),
+                    metadata,
+                },
+                message => StreamPart::Returned { message, metadata },
             });
         }
     }

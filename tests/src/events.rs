@@ -55,7 +55,10 @@ pub async fn graph_nodes_and_subgraph_events_nest(saver: Saver) -> TestResult {
         EventKind::ChainStart => "start",
         EventKind::ChainStream => "stream",
         EventKind::ChainEnd => "end",
+        EventKind::ChatModelStart => "model-start",
         EventKind::ChatModelStream => "token",
+        EventKind::ChatModelEnd => "model-end",
+        EventKind::CustomEvent => "custom",
     };
     let seen: Vec<String> = events
         .iter()

@@ -276,9 +276,8 @@ pub async fn whole_ai_message_is_one_messages_part(saver: Saver) -> TestResult {
         "tools",
         |_s: Arc<MessagesState>, _ctx: Context| async move {
             let done = Message::tool("call-1", "sunny").with_id("tool-1");
-            // An edit of the model's reply, by id: already in the input, not re-sent. (The
-            // tool message is not sent either: the stream carries AI messages only, where
-            // LangGraph sends every message a node returns.)
+            // An edit of the model's reply, by id: already in the input, not re-sent. The
+            // tool message is sent, as LangGraph sends every message a node returns.
             let edited = Message::ai("Let me look again.").with_id("ai-1");
             Ok::<_, waypoint_runtime::BoxError>(
                 MessagesStateUpdate::default().messages(vec![done, edited]),
@@ -295,13 +294,15 @@ pub async fn whole_ai_message_is_one_messages_part(saver: Saver) -> TestResult {
     let parts = collect(graph.stream(input(), &config, &[StreamMode::Messages])).await?;
     let mut seen = Vec::new();
     for part in &parts {
-        let StreamPart::Messages { chunk, metadata } = part else {
-            panic!("only the messages mode was asked for: {part:?}");
+        let (text, metadata) = match part {
+            StreamPart::Messages { chunk, metadata } => (chunk.content.text(), metadata),
+            StreamPart::Returned { message, metadata } => (message.text(), metadata),
+            _ => panic!("only the messages mode was asked for: {part:?}"),
         };
         seen.push((
             metadata.node.clone(),
             metadata.step,
-            chunk.content.text(),
+            text,
             metadata.id.clone(),
         ));
     }
@@ -315,6 +316,7 @@ pub async fn whole_ai_message_is_one_messages_part(saver: Saver) -> TestResult {
                 "Let me look.".into(),
                 Some("ai-1".into())
             ),
+            ("tools".into(), 2, "sunny".into(), Some("tool-1".into())),
             ("answer".into(), 3, "It is ".into(), answer_id.clone()),
             ("answer".into(), 3, "sunny.".into(), answer_id),
         ]

@@ -39,7 +39,7 @@ use crate::error::{Error, Result};
 use crate::interrupt::{Input, Outcome};
 use crate::lease::LeaseGuard;
 use crate::state::State;
-use crate::stream::{Emitter, StreamMode, StreamPart};
+use crate::stream::{Emitter, PartChannel, StreamMode, StreamPart};
 
 use frame::Frame;
 use graph::{END, Graph, INPUT, START};
@@ -159,7 +159,7 @@ impl<S: State> CompiledGraph<S> {
         config: &RunConfig,
         modes: &[StreamMode],
     ) -> impl Stream<Item = Result<StreamPart<S>>> + std::marker::Send + 'static {
-        self.spawn_stream(input.into(), config, modes, false)
+        self.spawn_stream(input.into(), config, Emitter::channel(modes, false))
     }
 
     /// Streams like [`CompiledGraph::stream`], with the parts of every subgraph the run
@@ -172,18 +172,16 @@ impl<S: State> CompiledGraph<S> {
         config: &RunConfig,
         modes: &[StreamMode],
     ) -> impl Stream<Item = Result<StreamPart<S>>> + std::marker::Send + 'static {
-        self.spawn_stream(input.into(), config, modes, true)
+        self.spawn_stream(input.into(), config, Emitter::channel(modes, true))
     }
 
-    /// Spawns a streamed run.
-    fn spawn_stream(
+    /// Spawns a run streaming to `channel` (an emitter and the stream receiving its parts).
+    pub(crate) fn spawn_stream(
         &self,
         input: Input<S>,
         config: &RunConfig,
-        modes: &[StreamMode],
-        subgraphs: bool,
+        (emitter, rx): PartChannel<S>,
     ) -> impl Stream<Item = Result<StreamPart<S>>> + std::marker::Send + 'static {
-        let (emitter, rx) = Emitter::channel(modes, subgraphs);
         let graph = self.clone();
         let config = config.clone();
         let span = run_span(&config, true);
