@@ -15,6 +15,7 @@ use waypoint_runtime::{
     Error, JsonSchema, JsonState, Message, MessagesState, MessagesStateUpdate, RunConfig,
 };
 
+use crate::prebuilt::{kinds, saying};
 use crate::{TestResult, thread};
 
 type Saver = Arc<dyn CheckpointSaver>;
@@ -35,25 +36,10 @@ fn echo<S: waypoint_runtime::State>(name: &str) -> Arc<dyn Tool<S>> {
 
 /// An AI message with id `id` calling tool `name` once (call id `call-{id}`).
 fn calling(id: &str, name: &str) -> AiMessage {
-    AiMessage {
-        id: Some(id.into()),
-        tool_calls: vec![ToolCall::new(format!("call-{id}"), name, json!({}))],
-        ..AiMessage::default()
-    }
-}
-
-/// An AI message with id `id` saying `text`.
-fn saying(id: &str, text: &str) -> AiMessage {
-    AiMessage {
-        id: Some(id.into()),
-        content: text.into(),
-        ..AiMessage::default()
-    }
-}
-
-/// The kinds of `messages`.
-fn kinds(messages: &[Message]) -> Vec<&'static str> {
-    messages.iter().map(Message::kind).collect()
+    crate::prebuilt::calling(
+        id,
+        vec![ToolCall::new(format!("call-{id}"), name, json!({}))],
+    )
 }
 
 /// A human message input for a [`MessagesState`] agent.

@@ -37,7 +37,7 @@ fn tools() -> Vec<Arc<dyn Tool<MessagesState>>> {
 }
 
 /// An AI message with id `id` calling `calls`.
-fn calling(id: &str, calls: Vec<ToolCall>) -> AiMessage {
+pub fn calling(id: &str, calls: Vec<ToolCall>) -> AiMessage {
     AiMessage {
         id: Some(id.into()),
         tool_calls: calls,
@@ -46,7 +46,7 @@ fn calling(id: &str, calls: Vec<ToolCall>) -> AiMessage {
 }
 
 /// An AI message with id `id` saying `text`.
-fn saying(id: &str, text: &str) -> AiMessage {
+pub fn saying(id: &str, text: &str) -> AiMessage {
     AiMessage {
         id: Some(id.into()),
         content: text.into(),
@@ -55,7 +55,7 @@ fn saying(id: &str, text: &str) -> AiMessage {
 }
 
 /// The kinds of `messages`.
-fn kinds(messages: &[Message]) -> Vec<&'static str> {
+pub fn kinds(messages: &[Message]) -> Vec<&'static str> {
     messages.iter().map(Message::kind).collect()
 }
 
