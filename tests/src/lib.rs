@@ -104,7 +104,7 @@ macro_rules! runtime_suite {
         $crate::runtime_suite!(@module streaming $factory; seed_001_flat_graph_streams_with_empty_namespace, subgraph_parts_carry_their_namespace, whole_ai_message_is_one_messages_part);
         $crate::runtime_suite!(@module metadata $factory; bookkeeping_keys_are_hidden, guide_metadata_has_writes, writes_list_sends_and_stay_sealed);
         $crate::runtime_suite!(@module events $factory; graph_nodes_and_subgraph_events_nest);
-        $crate::runtime_suite!(@module messages_mode_all $factory; tool_and_human_messages_are_streamed, agent_events_show_model_calls_and_custom_events, custom_events_stay_out_of_other_modes);
+        $crate::runtime_suite!(@module messages_mode_all $factory; tool_and_human_messages_are_streamed, agent_events_show_model_calls_and_custom_events, custom_events_stay_out_of_other_modes, subgraph_agent_events_nest_in_its_tasks);
         $crate::runtime_suite!(@module graph_api $factory; goto_only_node_pauses_and_resumes, json_messages_fold_by_id_across_runs);
         $crate::runtime_suite!(@module agent_more $factory; agent_stops_before_the_recursion_limit, return_direct_tool_ends_the_run, response_format_stores_structured_response, agent_runs_over_json_state);
         $crate::runtime_suite!(@module prebuilt $factory; agent_parallel_tool_calls_are_checkpointed, agent_human_review_edits_the_tool_call);

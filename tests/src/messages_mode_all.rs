@@ -228,3 +228,56 @@ pub async fn custom_events_stay_out_of_other_modes(saver: Saver) -> TestResult {
     assert_eq!(custom, [json!("written")]);
     Ok(())
 }
+
+/// A ReAct agent run by a parent graph's node (its subgraph): its model calls and its tool's
+/// custom event nest in its own tasks, inside the parent's task, with the inner task's
+/// checkpoint namespace.
+pub async fn subgraph_agent_events_nest_in_its_tasks(saver: Saver) -> TestResult {
+    let model = ScriptedModel::new([asking("ai-1"), AiMessage::default()]);
+    let agent = Arc::new(create_react_agent(
+        model,
+        vec![weather()],
+        AgentOptions::default(),
+    )?);
+    let mut graph = StateGraph::<MessagesState>::new();
+    graph
+        .add_node("outer", move |state: Arc<MessagesState>, ctx: Context| {
+            let agent = Arc::clone(&agent);
+            async move {
+                let input = MessagesStateUpdate::default().messages(state.messages.clone());
+                let done = agent.invoke(Some(input), ctx.config()).await?;
+                let last = done.values.messages.last().cloned();
+                NodeResult::Ok(
+                    MessagesStateUpdate::default().messages(last.into_iter().collect::<Vec<_>>()),
+                )
+            }
+        })
+        .add_edge(START, "outer");
+    let graph = graph.compile(CompileOptions::default().checkpointer(saver))?;
+    let config = RunConfig::thread(thread());
+    let input = MessagesStateUpdate::default().messages(vec![Message::human("weather?")]);
+    let events: Vec<_> = Box::pin(graph.stream_events(Some(input), &config))
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<Result<_, _>>()?;
+    let first = |kind: EventKind, name: &str| {
+        (events.iter())
+            .find(|e| e.event == kind && e.name == name)
+            .ok_or(format!("no {kind:?} {name}"))
+    };
+    let outer = first(EventKind::ChainStart, "outer")?;
+    let inner_agent = first(EventKind::ChainStart, "agent")?;
+    let model = first(EventKind::ChatModelStart, CHAT_MODEL_NAME)?;
+    let custom = first(EventKind::CustomEvent, "progress")?;
+    let tools = first(EventKind::ChainStart, "tools")?;
+    assert!(inner_agent.parent_ids.contains(&outer.run_id));
+    assert_eq!(model.parent_ids.last(), Some(&inner_agent.run_id));
+    assert_eq!(model.parent_ids.len(), inner_agent.parent_ids.len() + 1);
+    assert_eq!(custom.run_id, tools.run_id);
+    let ns = model.metadata["langgraph_checkpoint_ns"]
+        .as_str()
+        .ok_or("a namespace")?;
+    assert!(ns.starts_with("outer:") && ns.contains("|agent:"), "{ns}");
+    Ok(())
+}
