@@ -31,14 +31,7 @@ fn counting_child() -> waypoint_runtime::Result<CompiledGraph<JsonState>> {
 /// One streamed part as LangGraph prints it with `subgraphs=True`, `(namespace, mode,
 /// chunk)`, with the task ids of namespaces replaced by `<id>` so runs compare.
 fn printed(part: &StreamPart<JsonState>) -> waypoint_runtime::Result<String> {
-    let namespace: Vec<String> = part
-        .namespace()
-        .iter()
-        .map(|level| match level.split_once(':') {
-            Some((node, _task)) => format!("{node}:<id>"),
-            None => level.clone(),
-        })
-        .collect();
+    let namespace = crate::streaming::masked_namespace(part);
     let data = serde_json::to_value(part)
         .map_err(|e| waypoint_runtime::Error::InvalidUpdate(e.to_string()))?["data"]
         .clone();

@@ -57,17 +57,21 @@ fn team(saver: Option<&Saver>) -> waypoint_runtime::Result<CompiledGraph<Message
     })
 }
 
-/// One streamed item as the seed prints it, `(namespace, mode, chunk)`, with the task ids of
-/// namespaces and message ids replaced by `<id>` so runs compare.
-fn printed(part: &StreamPart<MessagesState>) -> String {
-    let namespace: Vec<String> = part
-        .namespace()
+/// A part's namespace with the task id of each level replaced by `<id>`, so runs compare.
+pub(crate) fn masked_namespace<S: waypoint_runtime::State>(part: &StreamPart<S>) -> Vec<String> {
+    part.namespace()
         .iter()
         .map(|level| match level.split_once(':') {
             Some((node, _task)) => format!("{node}:<id>"),
             None => level.clone(),
         })
-        .collect();
+        .collect()
+}
+
+/// One streamed item as the seed prints it, `(namespace, mode, chunk)`, with the task ids of
+/// namespaces and message ids replaced by `<id>` so runs compare.
+fn printed(part: &StreamPart<MessagesState>) -> String {
+    let namespace = masked_namespace(part);
     let chunk = match part {
         StreamPart::Messages { chunk, metadata } => format!(
             "({:?}, {{langgraph_node: {}, langgraph_step: {}}})",
