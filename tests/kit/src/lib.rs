@@ -62,6 +62,13 @@ pub fn postgres_url() -> Option<String> {
     env_or_skip("WAYPOINT_TEST_POSTGRES_URL")
 }
 
+/// The PostgreSQL server with the pgvector extension (`WAYPOINT_TEST_PGVECTOR_URL`), as
+/// [`env_or_skip`].
+#[track_caller]
+pub fn pgvector_url() -> Option<String> {
+    env_or_skip("WAYPOINT_TEST_PGVECTOR_URL")
+}
+
 /// The certificates of the TLS servers (`WAYPOINT_TEST_TLS_DIR`), as [`env_or_skip`].
 #[track_caller]
 pub fn tls() -> Option<Tls> {
