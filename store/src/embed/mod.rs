@@ -1,10 +1,14 @@
 //! Embedders turn texts into vectors for the semantic index.
 
 mod hashing;
+#[cfg(feature = "minilm")]
+mod minilm;
 #[cfg(feature = "openai")]
 mod openai;
 
 pub use hashing::HashingEmbedder;
+#[cfg(feature = "minilm")]
+pub use minilm::{MINILM_BATCH, MiniLmEmbedder};
 #[cfg(feature = "openai")]
 pub use openai::{OpenAiConfig, OpenAiEmbedder};
 
