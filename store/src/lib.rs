@@ -53,6 +53,9 @@ mod types;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
+/// The retrieval check: recall of an embedder on LangGraph's guides (feature `conformance`).
+#[cfg(feature = "conformance")]
+pub mod eval;
 
 pub use config::{AnnConfig, Distance, IndexConfig, StoreConfig, TtlConfig};
 pub use embed::{Embedder, HashingEmbedder};
