@@ -57,6 +57,9 @@ pub struct IndexConfig {
     pub distance: Distance,
     /// Approximate-index tuning.
     pub ann: AnnConfig,
+    /// Whether the same texts are also indexed for lexical and hybrid search (BM25 in
+    /// process; see [`SearchMode`](crate::SearchMode)).
+    pub lexical: bool,
 }
 
 impl IndexConfig {
@@ -68,6 +71,7 @@ impl IndexConfig {
             fields: vec![String::from("$")],
             distance: Distance::Cosine,
             ann: AnnConfig::default(),
+            lexical: false,
         }
     }
 
@@ -91,6 +95,12 @@ impl IndexConfig {
     /// Tunes the approximate index.
     pub fn ann(mut self, ann: AnnConfig) -> Self {
         self.ann = ann;
+        self
+    }
+
+    /// Also indexes the texts for lexical and hybrid search.
+    pub fn lexical(mut self, on: bool) -> Self {
+        self.lexical = on;
         self
     }
 }

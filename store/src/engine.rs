@@ -19,12 +19,13 @@ use waypoint_checkpoint::raw::operation_span;
 
 use crate::filter::Filter;
 use crate::index::VectorIndex;
+use crate::lexical::{FUSION_DEPTH, LexicalIndex, RRF_K, fuse, stored_texts};
 use crate::path::index_texts;
 use crate::raw::{Backend, FieldVector, Row, Upsert, Write};
 use crate::store::SweeperHandle;
 use crate::{
     Error, Index, IndexConfig, ItemKey, ListNamespacesOp, Namespace, Object, Op, OpResult, PutOp,
-    Result, SearchItem, SearchOp, StoreConfig, Ttl, WILDCARD,
+    Result, SearchItem, SearchMode, SearchOp, StoreConfig, Ttl, WILDCARD,
 };
 
 /// A store: the contract's behaviour on top of a backend.
@@ -45,6 +46,8 @@ struct Inner<B> {
     config: StoreConfig,
     /// The vector index; a full reload builds a new one and swaps it in.
     index: Option<RwLock<Arc<VectorIndex>>>,
+    /// The lexical index, when the index config asks for one.
+    lexical: Option<LexicalIndex>,
     /// Last timestamp handed out, in microseconds since the epoch: timestamps strictly
     /// increase, so updates always move `updated_at` forward even within one microsecond.
     clock: AtomicI64,
@@ -57,6 +60,7 @@ impl<B: Backend> Engine<B> {
     pub async fn open(backend: B, config: StoreConfig) -> Result<Self> {
         let engine = Self::new(backend, config)?;
         engine.reload_index().await?;
+        engine.reload_lexical().await?;
         Ok(engine)
     }
 
@@ -72,11 +76,13 @@ impl<B: Backend> Engine<B> {
             .index
             .as_ref()
             .map(|c| RwLock::new(Arc::new(VectorIndex::new(c.dims, c.distance, c.ann))));
+        let lexical = (config.index.as_ref()).and_then(|c| c.lexical.then(LexicalIndex::new));
         Ok(Engine {
             inner: Arc::new(Inner {
                 backend,
                 config,
                 index,
+                lexical,
                 clock: AtomicI64::new(i64::MIN),
                 seen: tokio::sync::Mutex::new(0),
             }),
@@ -137,7 +143,8 @@ impl<B: Backend> Engine<B> {
         };
         if !changes.complete {
             drop(seen);
-            return self.reload_index().await;
+            self.reload_index().await?;
+            return self.reload_lexical().await;
         }
         if changes.keys.is_empty() {
             *seen = changes.last_seq;
@@ -154,6 +161,7 @@ impl<B: Backend> Engine<B> {
         for stored in self.inner.backend.vectors(Some(&keys)).await? {
             fresh.insert(stored.key, checked_vectors(stored.vectors, index.dims())?);
         }
+        self.update_lexical(&keys).await?;
         for key in keys {
             match fresh.remove(&key) {
                 Some(vectors) => index.upsert(key, vectors),
@@ -162,6 +170,46 @@ impl<B: Backend> Engine<B> {
         }
         *seen = changes.last_seq;
         Ok(())
+    }
+
+    /// Rebuilds the lexical index from the texts of every item with stored vectors.
+    async fn reload_lexical(&self) -> Result<()> {
+        let Some(lexical) = &self.inner.lexical else {
+            return Ok(());
+        };
+        lexical.load(self.stored_texts(None).await?);
+        Ok(())
+    }
+
+    /// Re-reads the texts of `keys` into the lexical index (other processes' changes).
+    async fn update_lexical(&self, keys: &[ItemKey]) -> Result<()> {
+        let Some(lexical) = &self.inner.lexical else {
+            return Ok(());
+        };
+        let mut fresh: HashMap<ItemKey, Vec<String>> =
+            self.stored_texts(Some(keys)).await?.into_iter().collect();
+        for key in keys {
+            match fresh.remove(key) {
+                Some(texts) => lexical.upsert(key.clone(), &texts),
+                None => lexical.remove(key),
+            }
+        }
+        Ok(())
+    }
+
+    /// The indexed texts of the live items among `keys` (all with `None`) that have vectors.
+    async fn stored_texts(&self, keys: Option<&[ItemKey]>) -> Result<Vec<(ItemKey, Vec<String>)>> {
+        let stored = self.inner.backend.vectors(keys).await?;
+        let keys: Vec<ItemKey> = stored.iter().map(|s| s.key.clone()).collect();
+        let rows = self.inner.backend.get(&keys, self.now()).await?;
+        let mut texts = Vec::with_capacity(rows.len());
+        for (stored, row) in stored.into_iter().zip(rows) {
+            let Some(row) = row else { continue };
+            let fields: Vec<String> = stored.vectors.into_iter().map(|f| f.field).collect();
+            let value = serde_json::Value::Object(row.item.value);
+            texts.push((stored.key, stored_texts(&value, &fields)));
+        }
+        Ok(texts)
     }
 
     /// A timestamp later than every one handed out before, at microsecond precision.
@@ -205,6 +253,12 @@ impl<B: Backend> Engine<B> {
                 }
                 Op::Search(op) => {
                     op.namespace_prefix.validate_prefix()?;
+                    if !op.mode.is_vector() && self.inner.lexical.is_none() {
+                        return Err(Error::InvalidConfig(format!(
+                            "a {:?} search needs a lexical index (`IndexConfig::lexical(true)`)",
+                            op.mode
+                        )));
+                    }
                     let filter = op.filter.as_ref().map(Filter::parse).transpose()?;
                     searches.push((position, op, filter.unwrap_or_default()));
                 }
@@ -227,7 +281,7 @@ impl<B: Backend> Engine<B> {
             (writes, embed_as) = last_put_wins(writes, embed_as);
         }
 
-        self.embed(&mut writes, embed_as).await?;
+        let texts = self.embed(&mut writes, embed_as).await?;
 
         if !gets.is_empty() {
             let keys: Vec<ItemKey> = gets
@@ -286,7 +340,21 @@ impl<B: Backend> Engine<B> {
                     })
                     .collect(),
             };
+            let lexical: Vec<(ItemKey, Vec<String>)> = match &self.inner.lexical {
+                None => Vec::new(),
+                Some(_) => (writes.iter().zip(texts))
+                    .map(|(w, texts)| match w {
+                        Write::Put(u) => (u.key.clone(), texts),
+                        Write::Delete(key) => (key.clone(), Vec::new()),
+                    })
+                    .collect(),
+            };
             self.inner.backend.write(writes, self.now()).await?;
+            if let Some(index) = &self.inner.lexical {
+                for (key, texts) in lexical {
+                    index.upsert(key, &texts);
+                }
+            }
             if let Some(index) = self.index() {
                 for (key, vectors) in vectors {
                     match vectors {
@@ -339,11 +407,12 @@ impl<B: Backend> Engine<B> {
 
     /// Embeds every text the puts produce with one embedder call and gives each put of
     /// `writes` its vectors (`embed_as[i]` says how to embed `writes[i]`). Without an index
-    /// the writes keep `vectors: None`.
+    /// the writes keep `vectors: None`. Returns the texts of each of `writes` (none for a
+    /// delete), for the lexical index.
     #[tracing::instrument(name = "store.embed", level = "debug", skip_all, fields(texts = Empty))]
-    async fn embed(&self, writes: &mut [Write], embed_as: Vec<Index>) -> Result<()> {
+    async fn embed(&self, writes: &mut [Write], embed_as: Vec<Index>) -> Result<Vec<Vec<String>>> {
         let Some(index_config) = &self.inner.config.index else {
-            return Ok(());
+            return Ok(Vec::new());
         };
         // (put position, field name) for every text, in embedding order.
         let mut owners: Vec<(usize, String)> = Vec::new();
@@ -377,16 +446,18 @@ impl<B: Backend> Engine<B> {
             vectors
         };
         let mut per_put: Vec<Vec<FieldVector>> = vec![Vec::new(); writes.len()];
-        for ((position, field), vector) in owners.into_iter().zip(vectors) {
+        let mut per_put_texts: Vec<Vec<String>> = vec![Vec::new(); writes.len()];
+        for (((position, field), vector), text) in owners.into_iter().zip(vectors).zip(texts) {
             check_dims(&vector, index_config.dims)?;
             per_put[position].push(FieldVector { field, vector });
+            per_put_texts[position].push(text);
         }
         for (write, vectors) in writes.iter_mut().zip(per_put) {
             if let Write::Put(put) = write {
                 put.vectors = Some(vectors);
             }
         }
-        Ok(())
+        Ok(per_put_texts)
     }
 
     /// Restarts the TTL of `keys` (rows known to have one).
@@ -416,8 +487,13 @@ impl<B: Backend> Engine<B> {
         let Some(index) = self.index() else {
             return self.scan_page(&op, &filter, wants_refresh).await;
         };
-        let vector = index_config.embedder.embed_query(query).await?;
-        check_dims(&vector, index_config.dims)?;
+        let vector = if op.mode == SearchMode::Lexical {
+            Vec::new()
+        } else {
+            let vector = index_config.embedder.embed_query(query).await?;
+            check_dims(&vector, index_config.dims)?;
+            vector
+        };
         let now = self.now();
         let allowed = if filter.is_empty() {
             None
@@ -447,7 +523,20 @@ impl<B: Backend> Engine<B> {
                     && allowed.as_ref().is_none_or(|a| a.contains(key))
                     && !gone.contains(key)
             };
-            let hits = index.search(&vector, wanted, &accept);
+            let lexical = |depth| {
+                (self.inner.lexical.as_ref())
+                    .map(|l| l.search(query, depth, &accept))
+                    .unwrap_or_default()
+            };
+            let depth = wanted.max(FUSION_DEPTH);
+            let hits = match op.mode {
+                SearchMode::Vector => index.search(&vector, wanted, &accept),
+                SearchMode::Lexical => lexical(wanted),
+                SearchMode::Hybrid => {
+                    let vectors = index.search(&vector, depth, &accept);
+                    fuse(&[vectors, lexical(depth)], RRF_K, wanted)
+                }
+            };
             let exhausted = hits.len() < wanted;
             let keys: Vec<ItemKey> = hits.iter().map(|(key, _)| key.clone()).collect();
             let rows = self.inner.backend.get(&keys, now).await?;
@@ -529,6 +618,11 @@ impl<B: Backend> Engine<B> {
     pub async fn sweep_expired(&self) -> Result<usize> {
         let removed = self.inner.backend.sweep(self.now()).await?;
         record("store.sweep", "rows", removed.len());
+        if let Some(lexical) = &self.inner.lexical {
+            for key in &removed {
+                lexical.remove(key);
+            }
+        }
         if let Some(index) = self.index() {
             for key in &removed {
                 index.remove(key);

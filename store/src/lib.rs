@@ -45,6 +45,7 @@ mod engine;
 mod error;
 mod filter;
 pub mod index;
+pub mod lexical;
 mod memory;
 mod path;
 pub mod raw;
@@ -67,5 +68,5 @@ pub use path::get_text_at_path;
 pub use store::{Store, StoreExt, SweeperHandle};
 pub use types::{
     GetOp, Index, Item, ItemKey, ListNamespacesOp, Namespace, Object, Op, OpResult, PutOp,
-    SearchItem, SearchOp, Ttl, WILDCARD,
+    SearchItem, SearchMode, SearchOp, Ttl, WILDCARD,
 };

@@ -187,7 +187,9 @@ pub struct SearchItem {
     /// The item.
     #[serde(flatten)]
     pub item: Item,
-    /// Similarity to the query (cosine, dot product or negative L2); `None` without a query.
+    /// Relevance to the query, higher is better; `None` without a query. By the search's
+    /// [`SearchMode`]: similarity (cosine, dot product or negative L2), BM25 score, or the
+    /// fused reciprocal-rank score.
     pub score: Option<f32>,
 }
 
@@ -282,6 +284,34 @@ pub struct SearchOp {
     /// Whether to restart the TTL of returned items; `None` uses the store's setting.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refresh_ttl: Option<bool>,
+    /// How a query ranks items (a Waypoint extension; left out of the serde form when
+    /// [`SearchMode::Vector`], LangGraph's only mode).
+    #[serde(skip_serializing_if = "SearchMode::is_vector")]
+    pub mode: SearchMode,
+}
+
+/// How a search with a query ranks items; lexical and hybrid need
+/// [`IndexConfig::lexical`](crate::IndexConfig::lexical).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchMode {
+    /// By similarity of embeddings; `score` is the similarity.
+    #[default]
+    Vector,
+    /// By BM25 over the indexed fields' words; `score` is the BM25 score, and items sharing
+    /// no word with the query are not found.
+    Lexical,
+    /// Both rankings fused by reciprocal rank fusion (k = 60): `score` is the sum over the
+    /// rankings holding the item of `1 / (60 + rank)`, rank from 1, each ranking taken to
+    /// depth `max(offset + limit, 100)`.
+    Hybrid,
+}
+
+impl SearchMode {
+    /// Whether this is the default, vector-only mode.
+    pub fn is_vector(&self) -> bool {
+        *self == SearchMode::Vector
+    }
 }
 
 /// Reads `null` as the default, for the fields LangGraph's API lets be `null`.
@@ -351,6 +381,7 @@ impl Default for SearchOp {
             offset: 0,
             query: None,
             refresh_ttl: None,
+            mode: SearchMode::Vector,
         }
     }
 }
@@ -394,6 +425,12 @@ impl SearchOp {
     /// Overrides the store's refresh-on-read setting.
     pub fn refresh_ttl(mut self, refresh: bool) -> Self {
         self.refresh_ttl = Some(refresh);
+        self
+    }
+
+    /// Ranks a query's results by `mode` (vector similarity by default).
+    pub fn mode(mut self, mode: SearchMode) -> Self {
+        self.mode = mode;
         self
     }
 }

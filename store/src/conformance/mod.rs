@@ -48,6 +48,7 @@ where
 mod basic;
 mod feed;
 mod filters;
+mod hybrid;
 mod namespaces;
 mod outage;
 mod search;
@@ -57,6 +58,7 @@ mod vectors;
 pub use basic::*;
 pub use feed::*;
 pub use filters::*;
+pub use hybrid::*;
 pub use namespaces::*;
 pub use outage::{Restart, restart_mid_write_loop};
 pub use search::*;
@@ -147,6 +149,7 @@ macro_rules! __store_cases {
             ttl_refresh_disabled ttl_sweep_deletes_expired ttl_background_sweeper
             ttl_default_and_override ttl_fractional_minutes ttl_invalid_rejected
             ttl_update_resets
+            hybrid_identifier_found_by_lexical_leg hybrid_paraphrase_found_by_vector_leg hybrid_filters_pages_and_updates hybrid_hostile_queries_are_words hybrid_without_lexical_index_is_error
         }
     };
 }
