@@ -11,12 +11,12 @@ use waypoint_checkpoint::{
     CheckpointTuple, ListOptions, PruneStrategy, checkpoint_id, now_rfc3339,
 };
 
-use waypoint_runtime::stored::{
-    Decoded, changed_channels, channel_values, interrupts, is_internal, next_nodes,
-};
 use super::{Target, parse_filters, print_json};
 use crate::backend::{self, Open};
 use crate::table::{Table, ellipsize};
+use waypoint_runtime::stored::{
+    Decoded, changed_channels, channel_values, interrupts, is_internal, next_nodes,
+};
 
 /// The runtime's companion of LangGraph's delta counters.
 /// Widest value cell in tables; `--json` has the whole value.
