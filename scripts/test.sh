@@ -15,6 +15,7 @@ export RUST_BACKTRACE=1
 
 source scripts/services.sh
 source scripts/python.sh
+source scripts/models.sh
 
 # Scratch space for servers, test databases and files; removed however the script ends.
 scratch="$(mktemp -d -t waypoint-test.XXXXXX)"
@@ -56,6 +57,8 @@ start_pgbouncer "$scratch" pgbouncer PGBOUNCER "$WAYPOINT_TEST_POSTGRES_URL"
 start_redis_cluster "$scratch" redis-cluster REDIS_CLUSTER
 langgraph_venv
 langgraph06_venv
+minilm_model
+minilm_reference_venv
 export TMPDIR="$scratch"
 
 step "cargo test"

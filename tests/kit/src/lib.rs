@@ -174,6 +174,20 @@ pub fn python() -> Option<PathBuf> {
     env_or_skip("WAYPOINT_TEST_PYTHON").map(PathBuf::from)
 }
 
+/// The all-MiniLM-L6-v2 model directory (`WAYPOINT_TEST_MINILM_DIR`: config.json,
+/// tokenizer.json, model.safetensors, made by scripts/models.sh), as [`env_or_skip`].
+#[track_caller]
+pub fn minilm_dir() -> Option<PathBuf> {
+    env_or_skip("WAYPOINT_TEST_MINILM_DIR").map(PathBuf::from)
+}
+
+/// The interpreter of the venv that runs tests/python/minilm_ref.py
+/// (`WAYPOINT_TEST_MINILM_PYTHON`), as [`env_or_skip`].
+#[track_caller]
+pub fn minilm_python() -> Option<PathBuf> {
+    env_or_skip("WAYPOINT_TEST_MINILM_PYTHON").map(PathBuf::from)
+}
+
 /// The interpreter of langgraph 0.6's venv (`WAYPOINT_TEST_PYTHON_06`), as [`env_or_skip`].
 #[track_caller]
 pub fn python_06() -> Option<PathBuf> {
