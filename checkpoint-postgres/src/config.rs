@@ -75,6 +75,11 @@ pub struct PostgresConfig {
     /// whole, so every supported LangGraph reads the thread. Off: Waypoint's faster
     /// positional encoding and delta history, readable by Waypoint only.
     pub langgraph_values: bool,
+    /// The store's: keeps an indexed store's vectors in LangGraph's `store_vectors` table and
+    /// searches them with pgvector inside PostgreSQL, as Python's `PostgresStore` does
+    /// (shared with it; no vectors in process memory), instead of the in-process index
+    /// (default off; the URL's `store_vectors=pgvector`). The server needs the extension.
+    pub pgvector: bool,
 }
 
 impl PostgresConfig {
@@ -83,6 +88,7 @@ impl PostgresConfig {
         let url = url.into();
         PostgresConfig {
             transaction_pooler: url_param(&url, POOLER_PARAM) == Some("true"),
+            pgvector: url_param(&url, VECTORS_PARAM) == Some("pgvector"),
             url,
             schema: None,
             max_connections: 16,
@@ -112,6 +118,12 @@ impl PostgresConfig {
         let config = PostgresConfig::new(url);
         config.connect_options()?;
         Ok(config)
+    }
+
+    /// Keeps an indexed store's vectors in pgvector (see [`PostgresConfig::pgvector`]).
+    pub fn pgvector(mut self, on: bool) -> Self {
+        self.pgvector = on;
+        self
     }
 
     /// Keeps the tables in `schema` (letters, digits and `_`, not starting with a digit).
@@ -292,8 +304,9 @@ impl PostgresConfig {
                 "{url} is not a PostgreSQL URL: it starts with postgres:// or postgresql://"
             )));
         }
-        let mut options: PgConnectOptions = without_param(&self.url, POOLER_PARAM)
-            .parse()
+        let mut options: PgConnectOptions =
+            without_param(&without_param(&self.url, POOLER_PARAM), VECTORS_PARAM)
+                .parse()
             .map_err(|e| Failure::InvalidConfig(format!("invalid PostgreSQL URL {url}: {e}")))?;
         options = options.application_name("waypoint");
         if let Some(mode) = self.ssl_mode {
@@ -310,6 +323,14 @@ impl PostgresConfig {
             Some(other) => {
                 return Err(Failure::InvalidConfig(format!(
                     "{url}: {POOLER_PARAM} is `true` or `false`, not `{other}`"
+                )));
+            }
+        }
+        match url_param(&self.url, VECTORS_PARAM) {
+            None | Some("pgvector" | "memory") => {}
+            Some(other) => {
+                return Err(Failure::InvalidConfig(format!(
+                    "{url}: {VECTORS_PARAM} is `pgvector` or `memory`, not `{other}`"
                 )));
             }
         }
@@ -333,6 +354,10 @@ impl PostgresConfig {
 
 /// The URL query parameter saying the URL reaches a transaction pooler (`true`/`false`).
 const POOLER_PARAM: &str = "transaction_pooler";
+
+/// The URL query parameter choosing where an indexed store keeps and searches its vectors
+/// (`pgvector`, or `memory`: the in-process index).
+const VECTORS_PARAM: &str = "store_vectors";
 
 /// The value of the query parameter `name` in `url`, if present.
 fn url_param<'a>(url: &'a str, name: &str) -> Option<&'a str> {

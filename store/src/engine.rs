@@ -75,6 +75,7 @@ impl<B: Backend> Engine<B> {
         let index = config
             .index
             .as_ref()
+            .filter(|_| !backend.searches_vectors())
             .map(|c| RwLock::new(Arc::new(VectorIndex::new(c.dims, c.distance, c.ann))));
         let lexical = (config.index.as_ref()).and_then(|c| c.lexical.then(LexicalIndex::new));
         Ok(Engine {
@@ -481,6 +482,11 @@ impl<B: Backend> Engine<B> {
         let (Some(query), Some(index_config)) = (query, &self.inner.config.index) else {
             return self.scan_page(&op, &filter, wants_refresh).await;
         };
+        if self.inner.backend.searches_vectors() {
+            let vector = index_config.embedder.embed_query(query).await?;
+            check_dims(&vector, index_config.dims)?;
+            return self.backend_search(&op, &filter, &vector, wants_refresh).await;
+        }
         if let Some(index) = self.index() {
             self.catch_up(&index).await?;
         }
@@ -610,6 +616,58 @@ impl<B: Backend> Engine<B> {
         record("store.search", "rows", page.len());
         self.refresh(refresh, now).await?;
         Ok(page)
+    }
+
+    /// A similarity search the backend runs on its own vectors: it applies the prefix and the
+    /// filter's equalities, the engine the rest of the filter, asking for twice as many
+    /// candidates until the page is full or the backend has no more.
+    async fn backend_search(
+        &self,
+        op: &SearchOp,
+        filter: &Filter,
+        vector: &[f32],
+        wants_refresh: bool,
+    ) -> Result<Vec<SearchItem>> {
+        let now = self.now();
+        let contains = filter.contained();
+        let wanted = op.offset + op.limit;
+        let mut limit = wanted.max(1);
+        loop {
+            let query = crate::raw::VectorQuery {
+                vector,
+                prefix: &op.namespace_prefix,
+                contains: contains.as_ref(),
+                limit,
+            };
+            let hits = self.inner.backend.search_vectors(query, now).await?;
+            let exhausted = hits.len() < limit;
+            let matching: Vec<(Row, f32)> = hits
+                .into_iter()
+                .filter(|(row, _)| filter.matches(&row.item.value))
+                .collect();
+            if matching.len() < wanted && !exhausted {
+                limit = limit.saturating_mul(2);
+                continue;
+            }
+            let mut refresh = Vec::new();
+            let page: Vec<SearchItem> = matching
+                .into_iter()
+                .skip(op.offset)
+                .take(op.limit)
+                .map(|(row, score)| {
+                    if wants_refresh && row.ttl_minutes.is_some() {
+                        refresh.push(ItemKey::new(&row.item.namespace, row.item.key.clone()));
+                    }
+                    SearchItem {
+                        item: row.item,
+                        score: Some(score),
+                    }
+                })
+                .collect();
+            record("store.search", "rows", page.len());
+            self.refresh(refresh, now).await?;
+            return Ok(page);
+        }
     }
 
     /// Deletes expired items and drops their vectors.

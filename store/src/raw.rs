@@ -78,6 +78,20 @@ pub struct Changes {
     pub complete: bool,
 }
 
+/// A nearest-neighbour query a backend that searches its own vectors runs
+/// ([`Backend::search_vectors`]).
+#[derive(Clone, Copy, Debug)]
+pub struct VectorQuery<'a> {
+    /// The query's embedding.
+    pub vector: &'a [f32],
+    /// Only items under this namespace prefix (whole labels; empty = all).
+    pub prefix: &'a Namespace,
+    /// Only items whose value contains this object (JSON containment), when given.
+    pub contains: Option<&'a Object>,
+    /// How many items at most: the nearest, each scored by its best field.
+    pub limit: usize,
+}
+
 /// The storage engine under a store. Rows whose `expires_at <= now` are invisible to every
 /// read; `now` always comes from the engine so all backends agree on time.
 #[async_trait]
@@ -118,6 +132,26 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Deletes every expired row with its vectors; returns the keys removed.
     async fn sweep(&self, now: DateTime<Utc>) -> Result<Vec<ItemKey>>;
+
+    /// Whether the backend searches vectors itself ([`search_vectors`](Self::search_vectors)):
+    /// the engine then keeps no vector index in memory.
+    fn searches_vectors(&self) -> bool {
+        false
+    }
+
+    /// Live rows nearest to `query`, best score first (similarity, higher is better), for a
+    /// backend whose [`searches_vectors`](Self::searches_vectors) is true.
+    async fn search_vectors(
+        &self,
+        query: VectorQuery<'_>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<(Row, f32)>> {
+        let _ = (query, now);
+        Err(crate::Error::Unsupported {
+            operation: "search_vectors",
+            backend: self.name(),
+        })
+    }
 
     /// Changes logged after `after` by any process; `None` when the backend is not shared.
     async fn changes(&self, after: i64) -> Result<Option<Changes>> {

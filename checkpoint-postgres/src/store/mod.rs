@@ -22,11 +22,13 @@
 
 mod convert;
 mod embed;
+mod pgvector;
 mod queries;
 mod schema;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -37,7 +39,9 @@ use futures::future::BoxFuture;
 use parking_lot::Mutex;
 use sqlx::PgConnection;
 use sqlx::postgres::PgPool;
-use waypoint_store::raw::{Backend, Changes, Engine, ItemVectors, Row, Write};
+use waypoint_store::raw::{
+    Backend, Changes, Engine, FieldVector, ItemVectors, Row, VectorQuery, Write,
+};
 use waypoint_store::{
     Error, IndexConfig, ItemKey, Namespace, Object, Result, StoreConfig, forward_store,
 };
@@ -118,6 +122,7 @@ impl PostgresStore {
                 engine: Engine::new(backend, store)?,
             });
         }
+        backend.open_pgvector(false).await?;
         Ok(PostgresStore {
             engine: Engine::open(backend, store).await?,
         })
@@ -222,6 +227,8 @@ pub(crate) struct PgBackend {
     failures: embed::Failures,
     /// When this process next trims the change log.
     next_trim: Mutex<Instant>,
+    /// In pgvector mode (with an index): its statements, once setup or opening made them.
+    pgvector: Option<OnceLock<pgvector::Pgvector>>,
 }
 
 impl PgBackend {
@@ -235,6 +242,7 @@ impl PgBackend {
             reload_first: AtomicBool::new(false),
             failures: embed::Failures::default(),
             next_trim: Mutex::new(Instant::now()),
+            pgvector: (config.pgvector && store.index.is_some()).then(OnceLock::new),
             store,
             pool,
         }
@@ -252,15 +260,47 @@ impl PgBackend {
         .boxed()
     }
 
-    /// Creates or migrates the store's tables.
+    /// Creates or migrates the store's tables (in pgvector mode, LangGraph's vector tables).
     fn setup(&self) -> BoxFuture<'_, Result<()>> {
         async move {
             self.pool
                 .setup(&schema::STORE_TABLES)
                 .await
-                .map_err(Error::from_failure)
+                .map_err(Error::from_failure)?;
+            self.open_pgvector(true).await
         }
         .boxed()
+    }
+
+    /// In pgvector mode, makes its statements, after LangGraph's vector migrations with
+    /// `migrate`.
+    async fn open_pgvector(&self, migrate: bool) -> Result<()> {
+        let (Some(slot), Some(index)) = (&self.pgvector, &self.store.index) else {
+            return Ok(());
+        };
+        if !migrate && slot.get().is_some() {
+            return Ok(());
+        }
+        let lock = self.lock_seed;
+        let made = on_conn!(self.pool, retry = false, |conn| pgvector::Pgvector::setup(
+            conn,
+            (index.dims, index.distance),
+            lock,
+            migrate
+        ))?;
+        let _ = slot.set(made);
+        Ok(())
+    }
+
+    /// The pgvector statements: made at setup or opening, else now.
+    async fn pgvector(&self) -> Result<Option<&pgvector::Pgvector>> {
+        let Some(slot) = &self.pgvector else {
+            return Ok(None);
+        };
+        if slot.get().is_none() {
+            self.open_pgvector(false).await?;
+        }
+        Ok(slot.get())
     }
 
     /// Embeds up to [`embed::BATCH`] items whose vectors were not made from their current
@@ -481,9 +521,13 @@ impl Backend for PgBackend {
     async fn write(&self, writes: Vec<Write>, now: DateTime<Utc>) -> Result<()> {
         // Later writes to a key replace earlier ones: one statement cannot touch a row twice.
         let mut prepared: BTreeMap<&ItemKey, Prepared<'_>> = BTreeMap::new();
+        // In pgvector mode the vectors go to `store_vectors`, in the same transaction.
+        let pgvector = self.pgvector().await?;
+        let mut vectors: BTreeMap<&ItemKey, &[FieldVector]> = BTreeMap::new();
         for write in &writes {
             match write {
                 Write::Delete(key) => {
+                    vectors.remove(key);
                     if storable(key) {
                         prepared.insert(key, Prepared::Delete);
                     } else {
@@ -507,12 +551,17 @@ impl Backend for PgBackend {
                             )));
                         }
                     }
+                    let mut own = put.vectors.as_deref();
+                    if let Some(fields) = own.filter(|_| pgvector.is_some()) {
+                        vectors.insert(&put.key, fields);
+                        own = None;
+                    }
                     prepared.insert(
                         &put.key,
                         Prepared::Put {
                             text: value_text(&put.key, &put.value)?,
                             ttl_minutes: put.ttl_minutes,
-                            vectors: put.vectors.as_deref(),
+                            vectors: own,
                         },
                     );
                 }
@@ -522,11 +571,43 @@ impl Backend for PgBackend {
             return Ok(());
         }
         let now = Timestamp::new(now);
+        if let Some(pgvector) = pgvector {
+            let owners: Vec<(&ItemKey, &[FieldVector])> = vectors.into_iter().collect();
+            return on_conn!(self.pool, retry = true, |conn| pgvector::write(
+                conn,
+                pgvector,
+                &prepared,
+                &owners,
+                now,
+                self.persistent
+            ));
+        }
         on_conn!(self.pool, retry = true, |conn| queries::write(
             conn,
             &prepared,
             now,
             self.persistent
+        ))
+    }
+
+    fn searches_vectors(&self) -> bool {
+        self.pgvector.is_some()
+    }
+
+    async fn search_vectors(
+        &self,
+        query: VectorQuery<'_>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<(Row, f32)>> {
+        let Some(pgvector) = self.pgvector().await? else {
+            return Err(Error::Unsupported {
+                operation: "search_vectors",
+                backend: "postgres",
+            });
+        };
+        let now = Timestamp::new(now);
+        on_conn!(self.pool, retry = true, |conn| pgvector.search(
+            conn, query, now
         ))
     }
 

@@ -21,7 +21,7 @@ use waypoint_store::raw::{FieldVector, ItemVectors, Row};
 use waypoint_store::{ItemKey, Namespace, Result};
 
 /// Columns of an item after its key, as [`row_at`] reads them.
-const ITEM_COLUMNS: &str = "s.value::text, s.created_at, s.updated_at, s.ttl_minutes::float8";
+pub(super) const ITEM_COLUMNS: &str = "s.value::text, s.created_at, s.updated_at, s.ttl_minutes::float8";
 
 /// `now + ttl` for a TTL column `ttl`; absurd TTLs are capped at 10^11 minutes (about 190,000
 /// years), inside PostgreSQL's range, where they mean "practically never" as in memory.
@@ -366,7 +366,7 @@ pub(crate) enum Prepared<'a> {
 
 /// The vectors of `vectors` to store: a field named twice (two paths yielding one name) keeps
 /// its last vector, since one statement cannot write a row twice.
-fn last_of_each_field(vectors: &[FieldVector]) -> impl Iterator<Item = &FieldVector> {
+pub(super) fn last_of_each_field(vectors: &[FieldVector]) -> impl Iterator<Item = &FieldVector> {
     let last: HashMap<&str, &FieldVector> = vectors.iter().map(|f| (f.field.as_str(), f)).collect();
     vectors.iter().filter(move |f| {
         last.get(f.field.as_str())
