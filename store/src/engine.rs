@@ -485,7 +485,9 @@ impl<B: Backend> Engine<B> {
         if self.inner.backend.searches_vectors() {
             let vector = index_config.embedder.embed_query(query).await?;
             check_dims(&vector, index_config.dims)?;
-            return self.backend_search(&op, &filter, &vector, wants_refresh).await;
+            return self
+                .backend_search(&op, &filter, &vector, wants_refresh)
+                .await;
         }
         if let Some(index) = self.index() {
             self.catch_up(&index).await?;
