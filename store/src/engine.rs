@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 use chrono::{DateTime, Utc};
 use parking_lot::RwLock;
@@ -53,6 +53,10 @@ struct Inner<B> {
     clock: AtomicI64,
     /// Last change-log sequence applied to the index (backends shared between processes).
     seen: tokio::sync::Mutex<i64>,
+    /// The index (by address) and build count of the last snapshot saved.
+    saved: parking_lot::Mutex<(usize, u64)>,
+    /// Whether a task is waiting to save a snapshot.
+    saving: AtomicBool,
 }
 
 impl<B: Backend> Engine<B> {
@@ -86,6 +90,8 @@ impl<B: Backend> Engine<B> {
                 lexical,
                 clock: AtomicI64::new(i64::MIN),
                 seen: tokio::sync::Mutex::new(0),
+                saved: parking_lot::Mutex::new((0, 0)),
+                saving: AtomicBool::new(false),
             }),
         })
     }
@@ -93,6 +99,11 @@ impl<B: Backend> Engine<B> {
     /// The backend underneath.
     pub fn backend(&self) -> &B {
         &self.inner.backend
+    }
+
+    /// Counts describing the in-process vector index now, if the store keeps one.
+    pub fn index_stats(&self) -> Option<crate::index::IndexStats> {
+        self.index().map(|index| index.stats())
     }
 
     /// The current vector index, if the store has one.
@@ -117,12 +128,24 @@ impl<B: Backend> Engine<B> {
             items.push((stored.key, checked_vectors(stored.vectors, config.dims)?));
         }
         record("store.reload_index", "rows", items.len());
+        let snapshot = match self.inner.backend.load_index_snapshot().await {
+            Ok(snapshot) => snapshot,
+            Err(error) => {
+                tracing::warn!(%error, "cannot read the vector index snapshot; rebuilding the index");
+                None
+            }
+        };
         let index = VectorIndex::new(config.dims, config.distance, config.ann);
         // Building the graph is CPU work: hand this worker's tasks to others meanwhile.
         let multi_thread = tokio::runtime::Handle::try_current()
             .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
         let load = move || {
-            index.load(items);
+            match snapshot {
+                Some(snapshot) => {
+                    index.restore(items, &snapshot);
+                }
+                None => index.load(items),
+            }
             index
         };
         let index = if multi_thread {
@@ -131,7 +154,54 @@ impl<B: Backend> Engine<B> {
             load()
         };
         *slot.write() = Arc::new(index);
+        drop(seen);
+        self.save_snapshot_later();
         Ok(())
+    }
+
+    /// Saves the index's graph to the backend in the background once no build is running,
+    /// if a build completed since the last save, so that the next open restores it instead
+    /// of building it. Writes never wait for it; nothing is saved outside a tokio runtime.
+    fn save_snapshot_later(&self) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if self.inner.index.is_none() || self.inner.saving.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        // A weak reference: a dropped store stops the task instead of being kept alive.
+        let weak = Arc::downgrade(&self.inner);
+        runtime.spawn(async move {
+            loop {
+                let Some(inner) = weak.upgrade() else {
+                    return;
+                };
+                let Some(index) = inner.index.as_ref().map(|i| Arc::clone(&i.read())) else {
+                    return;
+                };
+                let stats = index.stats();
+                if stats.building {
+                    drop((index, inner));
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                    continue;
+                }
+                inner.saving.store(false, Ordering::Release);
+                let id = (Arc::as_ptr(&index) as usize, stats.builds);
+                if stats.builds == 0 || *inner.saved.lock() == id {
+                    return;
+                }
+                let Ok(Some(snapshot)) =
+                    tokio::task::spawn_blocking(move || index.snapshot()).await
+                else {
+                    return;
+                };
+                match inner.backend.save_index_snapshot(snapshot).await {
+                    Ok(()) => *inner.saved.lock() = id,
+                    Err(error) => tracing::warn!(%error, "cannot save the vector index snapshot"),
+                }
+                return;
+            }
+        });
     }
 
     /// Applies other processes' changes to the index before a semantic search.
@@ -362,6 +432,9 @@ impl<B: Backend> Engine<B> {
                         Some(vectors) => index.upsert(key, vectors),
                         None => index.remove(&key),
                     }
+                }
+                if index.stats().building {
+                    self.save_snapshot_later();
                 }
             }
         }

@@ -158,6 +158,20 @@ pub trait Backend: Send + Sync + 'static {
         let _ = after;
         Ok(None)
     }
+
+    /// The vector index snapshot saved last ([`save_index_snapshot`](Self::save_index_snapshot)),
+    /// if any; a backend that keeps none returns `None`.
+    async fn load_index_snapshot(&self) -> Result<Option<Vec<u8>>> {
+        Ok(None)
+    }
+
+    /// Keeps `snapshot`, an opaque encoding of the vector index's graph, in place of the
+    /// previous one so that the next open need not rebuild it; a backend without a place for
+    /// it does nothing.
+    async fn save_index_snapshot(&self, snapshot: Vec<u8>) -> Result<()> {
+        let _ = snapshot;
+        Ok(())
+    }
 }
 
 /// A vector as every backend stores it: its components as little-endian `f32`s.

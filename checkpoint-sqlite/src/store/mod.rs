@@ -119,6 +119,12 @@ impl SqliteStore {
         self.engine.backend().setup().await
     }
 
+    /// Counts describing the store's in-process vector index now (`None` without an index):
+    /// its size, and how much of its graph was restored from the saved snapshot at open.
+    pub fn index_stats(&self) -> Option<waypoint_store::index::IndexStats> {
+        self.engine.index_stats()
+    }
+
     /// The settings this store's connections were opened with.
     pub fn config(&self) -> &SqliteConfig {
         &self.engine.backend().db.config
@@ -268,6 +274,18 @@ impl Backend for SqliteBackend {
         self.db
             .writer
             .run(move |conn| queries::sweep(conn, now, log))
+            .await
+    }
+
+    async fn load_index_snapshot(&self) -> Result<Option<Vec<u8>>> {
+        self.db.readers.run(queries::load_snapshot).await
+    }
+
+    async fn save_index_snapshot(&self, snapshot: Vec<u8>) -> Result<()> {
+        let now = timestamp(Utc::now());
+        self.db
+            .writer
+            .run(move |conn| queries::save_snapshot(conn, &snapshot, &now))
             .await
     }
 

@@ -548,3 +548,21 @@ pub(crate) fn changes(
     drop(tx);
     Ok((head, keys, trimmed))
 }
+
+/// The saved index snapshot, if any (a database set up before the table existed has none).
+pub(crate) fn load_snapshot(conn: &mut Connection) -> Result<Option<Vec<u8>>> {
+    conn.prepare_cached("SELECT snapshot FROM waypoint_store_index_snapshot WHERE id = 1")
+        .and_then(|mut s| s.query_row([], |r| r.get(0)).optional())
+        .map_err(store_error)
+}
+
+/// Replaces the saved index snapshot.
+pub(crate) fn save_snapshot(conn: &mut Connection, snapshot: &[u8], now: &str) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO waypoint_store_index_snapshot (id, saved_at, snapshot) VALUES (1, ?1, ?2)
+         ON CONFLICT (id) DO UPDATE SET saved_at = excluded.saved_at, snapshot = excluded.snapshot",
+    )
+    .and_then(|mut s| s.execute(params![now, snapshot]))
+    .map_err(store_error)?;
+    Ok(())
+}

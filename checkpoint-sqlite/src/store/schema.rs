@@ -106,6 +106,18 @@ INSERT OR IGNORE INTO waypoint_store_changes_trimmed (id, through_seq) VALUES (1
 ",
         adds_column: None,
     },
+    // 3: the last snapshot of the in-process index's graph (one row), restored at open
+    // instead of rebuilding the graph; checked against the stored vectors before use.
+    Migration {
+        sql: "
+CREATE TABLE IF NOT EXISTS waypoint_store_index_snapshot (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    saved_at TEXT NOT NULL,
+    snapshot BLOB NOT NULL
+);
+",
+        adds_column: None,
+    },
 ];
 
 /// LangGraph's ledger: `store_migrations` from version 0; versions LangGraph adds later only
@@ -219,7 +231,7 @@ mod tests {
         migrate(&mut conn).unwrap();
         migrate(&mut conn).unwrap();
         assert_eq!(versions(&conn, "store_migrations"), vec![0, 1, 2, 3, 4]);
-        assert_eq!(versions(&conn, "waypoint_store_migrations"), vec![1, 2]);
+        assert_eq!(versions(&conn, "waypoint_store_migrations"), vec![1, 2, 3]);
     }
 
     #[test]

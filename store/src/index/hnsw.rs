@@ -36,7 +36,7 @@ use super::flat::dot;
 use crate::config::{AnnConfig, Distance};
 
 /// Layers `hnsw_rs` can create.
-const MAX_LAYERS: usize = 16;
+pub(super) const MAX_LAYERS: usize = 16;
 
 /// Level of a slot that is not in the graph.
 const ABSENT: u8 = u8::MAX;
@@ -44,9 +44,10 @@ const ABSENT: u8 = u8::MAX;
 /// One node of the graph as `hnsw_rs` holds it now: its level and neighbour slots per layer.
 #[derive(Debug)]
 pub(super) struct NodeUpdate {
-    slot: u32,
-    level: u8,
-    layers: Vec<Vec<u32>>,
+    pub(super) slot: u32,
+    pub(super) level: u8,
+    /// Neighbour slots of layers 0 to `level`.
+    pub(super) layers: Vec<Vec<u32>>,
 }
 
 /// The `hnsw_rs` graph being built or extended, with the handles needed to read it back.
@@ -353,6 +354,31 @@ impl Graph {
     /// Whether the slot is a node.
     pub(super) fn contains(&self, slot: u32) -> bool {
         self.level.get(slot as usize).is_some_and(|&l| l != ABSENT)
+    }
+
+    /// Slots the per-slot tables cover (every node's slot is below).
+    pub(super) fn slots(&self) -> usize {
+        self.level.len()
+    }
+
+    /// A node as [`apply`](Self::apply) takes it: its level and neighbours per layer.
+    pub(super) fn node(&self, slot: u32) -> Option<NodeUpdate> {
+        if !self.contains(slot) {
+            return None;
+        }
+        let level = self.level[slot as usize];
+        let base = slot as usize * (self.m0 + 1);
+        let len = self.links[base] as usize;
+        let mut layers = vec![self.links[base + 1..base + 1 + len].to_vec()];
+        if level > 0 {
+            layers.extend(self.upper.get(&slot).into_iter().flatten().cloned());
+        }
+        layers.resize(usize::from(level) + 1, Vec::new());
+        Some(NodeUpdate {
+            slot,
+            level,
+            layers,
+        })
     }
 
     /// Records that a slot's vector is gone; a node stays in the graph as a tombstone.

@@ -38,10 +38,12 @@
 mod flat;
 #[cfg(feature = "hnsw")]
 mod hnsw;
+#[cfg(feature = "hnsw")]
+mod snapshot;
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
@@ -72,6 +74,8 @@ pub struct IndexStats {
     pub builds: u64,
     /// Graph searches that ended in an exact scan (a filter too selective for the walk).
     pub fallbacks: u64,
+    /// Graph nodes taken from a snapshot when the index was loaded (0: built from scratch).
+    pub restored: usize,
 }
 
 /// Vectors of items, searchable by similarity.
@@ -97,6 +101,8 @@ struct Shared {
     built: Condvar,
     builds: AtomicU64,
     fallbacks: AtomicU64,
+    /// Nodes restored from a snapshot at load.
+    restored: AtomicUsize,
     /// Set when the index is dropped: a running build stops early.
     closed: AtomicBool,
 }
@@ -183,6 +189,7 @@ impl VectorIndex {
                 built: Condvar::new(),
                 builds: AtomicU64::new(0),
                 fallbacks: AtomicU64::new(0),
+                restored: AtomicUsize::new(0),
                 closed: AtomicBool::new(false),
             }),
         }
@@ -224,6 +231,7 @@ impl VectorIndex {
             building,
             builds: self.shared.builds.load(Ordering::Relaxed),
             fallbacks: self.shared.fallbacks.load(Ordering::Relaxed),
+            restored: self.shared.restored.load(Ordering::Relaxed),
             ..IndexStats::default()
         };
         #[cfg(feature = "hnsw")]
@@ -293,6 +301,102 @@ impl VectorIndex {
         }
         shared.added(&mut w, &slots, true);
         Shared::settle(shared, w, true);
+    }
+
+    /// Bulk-inserts items at open, like [`load`](Self::load), with the graph of `snapshot`
+    /// (from [`snapshot`](Self::snapshot), maybe another process's, maybe stale) instead of
+    /// building one first; returns the graph nodes restored.
+    ///
+    /// Every node is checked against the vectors loaded: a node whose item or vector changed
+    /// is left out, and vectors no node matches are scanned exactly, so searches agree with
+    /// `items` whatever the snapshot holds. Searches walk the restored graph at once while a
+    /// graph that takes new vectors is built in the background. A snapshot that cannot be
+    /// used (corrupt, another format, another index shape), or an index that is not empty,
+    /// falls back to [`load`](Self::load), with a warning when the snapshot is the reason.
+    pub fn restore(&self, items: Vec<(ItemKey, Vec<Vec<f32>>)>, snapshot: &[u8]) -> usize {
+        #[cfg(feature = "hnsw")]
+        {
+            let shape = snapshot::Shape {
+                dims: self.shared.dims,
+                distance: self.shared.distance,
+                m: self.shared.ann.m,
+            };
+            let nodes = match snapshot::decode(snapshot, shape) {
+                Ok(nodes) => nodes,
+                Err(why) => {
+                    tracing::warn!(
+                        bytes = snapshot.len(),
+                        "ignoring the vector index snapshot ({why}); rebuilding the index"
+                    );
+                    self.load(items);
+                    return 0;
+                }
+            };
+            let shared = &self.shared;
+            let mut w = shared.writer.lock();
+            if !self.is_empty() || w.builder.is_some() || w.log.is_some() {
+                drop(w);
+                self.load(items);
+                return 0;
+            }
+            let mut st = shared.state.write();
+            let mut slot_of = std::collections::HashMap::with_capacity(nodes.len());
+            for (key, vectors) in items {
+                let vectors = shared.prepare_all(vectors);
+                let digests: Vec<u64> = vectors
+                    .iter()
+                    .map(|(v, _)| snapshot::digest(&key, v))
+                    .collect();
+                let slots = shared.replace(&mut st, &w, key, vectors);
+                slot_of.extend(digests.into_iter().zip(slots));
+            }
+            let graph = snapshot::rebuild_graph(nodes, shared.ann.m, slot_of);
+            let restored = graph.nodes();
+            st.pending = st
+                .vectors
+                .live_slots()
+                .filter(|&s| !graph.contains(s))
+                .collect();
+            st.graph = Some(graph);
+            shared.restored.store(restored, Ordering::Relaxed);
+            drop(st);
+            // Nothing is pending for the (absent) builder; the build takes every vector.
+            w.unsynced = 0;
+            Shared::settle(shared, w, false);
+            restored
+        }
+        #[cfg(not(feature = "hnsw"))]
+        {
+            let _ = snapshot;
+            self.load(items);
+            0
+        }
+    }
+
+    /// The graph searches walk, as bytes for [`restore`](Self::restore); `None` without a
+    /// graph (an exact index needs none).
+    pub fn snapshot(&self) -> Option<Vec<u8>> {
+        #[cfg(feature = "hnsw")]
+        {
+            let st = self.shared.state.read();
+            let graph = st.graph.as_ref()?;
+            let vectors = &st.vectors;
+            let nodes: Vec<_> = (0..graph.slots() as u32)
+                .filter(|&s| vectors.is_live(s))
+                .filter_map(|s| {
+                    let key = vectors.key(vectors.owner(s)?)?;
+                    Some((graph.node(s)?, snapshot::digest(key, vectors.vector(s))))
+                })
+                .collect();
+            let shape = snapshot::Shape {
+                dims: self.shared.dims,
+                distance: self.shared.distance,
+                m: self.shared.ann.m,
+            };
+            Some(snapshot::encode(shape, &nodes))
+        }
+        #[cfg(not(feature = "hnsw"))]
+        None
     }
 
     /// Up to `k` accepted items, best first, with max-pooled exact scores.
@@ -490,9 +594,11 @@ impl Shared {
         let st = shared.state.read();
         let live = st.vectors.live_vectors();
         let small = live <= shared.ann.flat_threshold;
-        let due = st.graph.as_ref().is_none_or(|graph| {
-            graph.debt() as f64 > f64::from(shared.ann.rebuild_ratio) * graph.nodes() as f64
-        });
+        // A graph restored from a snapshot has no `hnsw_rs` graph to insert into: build one.
+        let due = w.builder.is_none()
+            || st.graph.as_ref().is_none_or(|graph| {
+                graph.debt() as f64 > f64::from(shared.ann.rebuild_ratio) * graph.nodes() as f64
+            });
         if !due || (small && st.graph.is_none()) {
             return;
         }
