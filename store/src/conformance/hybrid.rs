@@ -6,7 +6,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::json;
 
-use super::{StoreFactory, ensure, fresh, open};
+use super::{SharedFactory, StoreFactory, ensure, fresh, open};
 use crate::{
     Embedder, Error, Index, IndexConfig, Namespace, Result, SearchItem, SearchMode, SearchOp,
     Store, StoreConfig, StoreExt, Ttl,
@@ -299,4 +299,52 @@ pub async fn hybrid_without_lexical_index_is_error(f: &dyn StoreFactory) -> Resu
         err.map(|r| r.len())
     );
     Ok(())
+}
+
+/// Store B's lexical leg follows the items store A puts, rewrites and deletes (its change
+/// feed), as its vector leg does.
+pub async fn hybrid_second_store_follows_lexically(f: &dyn SharedFactory) -> Result<()> {
+    let Some((a, b)) = f.open_two(hybrid_config()).await? else {
+        return Ok(());
+    };
+    let ns = fresh(&[]);
+    ensure!(
+        find(&*b, &ns, SearchMode::Lexical, "ERR-4471-ZQ", 10)
+            .await?
+            .is_empty(),
+        "B found items before any put"
+    );
+    seed(&*a, &ns).await?;
+    let found = eventually(&*b, &ns, "ERR-4471-ZQ", |k| k == ["incident"]).await?;
+    ensure!(found, "B's lexical leg never found A's identifier");
+    a.put(&ns, "incident", json!({"text": "deploy fixed"}))
+        .await?;
+    a.put(&ns, "note1", json!({"text": "ticket ERR-4471-ZQ closed"}))
+        .await?;
+    let found = eventually(&*b, &ns, "ERR-4471-ZQ", |k| k == ["note1"]).await?;
+    ensure!(found, "B's lexical leg never followed A's rewrites");
+    a.delete(&ns, "note1").await?;
+    let found = eventually(&*b, &ns, "ERR-4471-ZQ", |k| k.is_empty()).await?;
+    ensure!(found, "B's lexical leg never dropped A's delete");
+    Ok(())
+}
+
+/// Whether `store`'s lexical search for `query` under `ns` gives keys `seen` accepts within
+/// a second.
+async fn eventually(
+    store: &dyn Store,
+    ns: &Namespace,
+    query: &str,
+    seen: impl Fn(&[&str]) -> bool,
+) -> Result<bool> {
+    let start = std::time::Instant::now();
+    while start.elapsed() < std::time::Duration::from_secs(1) {
+        if seen(&keys(
+            &find(store, ns, SearchMode::Lexical, query, 10).await?,
+        )) {
+            return Ok(true);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    Ok(false)
 }

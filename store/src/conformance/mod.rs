@@ -91,7 +91,7 @@ macro_rules! store_conformance {
 macro_rules! __store_shared_cases {
     ($($mode:tt)*) => {
         $crate::__store_shared_cases_apply! { [$($mode)*]
-            feed_second_store_sees_puts_updates_and_deletes
+            feed_second_store_sees_puts_updates_and_deletes hybrid_second_store_follows_lexically
         }
     };
 }
