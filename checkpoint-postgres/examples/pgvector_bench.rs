@@ -1,0 +1,161 @@
+//! pgvector mode next to the in-process HNSW index on the same data: put throughput, search
+//! p50 and throughput, and recall@10 against an exact scan, for N random unit vectors of 384
+//! dimensions (default 100,000).
+//!
+//! ```text
+//! WAYPOINT_BENCH_PGVECTOR_URL=postgres://... cargo run --release -p waypoint-checkpoint-postgres \
+//!     --features store --example pgvector_bench -- [N] [QUERIES]
+//! ```
+//!
+//! Each item's value is `{"v": "<seed>"}`; the embedder turns a seed into its vector, so both
+//! stores hold exactly the same vectors and the exact answer is computed here.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use serde_json::json;
+use waypoint_checkpoint_postgres::{PostgresConfig, PostgresStore};
+use waypoint_store::{
+    Embedder, InMemoryStore, IndexConfig, Op, PutOp, Result, SearchOp, Store, StoreConfig, StoreExt,
+};
+
+const DIMS: usize = 384;
+
+/// A random unit vector, the same for the same seed.
+fn vector(seed: u64) -> Vec<f32> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03;
+    let mut next = || {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        // 24 random bits in [-1, 1).
+        ((z >> 40) as f32 / (1u64 << 23) as f32) - 1.0
+    };
+    let v: Vec<f32> = (0..DIMS).map(|_| next()).collect();
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    v.into_iter().map(|x| x / norm).collect()
+}
+
+/// Embeds a text holding a seed as that seed's vector.
+#[derive(Debug)]
+struct SeedEmbedder;
+
+#[async_trait]
+impl Embedder for SeedEmbedder {
+    fn dims(&self) -> usize {
+        DIMS
+    }
+
+    async fn embed_documents(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+        Ok(texts
+            .iter()
+            .map(|t| vector(t.parse().unwrap_or(0)))
+            .collect())
+    }
+}
+
+fn index() -> StoreConfig {
+    StoreConfig::new().index(IndexConfig::new(Arc::new(SeedEmbedder)).fields(["v"]))
+}
+
+/// Puts `n` items in batches; returns items per second.
+async fn load(store: &dyn Store, n: u64) -> Result<f64> {
+    let started = Instant::now();
+    let mut seed = 0;
+    while seed < n {
+        let ops: Vec<Op> = (seed..(seed + 500).min(n))
+            .map(|s| {
+                Op::Put(PutOp::new(
+                    ["bench"],
+                    format!("k{s}"),
+                    json!({"v": s.to_string()})
+                        .as_object()
+                        .cloned()
+                        .unwrap_or_default(),
+                ))
+            })
+            .collect();
+        seed += ops.len() as u64;
+        store.batch(ops).await?;
+    }
+    Ok(n as f64 / started.elapsed().as_secs_f64())
+}
+
+/// Runs the queries; returns (p50, queries per second, recall@10).
+async fn measure(
+    store: &dyn Store,
+    queries: &[(u64, Vec<String>)],
+) -> Result<(Duration, f64, f64)> {
+    let mut times = Vec::new();
+    let mut found = 0;
+    let started = Instant::now();
+    for (seed, exact) in queries {
+        let t = Instant::now();
+        let hits = store
+            .search(SearchOp::new(["bench"]).query(seed.to_string()).limit(10))
+            .await?;
+        times.push(t.elapsed());
+        found += hits.iter().filter(|h| exact.contains(&h.item.key)).count();
+    }
+    let qps = queries.len() as f64 / started.elapsed().as_secs_f64();
+    times.sort();
+    let recall = found as f64 / (queries.len() * 10) as f64;
+    Ok((times[times.len() / 2], qps, recall))
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let mut args = std::env::args().skip(1);
+    let n: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(100_000);
+    let q: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(200);
+    let url = std::env::var("WAYPOINT_BENCH_PGVECTOR_URL")
+        .expect("WAYPOINT_BENCH_PGVECTOR_URL: a PostgreSQL server with pgvector");
+    // The exact top 10 of each query, by a scan over every vector.
+    let all: Vec<Vec<f32>> = (0..n).map(vector).collect();
+    let queries: Vec<(u64, Vec<String>)> = (0..q)
+        .map(|i| {
+            let seed = 1_000_000_000 + i;
+            let v = vector(seed);
+            let mut scored: Vec<(f32, u64)> = all
+                .iter()
+                .enumerate()
+                .map(|(j, d)| (v.iter().zip(d).map(|(a, b)| a * b).sum(), j as u64))
+                .collect();
+            scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+            (
+                seed,
+                scored[..10].iter().map(|(_, j)| format!("k{j}")).collect(),
+            )
+        })
+        .collect();
+    let schema = format!("wp_bench_{}", std::process::id());
+    let pg = PostgresStore::connect(
+        PostgresConfig::new(&url).schema(&schema).pgvector(true),
+        index(),
+    )
+    .await?;
+    let memory = InMemoryStore::with_config(index())?;
+    println!("{n} random unit vectors of {DIMS} dimensions, {q} queries, limit 10");
+    for (name, store) in [
+        ("in-process HNSW (InMemoryStore)", &memory as &dyn Store),
+        (
+            "pgvector (PostgresStore, HNSW in PostgreSQL)",
+            &pg as &dyn Store,
+        ),
+    ] {
+        let puts = load(store, n).await?;
+        let (p50, qps, recall) = measure(store, &queries).await?;
+        println!(
+            "{name}: puts {puts:.0}/s, search p50 {:.2} ms, {qps:.0} searches/s (one at a time), recall@10 {recall:.3}",
+            p50.as_secs_f64() * 1000.0
+        );
+    }
+    sqlx::query(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+        .execute(pg.pool())
+        .await
+        .ok();
+    Ok(())
+}
