@@ -58,7 +58,8 @@ pub struct IndexConfig {
     /// Approximate-index tuning.
     pub ann: AnnConfig,
     /// Whether the same texts are also indexed for lexical and hybrid search (BM25 in
-    /// process; see [`SearchMode`](crate::SearchMode)).
+    /// process; see [`SearchMode`](crate::SearchMode)). A backend that searches its own
+    /// vectors (PostgreSQL's pgvector mode) refuses it at open with `Error::Unsupported`.
     pub lexical: bool,
 }
 

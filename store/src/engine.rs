@@ -82,6 +82,14 @@ impl<B: Backend> Engine<B> {
             .filter(|_| !backend.searches_vectors())
             .map(|c| RwLock::new(Arc::new(VectorIndex::new(c.dims, c.distance, c.ann))));
         let lexical = (config.index.as_ref()).and_then(|c| c.lexical.then(LexicalIndex::new));
+        // Its vector leg would be the backend's and its lexical leg would not see the changes
+        // of other writers: refused rather than half right.
+        if lexical.is_some() && backend.searches_vectors() {
+            return Err(Error::Unsupported {
+                operation: "a lexical index (hybrid search) with vectors searched by the backend",
+                backend: backend.name(),
+            });
+        }
         Ok(Engine {
             inner: Arc::new(Inner {
                 backend,
