@@ -154,7 +154,7 @@ impl LexicalIndex {
 
 /// The texts an item was indexed with, found again from its stored vectors' field names (a
 /// path, or a path and `.N` when the path gave several texts: see
-/// [`index_texts`](crate::raw::index_texts)).
+/// [`index_texts`]).
 pub fn stored_texts(value: &Value, fields: &[String]) -> Vec<String> {
     let mut paths: Vec<String> = Vec::new();
     for field in fields {
