@@ -5,6 +5,8 @@
 
 mod checkpoint;
 mod codec;
+#[cfg(feature = "minilm")]
+mod embed;
 mod hnsw;
 mod measure;
 mod report;
@@ -48,6 +50,10 @@ pub(crate) struct Args {
     /// Groups to run, comma-separated [default: all].
     #[arg(long, value_enum, value_delimiter = ',', value_name = "GROUPS")]
     only: Vec<Group>,
+    /// The all-MiniLM-L6-v2 folder the embed group measures [default:
+    /// $WAYPOINT_TEST_MINILM_DIR; the group is left out without one unless named in --only].
+    #[arg(long, value_name = "DIR")]
+    model: Option<PathBuf>,
     /// Tiny workloads of a few iterations each, for tests of the command itself.
     #[arg(long, hide = true)]
     smoke: bool,
@@ -66,15 +72,18 @@ enum Group {
     Hnsw,
     /// Runtime super-steps and history per checkpointer.
     Runtime,
+    /// The local MiniLM embedder: sentences/s and share of the matmul peak (feature minilm).
+    Embed,
 }
 
 /// Every group, in report order.
-const GROUPS: [Group; 5] = [
+const GROUPS: [Group; 6] = [
     Group::Serde,
     Group::Checkpoint,
     Group::Store,
     Group::Hnsw,
     Group::Runtime,
+    Group::Embed,
 ];
 
 /// The sizes of one run.
@@ -108,6 +117,9 @@ pub(crate) struct Scale {
     invocations: usize,
     /// Invocations on the thread read by `get_state_history` (12 checkpoints each).
     history_invocations: usize,
+    /// Sentences per embed pass.
+    #[cfg_attr(not(feature = "minilm"), expect(dead_code, reason = "read by the embed group"))]
+    embed_texts: usize,
 }
 
 /// The criterion benches' sizes: a few minutes with four backends on two cores.
@@ -126,6 +138,7 @@ const FULL: Scale = Scale {
     builds: 3,
     invocations: runtime_workload::INVOCATIONS,
     history_invocations: runtime_workload::HISTORY_INVOCATIONS,
+    embed_texts: 512,
 };
 
 /// Under two minutes with four backends on two cores.
@@ -149,6 +162,7 @@ const QUICK: Scale = Scale {
     builds: 1,
     invocations: 50,
     history_invocations: runtime_workload::HISTORY_INVOCATIONS,
+    embed_texts: 128,
 };
 
 /// A few iterations of everything, for tests.
@@ -174,6 +188,7 @@ const SMOKE: Scale = Scale {
     builds: 1,
     invocations: 2,
     history_invocations: 2,
+    embed_texts: 8,
 };
 
 /// Runs the chosen groups and writes the results folder.
@@ -184,9 +199,17 @@ pub(crate) async fn run(args: Args) -> Result<()> {
         (false, true) => QUICK,
         (false, false) => FULL,
     };
+    let model = args
+        .model
+        .or_else(|| std::env::var_os("WAYPOINT_TEST_MINILM_DIR").map(PathBuf::from))
+        .filter(|dir| !dir.as_os_str().is_empty());
+    // The embed group needs a model folder and the `minilm` feature: without them it runs
+    // (and fails, saying why) only when named in --only.
+    let embed_ready = cfg!(feature = "minilm") && model.is_some();
     let groups: Vec<Group> = GROUPS
         .into_iter()
         .filter(|g| args.only.is_empty() || args.only.contains(g))
+        .filter(|g| *g != Group::Embed || embed_ready || args.only.contains(g))
         .collect();
     let url = |given: Option<String>, name| {
         given
@@ -215,6 +238,7 @@ pub(crate) async fn run(args: Args) -> Result<()> {
                 tokio::task::spawn_blocking(move || hnsw::run(&scale, &bar)).await??
             }
             Group::Runtime => runtime::run(&targets, &scale, bar).await?,
+            Group::Embed => run_embed(scale, model.clone(), bar.clone()).await?,
         };
         bar.finish_with_message(format!("done in {:.1} s", began.elapsed().as_secs_f64()));
         tables.push(table);
@@ -244,6 +268,10 @@ fn bar(group: Group, targets: &Targets) -> ProgressBar {
         Group::Store => store::steps(targets),
         Group::Hnsw => hnsw::steps(),
         Group::Runtime => runtime::steps(targets),
+        #[cfg(feature = "minilm")]
+        Group::Embed => embed::steps(),
+        #[cfg(not(feature = "minilm"))]
+        Group::Embed => 0,
     };
     let style = ProgressStyle::with_template(
         "{prefix:>10} [{bar:24.cyan/blue}] {pos}/{len} {elapsed:>4} {msg}",
@@ -255,6 +283,23 @@ fn bar(group: Group, targets: &Targets) -> ProgressBar {
         .with_style(style)
         .with_prefix(name)
         .with_message("waiting")
+}
+
+/// Runs the embed group on the blocking pool.
+#[cfg(feature = "minilm")]
+async fn run_embed(scale: Scale, model: Option<PathBuf>, bar: ProgressBar) -> Result<Table> {
+    let Some(model) = model else {
+        anyhow::bail!("the embed group needs a model: pass --model DIR");
+    };
+    tokio::task::spawn_blocking(move || embed::run(&scale, &model, &bar)).await?
+}
+
+/// Without the model code: an error saying how to get it.
+#[cfg(not(feature = "minilm"))]
+async fn run_embed(_: Scale, _: Option<PathBuf>, _: ProgressBar) -> Result<Table> {
+    anyhow::bail!(
+        "this waypoint was built without the `minilm` feature: build it with --features minilm"
+    )
 }
 
 /// Keeps a run going when a server backend fails part-way (noting it in the table and on

@@ -36,9 +36,9 @@ const REGIONS: [(&str, &str, &str); 2] = [
     ("dolomites", "Rifugio Lagazuoi", "Cortina"),
 ];
 
-/// The store's settings: an offline hashing index over each memory's `text`.
-pub(crate) fn store_config() -> StoreConfig {
-    StoreConfig::new().index(IndexConfig::hashing(256).fields(["text"]))
+/// The store's settings: an index over each memory's `text` with the embedder of `index`.
+pub(crate) fn store_config(index: IndexConfig) -> StoreConfig {
+    StoreConfig::new().index(index.fields(["text"]))
 }
 
 /// The namespace holding `user`'s memories in demo run `run`.

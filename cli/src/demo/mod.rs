@@ -44,6 +44,14 @@ pub(crate) struct Args {
     /// drawing, and exit without running the story or opening the database.
     #[arg(long)]
     draw: bool,
+    /// The memories' embedder: `hashing:DIMS` (offline, no model) or `minilm:DIR`
+    /// (all-MiniLM-L6-v2 run locally from DIR; needs the `minilm` feature).
+    #[arg(
+        long,
+        value_name = "hashing:DIMS|minilm:DIR",
+        default_value = "hashing:256"
+    )]
+    embed: String,
 }
 
 /// Prints one line to stdout (without any secret of the URL given), as an error (not a panic)
@@ -62,8 +70,10 @@ pub(crate) async fn run(args: Args) -> Result<()> {
         return Ok(());
     }
     let url = args.url;
+    let index = crate::inspect::store::parse_embed(&args.embed)?;
     let saver = backend::saver(&url, Open::Create).await?;
-    let store: Arc<dyn Store> = backend::store(&url, agent::store_config(), Open::Create).await?;
+    let config = agent::store_config(index);
+    let store: Arc<dyn Store> = backend::store(&url, config, Open::Create).await?;
     let graph = agent::build(saver, Arc::clone(&store)).context("cannot build the demo agent")?;
     let id: String = uuid::Uuid::new_v4()
         .simple()
@@ -74,6 +84,7 @@ pub(crate) async fn run(args: Args) -> Result<()> {
     let demo = Demo {
         graph,
         store,
+        embed: args.embed,
         alice_1: format!("demo-{id}-alice-1"),
         alice_2: format!("demo-{id}-alice-2"),
         bob_1: format!("demo-{id}-bob-1"),
@@ -95,8 +106,9 @@ pub(crate) async fn run(args: Args) -> Result<()> {
         say!("  waypoint threads list --url {shown}");
         say!("  waypoint threads history {} --url {shown}", demo.alice_2);
         say!(
-            "  waypoint store search demo.{}.alice \"hiking\" --embed hashing:256 --url {shown}",
-            demo.id
+            "  waypoint store search demo.{}.alice \"hiking\" --embed {} --url {shown}",
+            demo.id,
+            demo.embed
         );
     } else {
         say!("Nothing was kept: {shown} lives as long as the process.");
@@ -128,6 +140,8 @@ fn is_persistent(url: &str) -> bool {
 struct Demo {
     graph: CompiledGraph<MessagesState>,
     store: Arc<dyn Store>,
+    /// The `--embed` spec of the memories' embedder.
+    embed: String,
     /// The run's id, part of every thread id and memory namespace.
     id: String,
     /// Alice introduces herself.
@@ -167,7 +181,10 @@ impl Demo {
             .store
             .search(SearchOp::new(alice.clone()).query(QUESTION))
             .await?;
-        say!("  the agent found it by semantic search (offline hashing embedder):");
+        say!(
+            "  the agent found it by semantic search (embedder {}):",
+            self.embed
+        );
         say!("    score  memory");
         for hit in &hits {
             let text = hit.value.get("text").and_then(Value::as_str).unwrap_or("");

@@ -1,7 +1,7 @@
 //! `waypoint threads ...` and `waypoint store ...`: inspect and edit any backend's threads
 //! and long-term store, with tables for people and `--json` for scripts.
 
-mod store;
+pub(crate) mod store;
 mod threads;
 
 use anyhow::{Context as _, Result, bail};

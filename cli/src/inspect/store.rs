@@ -48,8 +48,10 @@ pub(crate) enum StoreCommand {
         /// At most this many results.
         #[arg(long, default_value_t = 10)]
         limit: usize,
-        /// The store's embedder: `hashing:DIMS`, the offline embedder `waypoint demo` uses.
-        #[arg(long, value_name = "hashing:DIMS")]
+        /// The store's embedder: `hashing:DIMS` (the offline hashing embedder) or `minilm:DIR`
+        /// (all-MiniLM-L6-v2 run locally from DIR; needs the `minilm` feature). Use the one the
+        /// items were written with.
+        #[arg(long, value_name = "hashing:DIMS|minilm:DIR")]
         embed: Option<String>,
     },
 }
@@ -99,7 +101,10 @@ pub(crate) async fn store(command: StoreCommand) -> Result<()> {
             if let Some(embed) = embed {
                 config = config.index(parse_embed(&embed)?);
             } else if query.is_some() {
-                bail!("a search with a QUERY needs a semantic index: pass --embed hashing:DIMS");
+                bail!(
+                    "a search with a QUERY needs a semantic index: pass --embed hashing:DIMS or \
+                     --embed minilm:DIR"
+                );
             }
             let mut op = SearchOp::new(parse_namespace(&namespace)).limit(limit);
             if let Some(query) = query {
@@ -122,16 +127,35 @@ fn parse_namespace(text: &str) -> Namespace {
     }
 }
 
-/// `hashing:DIMS` as an index over whole values.
-fn parse_embed(spec: &str) -> Result<IndexConfig> {
+/// `hashing:DIMS` or `minilm:DIR` as an index over whole values.
+pub(crate) fn parse_embed(spec: &str) -> Result<IndexConfig> {
+    if let Some(dir) = spec.strip_prefix("minilm:") {
+        return minilm_index(dir);
+    }
     let dims = spec
         .strip_prefix("hashing:")
         .and_then(|d| d.parse::<usize>().ok())
         .filter(|d| *d > 0);
     match dims {
         Some(dims) => Ok(IndexConfig::hashing(dims)),
-        None => bail!("unknown embedder `{spec}`: use hashing:DIMS, e.g. hashing:256"),
+        None => bail!(
+            "unknown embedder `{spec}`: use hashing:DIMS (e.g. hashing:256) or minilm:DIR (an \
+             all-MiniLM-L6-v2 folder)"
+        ),
     }
+}
+
+/// An index embedding with the sentence-transformers model in `dir`.
+#[cfg(feature = "minilm")]
+fn minilm_index(dir: &str) -> Result<IndexConfig> {
+    let embedder = waypoint_store::embed::MiniLmEmbedder::open(dir)?;
+    Ok(IndexConfig::new(std::sync::Arc::new(embedder)))
+}
+
+/// Without the model code: an error saying how to get it.
+#[cfg(not(feature = "minilm"))]
+fn minilm_index(_dir: &str) -> Result<IndexConfig> {
+    bail!("this waypoint was built without the `minilm` feature: build it with --features minilm")
 }
 
 /// Runs one search and prints its items.
