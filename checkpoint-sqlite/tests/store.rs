@@ -164,7 +164,7 @@ async fn schema_has_langgraph_tables_and_versions() -> TestResult {
     let versions: Vec<i64> = query_column(&conn, "SELECT v FROM store_migrations ORDER BY v")?;
     assert_eq!(versions, [0, 1, 2, 3, 4]);
     let ours: Vec<i64> = query_column(&conn, "SELECT v FROM waypoint_store_migrations ORDER BY v")?;
-    assert_eq!(ours, [1, 2]);
+    assert_eq!(ours, [1, 2, 3, 4]);
     let columns: Vec<String> = query_column(
         &conn,
         "SELECT name FROM pragma_table_info('store') ORDER BY cid",

@@ -19,7 +19,9 @@ use waypoint_checkpoint::raw::operation_span;
 
 use crate::filter::Filter;
 use crate::index::VectorIndex;
-use crate::lexical::{FUSION_DEPTH, LexicalIndex, RRF_K, fuse, stored_texts};
+use crate::lexical::{
+    FUSION_DEPTH, LexicalIndex, RRF_K, fuse, query_terms, sort_ranked, stored_texts,
+};
 use crate::path::index_texts;
 use crate::raw::{Backend, FieldVector, Row, Upsert, Write};
 use crate::store::SweeperHandle;
@@ -46,8 +48,13 @@ struct Inner<B> {
     config: StoreConfig,
     /// The vector index; a full reload builds a new one and swaps it in.
     index: Option<RwLock<Arc<VectorIndex>>>,
-    /// The lexical index, when the index config asks for one.
+    /// The in-process lexical index, when the index config asks for one and the backend
+    /// does not rank texts itself.
     lexical: Option<LexicalIndex>,
+    /// Whether the backend ranks texts itself and the store has an index: every put then
+    /// hands it its texts (even without `lexical`, so that its texts always match the stored
+    /// vectors, as the in-process index rebuilt from them does).
+    native_lexical: bool,
     /// Last timestamp handed out, in microseconds since the epoch: timestamps strictly
     /// increase, so updates always move `updated_at` forward even within one microsecond.
     clock: AtomicI64,
@@ -81,10 +88,12 @@ impl<B: Backend> Engine<B> {
             .as_ref()
             .filter(|_| !backend.searches_vectors())
             .map(|c| RwLock::new(Arc::new(VectorIndex::new(c.dims, c.distance, c.ann))));
-        let lexical = (config.index.as_ref()).and_then(|c| c.lexical.then(LexicalIndex::new));
+        let wants_lexical = config.index.as_ref().is_some_and(|c| c.lexical);
+        let native_lexical = config.index.is_some() && backend.searches_lexical();
+        let lexical = (wants_lexical && !native_lexical).then(LexicalIndex::new);
         // Its vector leg would be the backend's and its lexical leg would not see the changes
         // of other writers: refused rather than half right.
-        if lexical.is_some() && backend.searches_vectors() {
+        if wants_lexical && backend.searches_vectors() {
             return Err(Error::Unsupported {
                 operation: "a lexical index (hybrid search) with vectors searched by the backend",
                 backend: backend.name(),
@@ -96,6 +105,7 @@ impl<B: Backend> Engine<B> {
                 config,
                 index,
                 lexical,
+                native_lexical,
                 clock: AtomicI64::new(i64::MIN),
                 seen: tokio::sync::Mutex::new(0),
                 saved: parking_lot::Mutex::new((0, 0)),
@@ -332,7 +342,7 @@ impl<B: Backend> Engine<B> {
                 }
                 Op::Search(op) => {
                     op.namespace_prefix.validate_prefix()?;
-                    if !op.mode.is_vector() && self.inner.lexical.is_none() {
+                    if !op.mode.is_vector() && !self.has_lexical() {
                         return Err(Error::InvalidConfig(format!(
                             "a {:?} search needs a lexical index (`IndexConfig::lexical(true)`)",
                             op.mode
@@ -481,6 +491,7 @@ impl<B: Backend> Engine<B> {
                 value,
                 ttl_minutes,
                 vectors: None,
+                texts: None,
             }),
             None => Write::Delete(key),
         };
@@ -534,9 +545,13 @@ impl<B: Backend> Engine<B> {
             per_put[position].push(FieldVector { field, vector });
             per_put_texts[position].push(text);
         }
-        for (write, vectors) in writes.iter_mut().zip(per_put) {
+        let native = self.inner.native_lexical;
+        for ((write, vectors), texts) in writes.iter_mut().zip(per_put).zip(&mut per_put_texts) {
             if let Write::Put(put) = write {
                 put.vectors = Some(vectors);
+                if native {
+                    put.texts = Some(std::mem::take(texts));
+                }
             }
         }
         Ok(per_put_texts)
@@ -612,18 +627,18 @@ impl<B: Backend> Engine<B> {
                     && allowed.as_ref().is_none_or(|a| a.contains(key))
                     && !gone.contains(key)
             };
-            let lexical = |depth| {
-                (self.inner.lexical.as_ref())
-                    .map(|l| l.search(query, depth, &accept))
-                    .unwrap_or_default()
-            };
             let depth = wanted.max(FUSION_DEPTH);
+            let prefix = &op.namespace_prefix;
             let hits = match op.mode {
                 SearchMode::Vector => index.search(&vector, wanted, &accept),
-                SearchMode::Lexical => lexical(wanted),
+                SearchMode::Lexical => {
+                    self.lexical_leg(query, prefix, wanted, now, &accept)
+                        .await?
+                }
                 SearchMode::Hybrid => {
                     let vectors = index.search(&vector, depth, &accept);
-                    fuse(&[vectors, lexical(depth)], RRF_K, wanted)
+                    let lexical = self.lexical_leg(query, prefix, depth, now, &accept).await?;
+                    fuse(&[vectors, lexical], RRF_K, wanted)
                 }
             };
             let exhausted = hits.len() < wanted;
@@ -654,6 +669,51 @@ impl<B: Backend> Engine<B> {
                 self.refresh(refresh, now).await?;
                 return Ok(page);
             }
+        }
+    }
+
+    /// Whether lexical and hybrid searches can run (in process or in the backend).
+    fn has_lexical(&self) -> bool {
+        self.inner.lexical.is_some()
+            || (self.inner.native_lexical)
+                && (self.inner.config.index.as_ref()).is_some_and(|c| c.lexical)
+    }
+
+    /// The `depth` best items for `query` by the lexical index that `accept` takes, best
+    /// first: the in-process index's, or the backend's, asked for twice as many candidates
+    /// until enough are accepted or it has no more.
+    async fn lexical_leg(
+        &self,
+        query: &str,
+        prefix: &Namespace,
+        depth: usize,
+        now: DateTime<Utc>,
+        accept: &(dyn Fn(&ItemKey) -> bool + Sync),
+    ) -> Result<Vec<(ItemKey, f32)>> {
+        if let Some(index) = &self.inner.lexical {
+            return Ok(index.search(query, depth, accept));
+        }
+        let terms = query_terms(query);
+        if terms.is_empty() || depth == 0 {
+            return Ok(Vec::new());
+        }
+        let mut limit = depth;
+        loop {
+            let query = crate::raw::LexicalQuery {
+                terms: &terms,
+                prefix,
+                limit,
+            };
+            let hits = self.inner.backend.search_lexical(query, now).await?;
+            let exhausted = hits.len() < limit;
+            let mut accepted: Vec<(ItemKey, f32)> =
+                hits.into_iter().filter(|(key, _)| accept(key)).collect();
+            if accepted.len() >= depth || exhausted {
+                sort_ranked(&mut accepted);
+                accepted.truncate(depth);
+                return Ok(accepted);
+            }
+            limit = limit.saturating_mul(2);
         }
     }
 

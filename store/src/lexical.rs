@@ -32,6 +32,27 @@ pub fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
         .map(str::to_lowercase)
 }
 
+/// The distinct tokens of a query, sorted.
+pub fn query_terms(query: &str) -> Vec<String> {
+    let mut terms: Vec<String> = tokens(query).collect();
+    terms.sort_unstable();
+    terms.dedup();
+    terms
+}
+
+/// The tokens of `texts` separated by single spaces: what a backend that ranks texts itself
+/// indexes, so that its tokenizer sees the same words as [`tokens`].
+pub fn token_text(texts: &[String]) -> String {
+    let mut joined = String::new();
+    for token in texts.iter().flat_map(|t| tokens(t)) {
+        if !joined.is_empty() {
+            joined.push(' ');
+        }
+        joined.push_str(&token);
+    }
+    joined
+}
+
 /// An in-process BM25 index of items' texts.
 #[derive(Default)]
 pub struct LexicalIndex {
@@ -121,9 +142,7 @@ impl LexicalIndex {
         k: usize,
         accept: &dyn Fn(&ItemKey) -> bool,
     ) -> Vec<(ItemKey, f32)> {
-        let mut terms: Vec<String> = tokens(query).collect();
-        terms.sort_unstable();
-        terms.dedup();
+        let terms = query_terms(query);
         let docs = self.docs.read();
         let n = docs.items.len() as f32;
         let average = docs.total_len as f32 / n.max(1.0);
@@ -172,7 +191,7 @@ pub fn stored_texts(value: &Value, fields: &[String]) -> Vec<String> {
 }
 
 /// Sorts by score descending, then key, so equal scores rank the same way on every backend.
-fn sort_ranked(ranked: &mut [(ItemKey, f32)]) {
+pub(crate) fn sort_ranked(ranked: &mut [(ItemKey, f32)]) {
     ranked.sort_by(|a, b| {
         b.1.partial_cmp(&a.1)
             .unwrap_or(Ordering::Equal)

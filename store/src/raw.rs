@@ -56,6 +56,10 @@ pub struct Upsert {
     /// `None` when the store has no index (the vector table is not touched); otherwise the
     /// item's complete new set of vectors, replacing every old one (empty removes them all).
     pub vectors: Option<Vec<FieldVector>>,
+    /// For a backend that ranks texts itself ([`Backend::searches_lexical`]) when the store
+    /// has a lexical index: the item's indexed texts, replacing the old ones (empty removes
+    /// them); `None` otherwise.
+    pub texts: Option<Vec<String>>,
 }
 
 /// One change a batch makes.
@@ -89,6 +93,18 @@ pub struct VectorQuery<'a> {
     /// Only items whose value contains this object (JSON containment), when given.
     pub contains: Option<&'a Object>,
     /// How many items at most: the nearest, each scored by its best field.
+    pub limit: usize,
+}
+
+/// A lexical query a backend that ranks its own texts runs ([`Backend::search_lexical`]).
+#[derive(Clone, Copy, Debug)]
+pub struct LexicalQuery<'a> {
+    /// The query's distinct tokens ([`crate::lexical::query_terms`]), never empty; any item
+    /// holding one of them matches.
+    pub terms: &'a [String],
+    /// Only items under this namespace prefix (whole labels; empty = all).
+    pub prefix: &'a Namespace,
+    /// How many items at most: the best ranked.
     pub limit: usize,
 }
 
@@ -149,6 +165,26 @@ pub trait Backend: Send + Sync + 'static {
         let _ = (query, now);
         Err(crate::Error::Unsupported {
             operation: "search_vectors",
+            backend: self.name(),
+        })
+    }
+
+    /// Whether the backend ranks the indexed texts itself ([`search_lexical`](Self::search_lexical),
+    /// keeping [`Upsert::texts`]): the engine then keeps no lexical index in memory.
+    fn searches_lexical(&self) -> bool {
+        false
+    }
+
+    /// Live items holding any of the query's terms, best first (higher is better; ties in
+    /// any order), for a backend whose [`searches_lexical`](Self::searches_lexical) is true.
+    async fn search_lexical(
+        &self,
+        query: LexicalQuery<'_>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<(ItemKey, f32)>> {
+        let _ = (query, now);
+        Err(crate::Error::Unsupported {
+            operation: "search_lexical",
             backend: self.name(),
         })
     }

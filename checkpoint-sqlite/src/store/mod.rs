@@ -4,8 +4,11 @@
 //! `waypoint_store_vectors`, loaded into the in-process index when the store opens. Every
 //! process sharing a file keeps its index current from the change log
 //! `waypoint_store_changes`, replayed before each semantic search.
+//! The lexical leg of hybrid search runs inside SQLite, on an FTS5 table (see `lexical`):
+//! opening a store reads nothing for it.
 
 mod convert;
+mod lexical;
 mod queries;
 mod schema;
 
@@ -14,7 +17,9 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use chrono::{DateTime, Utc};
-use waypoint_store::raw::{Backend, Changes, Engine, ItemVectors, Row, Write, async_trait};
+use waypoint_store::raw::{
+    Backend, Changes, Engine, ItemVectors, LexicalQuery, Row, Write, async_trait,
+};
 use waypoint_store::{Error, ItemKey, Namespace, Object, Result, StoreConfig, forward_store};
 
 use self::convert::timestamp;
@@ -274,6 +279,25 @@ impl Backend for SqliteBackend {
         self.db
             .writer
             .run(move |conn| queries::sweep(conn, now, log))
+            .await
+    }
+
+    fn searches_lexical(&self) -> bool {
+        true
+    }
+
+    async fn search_lexical(
+        &self,
+        query: LexicalQuery<'_>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<(ItemKey, f32)>> {
+        let terms = query.terms.to_vec();
+        let prefix = query.prefix.clone();
+        let limit = query.limit;
+        let now = timestamp(now);
+        self.db
+            .readers
+            .run(move |conn| lexical::search(conn, &terms, &prefix, limit, &now))
             .await
     }
 

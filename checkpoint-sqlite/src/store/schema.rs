@@ -118,6 +118,24 @@ CREATE TABLE IF NOT EXISTS waypoint_store_index_snapshot (
 ",
         adds_column: None,
     },
+    // 4: the lexical leg of hybrid search (see `lexical`): each embedded item's tokens in a
+    // contentless FTS5 table, at the rowid its `waypoint_store_lexical_keys` row gives it
+    // (an INTEGER PRIMARY KEY, so VACUUM keeps it). Items embedded before this migration
+    // get theirs at their next put.
+    Migration {
+        sql: "
+CREATE TABLE IF NOT EXISTS waypoint_store_lexical_keys (
+    id INTEGER PRIMARY KEY,
+    prefix TEXT NOT NULL,
+    key TEXT NOT NULL,
+    UNIQUE (prefix, key)
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS waypoint_store_lexical USING fts5(
+    body, content = '', contentless_delete = 1, tokenize = 'unicode61 remove_diacritics 0'
+);
+",
+        adds_column: None,
+    },
 ];
 
 /// LangGraph's ledger: `store_migrations` from version 0; versions LangGraph adds later only
@@ -231,7 +249,10 @@ mod tests {
         migrate(&mut conn).unwrap();
         migrate(&mut conn).unwrap();
         assert_eq!(versions(&conn, "store_migrations"), vec![0, 1, 2, 3, 4]);
-        assert_eq!(versions(&conn, "waypoint_store_migrations"), vec![1, 2, 3]);
+        assert_eq!(
+            versions(&conn, "waypoint_store_migrations"),
+            vec![1, 2, 3, 4]
+        );
     }
 
     #[test]
