@@ -9,6 +9,7 @@ mod codec;
 mod embed;
 mod hnsw;
 mod measure;
+mod recall;
 mod report;
 mod runtime;
 mod store;
@@ -74,16 +75,19 @@ enum Group {
     Runtime,
     /// The local MiniLM embedder: sentences/s and share of the matmul peak (feature minilm).
     Embed,
+    /// Retrieval recall@1/@5 of the hashing and MiniLM embedders on LangGraph's guides.
+    Recall,
 }
 
 /// Every group, in report order.
-const GROUPS: [Group; 6] = [
+const GROUPS: [Group; 7] = [
     Group::Serde,
     Group::Checkpoint,
     Group::Store,
     Group::Hnsw,
     Group::Runtime,
     Group::Embed,
+    Group::Recall,
 ];
 
 /// The sizes of one run.
@@ -239,6 +243,7 @@ pub(crate) async fn run(args: Args) -> Result<()> {
             }
             Group::Runtime => runtime::run(&targets, &scale, bar).await?,
             Group::Embed => run_embed(scale, model.clone(), bar.clone()).await?,
+            Group::Recall => recall::run(model.as_deref(), bar).await?,
         };
         bar.finish_with_message(format!("done in {:.1} s", began.elapsed().as_secs_f64()));
         tables.push(table);
@@ -272,6 +277,7 @@ fn bar(group: Group, targets: &Targets) -> ProgressBar {
         Group::Embed => embed::steps(),
         #[cfg(not(feature = "minilm"))]
         Group::Embed => 0,
+        Group::Recall => recall::steps(),
     };
     let style = ProgressStyle::with_template(
         "{prefix:>10} [{bar:24.cyan/blue}] {pos}/{len} {elapsed:>4} {msg}",
