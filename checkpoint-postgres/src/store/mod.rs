@@ -22,6 +22,7 @@
 
 mod convert;
 mod embed;
+mod lexical;
 mod pgvector;
 mod queries;
 mod schema;
@@ -40,7 +41,7 @@ use parking_lot::Mutex;
 use sqlx::PgConnection;
 use sqlx::postgres::PgPool;
 use waypoint_store::raw::{
-    Backend, Changes, Engine, FieldVector, ItemVectors, Row, VectorQuery, Write,
+    Backend, Changes, Engine, FieldVector, ItemVectors, LexicalQuery, Row, VectorQuery, Write,
 };
 use waypoint_store::{
     Error, IndexConfig, ItemKey, Namespace, Object, Result, StoreConfig, forward_store,
@@ -375,14 +376,19 @@ impl PgBackend {
                 queries::read_unembedded(conn, &locked, self.persistent),
             )
             .await?;
+        let values = unembedded.clone();
         let mut ready = embed::embed_items(index, unembedded, &self.failures).await;
         // Rows locked in key order, as writers lock them.
         ready.sort_by(|a, b| a.0.cmp(&b.0));
+        let bodies = lexical::bodies(&values, &ready);
         let stored = if ready.is_empty() {
             Ok(Vec::new())
         } else {
             self.pool
-                .deadline(true, queries::store_embedded(conn, &ready, self.persistent))
+                .deadline(
+                    true,
+                    queries::store_embedded(conn, &ready, &bodies, self.persistent),
+                )
                 .await
         };
         let stored = match stored {
@@ -562,6 +568,7 @@ impl Backend for PgBackend {
                             text: value_text(&put.key, &put.value)?,
                             ttl_minutes: put.ttl_minutes,
                             vectors: own,
+                            lexical: put.texts.as_deref().map(lexical::body),
                         },
                     );
                 }
@@ -606,8 +613,28 @@ impl Backend for PgBackend {
             });
         };
         let now = Timestamp::new(now);
-        on_conn!(self.pool, retry = true, |conn| pgvector.search(
-            conn, query, now
+        on_conn!(self.pool, retry = true, |conn| pgvector
+            .search(conn, query, now))
+    }
+
+    fn searches_lexical(&self) -> bool {
+        // pgvector mode searches no in-process index: its hybrid search is refused.
+        self.pgvector.is_none()
+    }
+
+    async fn search_lexical(
+        &self,
+        query: LexicalQuery<'_>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<(ItemKey, f32)>> {
+        let now = Timestamp::new(now);
+        on_conn!(self.pool, retry = true, |conn| lexical::search(
+            conn,
+            query.terms,
+            query.prefix,
+            query.limit,
+            now,
+            self.persistent
         ))
     }
 

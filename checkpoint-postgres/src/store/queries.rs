@@ -21,7 +21,8 @@ use waypoint_store::raw::{FieldVector, ItemVectors, Row};
 use waypoint_store::{ItemKey, Namespace, Result};
 
 /// Columns of an item after its key, as [`row_at`] reads them.
-pub(super) const ITEM_COLUMNS: &str = "s.value::text, s.created_at, s.updated_at, s.ttl_minutes::float8";
+pub(super) const ITEM_COLUMNS: &str =
+    "s.value::text, s.created_at, s.updated_at, s.ttl_minutes::float8";
 
 /// `now + ttl` for a TTL column `ttl`; absurd TTLs are capped at 10^11 minutes (about 190,000
 /// years), inside PostgreSQL's range, where they mean "practically never" as in memory.
@@ -260,7 +261,7 @@ pub(crate) async fn namespaces(
 /// The write statement for a combination of parts: deletes, upserts, vector replacements
 /// (`owners`), new vectors. One statement, so one round trip and atomic. The trigger on
 /// `store` logs every row it changes.
-fn write_sql(deletes: bool, upserts: bool, owners: bool, vectors: bool) -> String {
+fn write_sql(deletes: bool, upserts: bool, owners: bool, vectors: bool, lexical: bool) -> String {
     let mut parts = Vec::new();
     // $1 is `now`; arrays follow in the order the parts appear.
     let mut n = 1;
@@ -300,6 +301,12 @@ fn write_sql(deletes: bool, upserts: bool, owners: bool, vectors: bool) -> Strin
         let owners = format!("unnest(${op}::text[], ${ok}::text[])");
         let stale = replace_vectors_sql(&owners, new, false, &mut parts);
         parts.push(stale);
+    }
+    if lexical {
+        let (p, k, b) = (next(), next(), next());
+        let source =
+            format!("unnest(${p}::text[], ${k}::text[], ${b}::text[]) AS t(prefix, key, body)");
+        parts.push(super::lexical::upsert_cte("lex", &source));
     }
     if parts.is_empty() {
         String::from("SELECT 1")
@@ -361,6 +368,8 @@ pub(crate) enum Prepared<'a> {
         ttl_minutes: Option<f64>,
         /// The item's new set of vectors, when the writer has an index.
         vectors: Option<&'a [FieldVector]>,
+        /// The text of the item's new `tsvector` (`lexical::body`), when the writer keeps one.
+        lexical: Option<String>,
     },
 }
 
@@ -384,8 +393,8 @@ pub(crate) async fn write(
 ) -> Result<()> {
     static SQL: OnceLock<Vec<String>> = OnceLock::new();
     let texts = SQL.get_or_init(|| {
-        (0..16usize)
-            .map(|m| write_sql(m & 1 != 0, m & 2 != 0, m & 4 != 0, m & 8 != 0))
+        (0..32usize)
+            .map(|m| write_sql(m & 1 != 0, m & 2 != 0, m & 4 != 0, m & 8 != 0, m & 16 != 0))
             .collect()
     });
     let (mut del_p, mut del_k) = (Vec::new(), Vec::new());
@@ -394,6 +403,7 @@ pub(crate) async fn write(
     let (mut own_p, mut own_k) = (Vec::new(), Vec::new());
     let (mut vec_p, mut vec_k, mut vec_f, mut vec_e) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut lex_p, mut lex_k, mut lex_b) = (Vec::new(), Vec::new(), Vec::new());
     for (key, write) in writes {
         let prefix = key.namespace.joined();
         match write {
@@ -405,7 +415,13 @@ pub(crate) async fn write(
                 text,
                 ttl_minutes,
                 vectors,
+                lexical,
             } => {
+                if let Some(body) = lexical {
+                    lex_p.push(prefix.clone());
+                    lex_k.push(key.key.as_str());
+                    lex_b.push(body.as_str());
+                }
                 if let Some(vectors) = vectors {
                     own_p.push(prefix.clone());
                     own_k.push(key.key.as_str());
@@ -429,6 +445,7 @@ pub(crate) async fn write(
         !up_p.is_empty(),
         !own_p.is_empty(),
         !vec_p.is_empty(),
+        !lex_p.is_empty(),
     ];
     let mask = parts
         .iter()
@@ -446,6 +463,9 @@ pub(crate) async fn write(
     }
     if parts[3] {
         q = q.bind(vec_p).bind(vec_k).bind(vec_f).bind(vec_e);
+    }
+    if parts[4] {
+        q = q.bind(lex_p).bind(lex_k).bind(lex_b);
     }
     q.execute(conn).await.map_err(pg_error).map(drop)
 }
@@ -673,6 +693,7 @@ pub(crate) async fn changes(
 }
 
 /// An item whose vectors were not made from its value, as read to embed it.
+#[derive(Clone)]
 pub(crate) struct Unembedded {
     /// The item.
     pub(crate) key: ItemKey,
@@ -774,10 +795,12 @@ pub(crate) async fn read_unembedded(
 /// `updated_at` read, the complete new set of vectors) and marks them as made from that
 /// value, for the items still at that version: one another writer changed meanwhile keeps
 /// its state (its change is logged, and it is embedded again). The trigger logs each item
-/// marked. Returns the keys stored.
+/// marked. Each item's `tsvector` is made from its entry in `bodies` (`lexical::body`), when
+/// given. Returns the keys stored.
 pub(crate) async fn store_embedded(
     conn: &mut PgConnection,
     items: &[(ItemKey, Timestamp, Vec<FieldVector>)],
+    bodies: &[(ItemKey, String)],
     persistent: bool,
 ) -> Result<Vec<ItemKey>> {
     static SQL: OnceLock<String> = OnceLock::new();
@@ -791,6 +814,11 @@ pub(crate) async fn store_embedded(
         )];
         let stale = replace_vectors_sql("done", Some((4, 5, 6, 7)), true, &mut parts);
         parts.push(stale);
+        parts.push(super::lexical::upsert_cte(
+            "lex",
+            "unnest($8::text[], $9::text[], $10::text[]) AS t(prefix, key, body)
+            JOIN done d ON d.prefix = t.prefix AND d.key = t.key",
+        ));
         format!("WITH {} SELECT prefix, key FROM done", parts.join(",\n"))
     });
     let (prefixes, names) = key_arrays(items.iter().map(|(k, _, _)| k));
@@ -806,6 +834,7 @@ pub(crate) async fn store_embedded(
             vec_e.push(encode_vector(&field.vector));
         }
     }
+    let (lex_p, lex_k) = key_arrays(bodies.iter().map(|(k, _)| k));
     let done: Vec<(String, String)> = sqlx::query_as(sql)
         .persistent(persistent)
         .bind(prefixes)
@@ -815,6 +844,9 @@ pub(crate) async fn store_embedded(
         .bind(vec_k)
         .bind(vec_f)
         .bind(vec_e)
+        .bind(lex_p)
+        .bind(lex_k)
+        .bind(bodies.iter().map(|(_, b)| b.as_str()).collect::<Vec<_>>())
         .fetch_all(conn)
         .await
         .map_err(pg_error)?;

@@ -31,6 +31,7 @@ pub(crate) const STORE_TABLES: Tables = Tables {
             "waypoint_store_changes_trimmed",
             "waypoint_store_migrations",
         ),
+        ("waypoint_store_lexical", "waypoint_store_migrations"),
     ],
     lock: lock_key,
 };
@@ -151,6 +152,19 @@ FOR EACH STATEMENT EXECUTE FUNCTION @schema@.waypoint_store_log_truncate()",
         "CREATE INDEX CONCURRENTLY IF NOT EXISTS waypoint_store_unembedded_idx ON store (updated_at DESC)
 WHERE waypoint_embedded_at IS DISTINCT FROM updated_at",
     ],
+    // The lexical leg of hybrid search (see `lexical`): each embedded item's tokens as a
+    // `tsvector`, gone with its item, searched through a GIN index. Items embedded before
+    // this migration get theirs at their next put.
+    &[
+        "CREATE TABLE IF NOT EXISTS waypoint_store_lexical (
+    prefix text NOT NULL,
+    key text NOT NULL,
+    tsv tsvector NOT NULL,
+    PRIMARY KEY (prefix, key),
+    FOREIGN KEY (prefix, key) REFERENCES store (prefix, key) ON DELETE CASCADE
+)",
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS waypoint_store_lexical_tsv_idx ON waypoint_store_lexical USING gin (tsv)",
+    ],
 ];
 
 /// Advisory lock key under which one process at a time migrates the store ("wpstore!"),
@@ -177,7 +191,8 @@ pub(crate) fn is_set_up(conn: &mut PgConnection) -> BoxFuture<'_, Result<bool, F
         String::from(
             "SELECT to_regclass('waypoint_store_changes_trimmed') IS NOT NULL
             AND to_regclass('waypoint_store_vectors') IS NOT NULL
-            AND to_regclass('waypoint_store_unembedded_idx') IS NOT NULL",
+            AND to_regclass('waypoint_store_unembedded_idx') IS NOT NULL
+            AND to_regclass('waypoint_store_lexical_tsv_idx') IS NOT NULL",
         ),
     )
 }

@@ -1,0 +1,124 @@
+//! The lexical leg of hybrid search inside PostgreSQL: full-text search on
+//! `waypoint_store_lexical`, ranked by `ts_rank_cd` (cover density: not BM25, so its scores
+//! differ from the in-process index's, its rankings mostly agree).
+//!
+//! Each embedded item's texts are kept as one `tsvector` of the engine's tokens
+//! ([`token_text`], `simple` configuration: no stemming, no stop words), written in the
+//! statement that writes the item (and by the catch-up that embeds other writers' items, in
+//! the statement that stores their vectors); a delete or sweep of the item cascades to it. A
+//! row counts only while the item's vectors were made from its current value
+//! (`waypoint_embedded_at = updated_at`), as the vector leg: an item another writer (Python
+//! LangGraph) changed is found again once the catch-up embeds it. Queries are built from the
+//! engine's tokens, each a quoted lexeme, OR-ed: query text never reaches tsquery syntax.
+
+use std::collections::HashMap;
+
+use sqlx::PgConnection;
+use waypoint_store::lexical::{stored_texts, token_text};
+use waypoint_store::{ItemKey, Namespace, Result};
+
+use super::convert::{Timestamp, pg_error};
+use super::embed::Embedded;
+use super::queries::Unembedded;
+
+/// The most bytes of tokens indexed per item: PostgreSQL refuses a `tsvector` over 1 MB, and
+/// a put must not fail for its text's length. Tokens past it are not indexed.
+const MAX_BODY_BYTES: usize = 256 * 1024;
+
+/// The text an item's `tsvector` is made from: its tokens, cut at [`MAX_BODY_BYTES`] on a
+/// token boundary.
+pub(crate) fn body(texts: &[String]) -> String {
+    let mut body = token_text(texts);
+    if body.len() > MAX_BODY_BYTES {
+        let cut = body[..=MAX_BODY_BYTES].rfind(' ').unwrap_or(0);
+        body.truncate(cut);
+    }
+    body
+}
+
+/// The `tsvector` texts of items the catch-up embedded (`ready`), from the values it read
+/// (`unembedded`) and the fields it embedded.
+pub(crate) fn bodies(unembedded: &[Unembedded], ready: &[Embedded]) -> Vec<(ItemKey, String)> {
+    let values: HashMap<&ItemKey, &str> = unembedded
+        .iter()
+        .map(|u| (&u.key, u.value.as_str()))
+        .collect();
+    ready
+        .iter()
+        .filter_map(|(key, _, vectors)| {
+            let value: serde_json::Value = serde_json::from_str(values.get(key)?).ok()?;
+            let fields: Vec<String> = vectors.iter().map(|f| f.field.clone()).collect();
+            Some((key.clone(), body(&stored_texts(&value, &fields))))
+        })
+        .collect()
+}
+
+/// The CTE named `name` upserting the `tsvector`s of the rows `source` gives (a row source of
+/// `prefix, key, body`).
+pub(crate) fn upsert_cte(name: &str, source: &str) -> String {
+    format!(
+        "{name} AS (INSERT INTO waypoint_store_lexical (prefix, key, tsv)
+        SELECT t.prefix, t.key, to_tsvector('simple', t.body) FROM {source}
+        ON CONFLICT (prefix, key) DO UPDATE SET tsv = EXCLUDED.tsv)"
+    )
+}
+
+/// The `limit` live, currently embedded items under `prefix` best ranked for any of `terms`.
+pub(crate) async fn search(
+    conn: &mut PgConnection,
+    terms: &[String],
+    prefix: &Namespace,
+    limit: usize,
+    now: Timestamp,
+    persistent: bool,
+) -> Result<Vec<(ItemKey, f32)>> {
+    const SQL: &str = "SELECT l.prefix, l.key, ts_rank_cd(l.tsv, q.q)::float8 AS score
+        FROM to_tsquery('simple', $1) AS q(q), waypoint_store_lexical l
+        JOIN store s ON s.prefix = l.prefix AND s.key = l.key
+        WHERE l.tsv @@ q.q AND (s.expires_at IS NULL OR s.expires_at > $2)
+            AND s.waypoint_embedded_at = s.updated_at
+            AND ($4 = '' OR l.prefix = $4 OR (l.prefix ~>=~ ($4 || '.') AND l.prefix ~<~ ($4 || '/')))
+        ORDER BY score DESC, l.prefix COLLATE \"C\", l.key COLLATE \"C\" LIMIT $3";
+    let rows: Vec<(String, String, f64)> = sqlx::query_as(SQL)
+        .persistent(persistent)
+        .bind(tsquery(terms))
+        .bind(now)
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .bind(prefix.joined())
+        .fetch_all(conn)
+        .await
+        .map_err(pg_error)?;
+    Ok(rows
+        .into_iter()
+        .map(|(prefix, key, score)| {
+            (
+                ItemKey::new(Namespace::from_joined(&prefix), key),
+                score as f32,
+            )
+        })
+        .collect())
+}
+
+/// `'t1' | 't2' ...`: each term a quoted lexeme (quote and backslash escaped), so no term is
+/// syntax.
+fn tsquery(terms: &[String]) -> String {
+    let quoted: Vec<String> = terms
+        .iter()
+        .map(|t| format!("'{}'", t.replace('\\', "\\\\").replace('\'', "''")))
+        .collect();
+    quoted.join(" | ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terms_are_quoted_lexemes_and_bodies_are_bounded() {
+        let terms = [String::from("a'b\\"), String::from("or")];
+        assert_eq!(tsquery(&terms), "'a''b\\\\' | 'or'");
+        let long = vec!["word ".repeat(100_000)];
+        let cut = body(&long);
+        assert!(cut.len() <= MAX_BODY_BYTES && cut.ends_with("word"));
+    }
+}
