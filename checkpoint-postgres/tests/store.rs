@@ -1834,3 +1834,49 @@ async fn passwords_never_show() {
     let shown = format!("{unreachable} {unreachable:?}");
     assert!(!shown.contains(secret), "{shown}");
 }
+
+/// The lexical leg in PostgreSQL follows another writer (Python LangGraph's SQL): an item it
+/// inserts or rewrites is found by its new words once the catch-up embeds it, not by its old
+/// ones, and its delete takes the item out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lexical_leg_follows_other_writers() -> Result<()> {
+    let index = IndexConfig::new(Arc::new(waypoint_store::HashingEmbedder::new(32)))
+        .fields(["text"])
+        .lexical(true);
+    let Some(store) = open(StoreConfig::new().index(index)).await? else {
+        return Ok(());
+    };
+    let ns = Namespace::from(["lex"]);
+    let lexical = |query: &'static str| {
+        let store = store.clone();
+        let ns = ns.clone();
+        async move {
+            let found = store
+                .search(
+                    SearchOp::new(&ns)
+                        .query(query)
+                        .mode(waypoint_store::SearchMode::Lexical),
+                )
+                .await?;
+            Ok::<_, waypoint_store::Error>(
+                found.into_iter().map(|i| i.key.clone()).collect::<Vec<_>>(),
+            )
+        }
+    };
+    sql(
+        &store,
+        "INSERT INTO store (prefix, key, value) VALUES ('lex', 'py', '{\"text\": \"zebra crossing\"}')",
+    )
+    .await;
+    assert_eq!(lexical("zebra").await?, ["py"]);
+    sql(
+        &store,
+        "UPDATE store SET value = '{\"text\": \"giraffe\"}', updated_at = now() WHERE key = 'py'",
+    )
+    .await;
+    assert_eq!(lexical("giraffe").await?, ["py"]);
+    assert!(lexical("zebra").await?.is_empty());
+    sql(&store, "DELETE FROM store WHERE key = 'py'").await;
+    assert!(lexical("giraffe").await?.is_empty());
+    Ok(())
+}
