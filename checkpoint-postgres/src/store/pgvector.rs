@@ -184,7 +184,9 @@ impl Pgvector {
     }
 
     /// The statements for the extension in schema `home` (quoted), distance operator `op` and
-    /// its `score`.
+    /// its `score`. The search's item conditions are a subquery per vector row, which the
+    /// planner cannot turn into a join: the HNSW index scan drives, the conditions filter
+    /// what it yields (a join let the planner sort every vector of the prefix instead).
     fn statements(home: &str, op: &str, score: &str) -> Self {
         let op = format!("OPERATOR({home}.{op})");
         let insert = format!(
@@ -195,8 +197,9 @@ impl Pgvector {
         let search = format!(
             "WITH hits AS MATERIALIZED (
                 SELECT sv.prefix, sv.key, sv.embedding {op} $1::{home}.vector AS d
-                FROM store_vectors sv JOIN store s ON s.prefix = sv.prefix AND s.key = sv.key
-                WHERE (s.expires_at IS NULL OR s.expires_at > $2) AND s.value @> $3::jsonb
+                FROM store_vectors sv
+                WHERE (SELECT (s.expires_at IS NULL OR s.expires_at > $2) AND s.value @> $3::jsonb
+                    FROM store s WHERE s.prefix = sv.prefix AND s.key = sv.key)
                     AND ($4 = '' OR sv.prefix = $4
                         OR (sv.prefix ~>=~ ($4 || '.') AND sv.prefix ~<~ ($4 || '/')))
                 ORDER BY sv.embedding {op} $1::{home}.vector
