@@ -6,8 +6,8 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use waypoint_store::HashingEmbedder;
 use waypoint_store::eval::{self, Recall};
+use waypoint_store::{Embedder, HashingEmbedder};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -16,8 +16,12 @@ const HASHING_DIMS: usize = 384;
 
 /// Recall of the hashing embedder on (headings, questions).
 async fn hashing_recall() -> Result<(Recall, Recall), waypoint_store::Error> {
+    recalls(Arc::new(HashingEmbedder::new(HASHING_DIMS))).await
+}
+
+/// Recall of `embedder` on (headings, questions).
+async fn recalls(embedder: Arc<dyn Embedder>) -> Result<(Recall, Recall), waypoint_store::Error> {
     let passages = eval::seed_passages()?;
-    let embedder = Arc::new(HashingEmbedder::new(HASHING_DIMS));
     let headings = eval::recall(
         embedder.clone(),
         &passages,
@@ -92,15 +96,8 @@ async fn the_model_finds_clearly_more_than_hashing() -> TestResult {
     let Some(dir) = minilm_dir() else {
         return Ok(());
     };
-    let passages = eval::seed_passages()?;
     let embedder = Arc::new(waypoint_store::embed::MiniLmEmbedder::open(dir)?);
-    let headings = eval::recall(
-        embedder.clone(),
-        &passages,
-        &eval::heading_queries(&passages),
-    )
-    .await?;
-    let questions = eval::recall(embedder, &passages, &eval::seed_questions()?).await?;
+    let (headings, questions) = recalls(embedder).await?;
     let (hashing_headings, hashing_questions) = hashing_recall().await?;
     eprintln!("minilm: headings {headings:?}, questions {questions:?}");
     // Measured (this test, and the NumPy reference forward pass alike): headings @1 0.44 @5 0.73,
