@@ -91,9 +91,9 @@ impl<B: Backend> Engine<B> {
         let wants_lexical = config.index.as_ref().is_some_and(|c| c.lexical);
         let native_lexical = config.index.is_some() && backend.searches_lexical();
         let lexical = (wants_lexical && !native_lexical).then(LexicalIndex::new);
-        // Its vector leg would be the backend's and its lexical leg would not see the changes
-        // of other writers: refused rather than half right.
-        if wants_lexical && backend.searches_vectors() {
+        // An in-process lexical index would not see the changes of other writers to a backend
+        // that searches its own vectors (it keeps no change log): refused rather than half right.
+        if lexical.is_some() && backend.searches_vectors() {
             return Err(Error::Unsupported {
                 operation: "a lexical index (hybrid search) with vectors searched by the backend",
                 backend: backend.name(),
@@ -578,7 +578,8 @@ impl<B: Backend> Engine<B> {
         let (Some(query), Some(index_config)) = (query, &self.inner.config.index) else {
             return self.scan_page(&op, &filter, wants_refresh).await;
         };
-        if self.inner.backend.searches_vectors() {
+        let in_backend = self.inner.backend.searches_vectors();
+        if in_backend && op.mode == SearchMode::Vector {
             let vector = index_config.embedder.embed_query(query).await?;
             check_dims(&vector, index_config.dims)?;
             return self
@@ -588,9 +589,10 @@ impl<B: Backend> Engine<B> {
         if let Some(index) = self.index() {
             self.catch_up(&index).await?;
         }
-        let Some(index) = self.index() else {
+        let index = self.index();
+        if index.is_none() && !in_backend {
             return self.scan_page(&op, &filter, wants_refresh).await;
-        };
+        }
         let vector = if op.mode == SearchMode::Lexical {
             Vec::new()
         } else {
@@ -629,14 +631,19 @@ impl<B: Backend> Engine<B> {
             };
             let depth = wanted.max(FUSION_DEPTH);
             let prefix = &op.namespace_prefix;
+            let index = index.as_deref();
             let hits = match op.mode {
-                SearchMode::Vector => index.search(&vector, wanted, &accept),
+                SearchMode::Vector => {
+                    (self.vector_leg(index, &vector, &op, &filter, wanted, now, &accept)).await?
+                }
                 SearchMode::Lexical => {
                     self.lexical_leg(query, prefix, wanted, now, &accept)
                         .await?
                 }
                 SearchMode::Hybrid => {
-                    let vectors = index.search(&vector, depth, &accept);
+                    let vectors = (self
+                        .vector_leg(index, &vector, &op, &filter, depth, now, &accept))
+                    .await?;
                     let lexical = self.lexical_leg(query, prefix, depth, now, &accept).await?;
                     fuse(&[vectors, lexical], RRF_K, wanted)
                 }
@@ -669,6 +676,48 @@ impl<B: Backend> Engine<B> {
                 self.refresh(refresh, now).await?;
                 return Ok(page);
             }
+        }
+    }
+
+    /// The `k` nearest items to `vector` that `accept` takes, best first: the in-process
+    /// index's, or else the backend's (which applies the prefix; the filter is applied here),
+    /// asked for twice as many candidates until enough are accepted or it has no more.
+    #[allow(clippy::too_many_arguments)]
+    async fn vector_leg(
+        &self,
+        index: Option<&VectorIndex>,
+        vector: &[f32],
+        op: &SearchOp,
+        filter: &Filter,
+        k: usize,
+        now: DateTime<Utc>,
+        accept: &(dyn Fn(&ItemKey) -> bool + Sync),
+    ) -> Result<Vec<(ItemKey, f32)>> {
+        if let Some(index) = index {
+            return Ok(index.search(vector, k, accept));
+        }
+        let contains = filter.contained();
+        let mut limit = k.max(1);
+        loop {
+            let query = crate::raw::VectorQuery {
+                vector,
+                prefix: &op.namespace_prefix,
+                contains: contains.as_ref(),
+                limit,
+            };
+            let hits = self.inner.backend.search_vectors(query, now).await?;
+            let exhausted = hits.len() < limit;
+            let mut accepted: Vec<(ItemKey, f32)> = hits
+                .into_iter()
+                .filter(|(row, _)| filter.matches(&row.item.value))
+                .map(|(row, score)| (ItemKey::new(row.item.namespace, row.item.key), score))
+                .filter(|(key, _)| accept(key))
+                .collect();
+            if accepted.len() >= k || exhausted {
+                accepted.truncate(k);
+                return Ok(accepted);
+            }
+            limit = limit.saturating_mul(2);
         }
     }
 

@@ -6,9 +6,10 @@
 //! ([`token_text`], `simple` configuration: no stemming, no stop words), written in the
 //! statement that writes the item (and by the catch-up that embeds other writers' items, in
 //! the statement that stores their vectors); a delete or sweep of the item cascades to it. A
-//! row counts only while the item's vectors were made from its current value
-//! (`waypoint_embedded_at = updated_at`), as the vector leg: an item another writer (Python
-//! LangGraph) changed is found again once the catch-up embeds it. Queries are built from the
+//! row counts only while it was made from the item's current value (`made_at = updated_at`):
+//! an item another writer (Python LangGraph) changed is found again once the catch-up embeds
+//! it; in pgvector mode (no catch-up: Python writes its own vectors) once Waypoint rewrites
+//! it, and meanwhile only by the vector leg. Queries are built from the
 //! engine's tokens, each a quoted lexeme, OR-ed: query text never reaches tsquery syntax.
 
 use std::collections::HashMap;
@@ -38,28 +39,31 @@ pub(crate) fn body(texts: &[String]) -> String {
 
 /// The `tsvector` texts of items the catch-up embedded (`ready`), from the values it read
 /// (`unembedded`) and the fields it embedded.
-pub(crate) fn bodies(unembedded: &[Unembedded], ready: &[Embedded]) -> Vec<(ItemKey, String)> {
+pub(crate) fn bodies(
+    unembedded: &[Unembedded],
+    ready: &[Embedded],
+) -> Vec<(ItemKey, Timestamp, String)> {
     let values: HashMap<&ItemKey, &str> = unembedded
         .iter()
         .map(|u| (&u.key, u.value.as_str()))
         .collect();
     ready
         .iter()
-        .filter_map(|(key, _, vectors)| {
+        .filter_map(|(key, at, vectors)| {
             let value: serde_json::Value = serde_json::from_str(values.get(key)?).ok()?;
             let fields: Vec<String> = vectors.iter().map(|f| f.field.clone()).collect();
-            Some((key.clone(), body(&stored_texts(&value, &fields))))
+            Some((key.clone(), *at, body(&stored_texts(&value, &fields))))
         })
         .collect()
 }
 
 /// The CTE named `name` upserting the `tsvector`s of the rows `source` gives (a row source of
-/// `prefix, key, body`).
-pub(crate) fn upsert_cte(name: &str, source: &str) -> String {
+/// `prefix, key, body`), made from the values of `made_at` (an SQL expression).
+pub(crate) fn upsert_cte(name: &str, source: &str, made_at: &str) -> String {
     format!(
-        "{name} AS (INSERT INTO waypoint_store_lexical (prefix, key, tsv)
-        SELECT t.prefix, t.key, to_tsvector('simple', t.body) FROM {source}
-        ON CONFLICT (prefix, key) DO UPDATE SET tsv = EXCLUDED.tsv)"
+        "{name} AS (INSERT INTO waypoint_store_lexical (prefix, key, tsv, made_at)
+        SELECT t.prefix, t.key, to_tsvector('simple', t.body), {made_at} FROM {source}
+        ON CONFLICT (prefix, key) DO UPDATE SET tsv = EXCLUDED.tsv, made_at = EXCLUDED.made_at)"
     )
 }
 
@@ -76,7 +80,7 @@ pub(crate) async fn search(
         FROM to_tsquery('simple', $1) AS q(q), waypoint_store_lexical l
         JOIN store s ON s.prefix = l.prefix AND s.key = l.key
         WHERE l.tsv @@ q.q AND (s.expires_at IS NULL OR s.expires_at > $2)
-            AND s.waypoint_embedded_at = s.updated_at
+            AND l.made_at = s.updated_at
             AND ($4 = '' OR l.prefix = $4 OR (l.prefix ~>=~ ($4 || '.') AND l.prefix ~<~ ($4 || '/')))
         ORDER BY score DESC, l.prefix COLLATE \"C\", l.key COLLATE \"C\" LIMIT $3";
     let rows: Vec<(String, String, f64)> = sqlx::query_as(SQL)

@@ -618,8 +618,7 @@ impl Backend for PgBackend {
     }
 
     fn searches_lexical(&self) -> bool {
-        // pgvector mode searches no in-process index: its hybrid search is refused.
-        self.pgvector.is_none()
+        true
     }
 
     async fn search_lexical(

@@ -306,7 +306,11 @@ fn write_sql(deletes: bool, upserts: bool, owners: bool, vectors: bool, lexical:
         let (p, k, b) = (next(), next(), next());
         let source =
             format!("unnest(${p}::text[], ${k}::text[], ${b}::text[]) AS t(prefix, key, body)");
-        parts.push(super::lexical::upsert_cte("lex", &source));
+        parts.push(super::lexical::upsert_cte(
+            "lex",
+            &source,
+            "$1::timestamptz",
+        ));
     }
     if parts.is_empty() {
         String::from("SELECT 1")
@@ -800,7 +804,7 @@ pub(crate) async fn read_unembedded(
 pub(crate) async fn store_embedded(
     conn: &mut PgConnection,
     items: &[(ItemKey, Timestamp, Vec<FieldVector>)],
-    bodies: &[(ItemKey, String)],
+    bodies: &[(ItemKey, Timestamp, String)],
     persistent: bool,
 ) -> Result<Vec<ItemKey>> {
     static SQL: OnceLock<String> = OnceLock::new();
@@ -816,8 +820,10 @@ pub(crate) async fn store_embedded(
         parts.push(stale);
         parts.push(super::lexical::upsert_cte(
             "lex",
-            "unnest($8::text[], $9::text[], $10::text[]) AS t(prefix, key, body)
+            "unnest($8::text[], $9::text[], $10::text[], $11::timestamptz[])
+                AS t(prefix, key, body, made_at)
             JOIN done d ON d.prefix = t.prefix AND d.key = t.key",
+            "t.made_at",
         ));
         format!("WITH {} SELECT prefix, key FROM done", parts.join(",\n"))
     });
@@ -834,7 +840,7 @@ pub(crate) async fn store_embedded(
             vec_e.push(encode_vector(&field.vector));
         }
     }
-    let (lex_p, lex_k) = key_arrays(bodies.iter().map(|(k, _)| k));
+    let (lex_p, lex_k) = key_arrays(bodies.iter().map(|(k, _, _)| k));
     let done: Vec<(String, String)> = sqlx::query_as(sql)
         .persistent(persistent)
         .bind(prefixes)
@@ -846,7 +852,13 @@ pub(crate) async fn store_embedded(
         .bind(vec_e)
         .bind(lex_p)
         .bind(lex_k)
-        .bind(bodies.iter().map(|(_, b)| b.as_str()).collect::<Vec<_>>())
+        .bind(
+            bodies
+                .iter()
+                .map(|(_, _, b)| b.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(bodies.iter().map(|(_, at, _)| *at).collect::<Vec<_>>())
         .fetch_all(conn)
         .await
         .map_err(pg_error)?;

@@ -153,13 +153,15 @@ FOR EACH STATEMENT EXECUTE FUNCTION @schema@.waypoint_store_log_truncate()",
 WHERE waypoint_embedded_at IS DISTINCT FROM updated_at",
     ],
     // The lexical leg of hybrid search (see `lexical`): each embedded item's tokens as a
-    // `tsvector`, gone with its item, searched through a GIN index. Items embedded before
-    // this migration get theirs at their next put.
+    // `tsvector`, made from the value of `made_at` (the item's `updated_at` then), gone with
+    // its item, searched through a GIN index. Items embedded before this migration get
+    // theirs at their next put.
     &[
         "CREATE TABLE IF NOT EXISTS waypoint_store_lexical (
     prefix text NOT NULL,
     key text NOT NULL,
     tsv tsvector NOT NULL,
+    made_at timestamptz NOT NULL,
     PRIMARY KEY (prefix, key),
     FOREIGN KEY (prefix, key) REFERENCES store (prefix, key) ON DELETE CASCADE
 )",
