@@ -1876,6 +1876,17 @@ async fn lexical_leg_follows_other_writers() -> Result<()> {
     .await;
     assert_eq!(lexical("giraffe").await?, ["py"]);
     assert!(lexical("zebra").await?.is_empty());
+    // About 100 KB of distinct words, quotes and tsquery syntax: still only words.
+    let long: String = (0..12_000).map(|i| format!("w{i} ")).collect::<String>()
+        + "'giraffe' & !(zebra) | <-> :* \\ \0";
+    let found = store
+        .search(
+            SearchOp::new(&ns)
+                .query(long)
+                .mode(waypoint_store::SearchMode::Lexical),
+        )
+        .await?;
+    assert_eq!(found.first().map(|i| i.key.as_str()), Some("py"));
     sql(&store, "DELETE FROM store WHERE key = 'py'").await;
     assert!(lexical("giraffe").await?.is_empty());
     Ok(())
