@@ -175,6 +175,67 @@ fn the_demo_runs_in_memory() -> TestResult {
     Ok(())
 }
 
+/// With the local model (feature `minilm`), the demo's memory is found by meaning, and the
+/// store search command embeds its query with the same model.
+#[cfg(feature = "minilm")]
+#[test]
+fn the_demo_and_store_search_use_the_local_model() -> TestResult {
+    let Some(model) = waypoint_test_kit::minilm_dir() else {
+        return Ok(());
+    };
+    let dir = tempfile::tempdir()?;
+    let embed = format!("minilm:{}", model.display());
+    let out = waypoint(
+        &["demo", "--url", "sqlite:demo.db", "--embed", &embed],
+        dir.path(),
+    )?;
+    let stdout = assert_story(&out);
+    assert!(stdout.contains("embedder minilm"), "{stdout}");
+
+    // The kept memories, searched by a question that shares no word with the fact.
+    let ns = between(&stdout, "the store now holds, under ", ":");
+    let ns = ns.trim_start_matches("the store now holds, under ").trim();
+    let search = |query: &str| {
+        waypoint(
+            &[
+                "store",
+                "search",
+                ns,
+                query,
+                "--embed",
+                &embed,
+                "--url",
+                "sqlite:demo.db",
+                "--json",
+            ],
+            dir.path(),
+        )
+    };
+    let out = search("which mountains does she enjoy walking in?")?;
+    let found: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(
+        found["items"][0]["value"]["text"],
+        serde_json::json!("I love hiking in the Alps"),
+        "{found}"
+    );
+    let bad = waypoint(
+        &[
+            "store",
+            "search",
+            ns,
+            "x",
+            "--embed",
+            "minilm:/nonexistent",
+            "--url",
+            "sqlite:demo.db",
+        ],
+        dir.path(),
+    )?;
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("/nonexistent"));
+    Ok(())
+}
+
 #[test]
 fn the_demo_runs_on_postgres() -> TestResult {
     let Some(server) = postgres_url() else {
