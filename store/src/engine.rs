@@ -680,8 +680,7 @@ impl<B: Backend> Engine<B> {
     }
 
     /// The `k` nearest items to `vector` that `accept` takes, best first: the in-process
-    /// index's, or else the backend's (which applies the prefix; the filter is applied here),
-    /// asked for twice as many candidates until enough are accepted or it has no more.
+    /// index's, or else the backend's ([`Self::backend_vector_rows`]).
     #[allow(clippy::too_many_arguments)]
     async fn vector_leg(
         &self,
@@ -696,29 +695,12 @@ impl<B: Backend> Engine<B> {
         if let Some(index) = index {
             return Ok(index.search(vector, k, accept));
         }
-        let contains = filter.contained();
-        let mut limit = k.max(1);
-        loop {
-            let query = crate::raw::VectorQuery {
-                vector,
-                prefix: &op.namespace_prefix,
-                contains: contains.as_ref(),
-                limit,
-            };
-            let hits = self.inner.backend.search_vectors(query, now).await?;
-            let exhausted = hits.len() < limit;
-            let mut accepted: Vec<(ItemKey, f32)> = hits
-                .into_iter()
-                .filter(|(row, _)| filter.matches(&row.item.value))
-                .map(|(row, score)| (ItemKey::new(row.item.namespace, row.item.key), score))
-                .filter(|(key, _)| accept(key))
-                .collect();
-            if accepted.len() >= k || exhausted {
-                accepted.truncate(k);
-                return Ok(accepted);
-            }
-            limit = limit.saturating_mul(2);
-        }
+        let rows = self.backend_vector_rows(vector, op, filter, k, now, accept);
+        Ok(rows
+            .await?
+            .into_iter()
+            .map(|(row, score)| (ItemKey::new(row.item.namespace, row.item.key), score))
+            .collect())
     }
 
     /// Whether lexical and hybrid searches can run (in process or in the backend).
@@ -810,9 +792,8 @@ impl<B: Backend> Engine<B> {
         Ok(page)
     }
 
-    /// A similarity search the backend runs on its own vectors: it applies the prefix and the
-    /// filter's equalities, the engine the rest of the filter, asking for twice as many
-    /// candidates until the page is full or the backend has no more.
+    /// A similarity search the backend runs on its own vectors
+    /// ([`Self::backend_vector_rows`]), as a page.
     async fn backend_search(
         &self,
         op: &SearchOp,
@@ -821,9 +802,44 @@ impl<B: Backend> Engine<B> {
         wants_refresh: bool,
     ) -> Result<Vec<SearchItem>> {
         let now = self.now();
-        let contains = filter.contained();
         let wanted = op.offset + op.limit;
-        let mut limit = wanted.max(1);
+        let matching =
+            (self.backend_vector_rows(vector, op, filter, wanted, now, &|_| true)).await?;
+        let mut refresh = Vec::new();
+        let page: Vec<SearchItem> = matching
+            .into_iter()
+            .skip(op.offset)
+            .take(op.limit)
+            .map(|(row, score)| {
+                if wants_refresh && row.ttl_minutes.is_some() {
+                    refresh.push(ItemKey::new(&row.item.namespace, row.item.key.clone()));
+                }
+                SearchItem {
+                    item: row.item,
+                    score: Some(score),
+                }
+            })
+            .collect();
+        record("store.search", "rows", page.len());
+        self.refresh(refresh, now).await?;
+        Ok(page)
+    }
+
+    /// The `k` rows nearest to `vector` under the search's prefix that pass its filter and
+    /// `accept`, best first, from a backend that searches its own vectors: it applies the
+    /// prefix and the filter's equalities, the engine the rest, asking for twice as many
+    /// candidates until enough pass or the backend has no more.
+    async fn backend_vector_rows(
+        &self,
+        vector: &[f32],
+        op: &SearchOp,
+        filter: &Filter,
+        k: usize,
+        now: DateTime<Utc>,
+        accept: &(dyn Fn(&ItemKey) -> bool + Sync),
+    ) -> Result<Vec<(Row, f32)>> {
+        let contains = filter.contained();
+        let mut limit = k.max(1);
         loop {
             let query = crate::raw::VectorQuery {
                 vector,
@@ -833,32 +849,18 @@ impl<B: Backend> Engine<B> {
             };
             let hits = self.inner.backend.search_vectors(query, now).await?;
             let exhausted = hits.len() < limit;
-            let matching: Vec<(Row, f32)> = hits
+            let mut matching: Vec<(Row, f32)> = hits
                 .into_iter()
-                .filter(|(row, _)| filter.matches(&row.item.value))
-                .collect();
-            if matching.len() < wanted && !exhausted {
-                limit = limit.saturating_mul(2);
-                continue;
-            }
-            let mut refresh = Vec::new();
-            let page: Vec<SearchItem> = matching
-                .into_iter()
-                .skip(op.offset)
-                .take(op.limit)
-                .map(|(row, score)| {
-                    if wants_refresh && row.ttl_minutes.is_some() {
-                        refresh.push(ItemKey::new(&row.item.namespace, row.item.key.clone()));
-                    }
-                    SearchItem {
-                        item: row.item,
-                        score: Some(score),
-                    }
+                .filter(|(row, _)| {
+                    filter.matches(&row.item.value)
+                        && accept(&ItemKey::new(&row.item.namespace, row.item.key.clone()))
                 })
                 .collect();
-            record("store.search", "rows", page.len());
-            self.refresh(refresh, now).await?;
-            return Ok(page);
+            if matching.len() >= k || exhausted {
+                matching.truncate(k);
+                return Ok(matching);
+            }
+            limit = limit.saturating_mul(2);
         }
     }
 
