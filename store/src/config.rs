@@ -57,9 +57,11 @@ pub struct IndexConfig {
     pub distance: Distance,
     /// Approximate-index tuning.
     pub ann: AnnConfig,
-    /// Whether the same texts are also indexed for lexical and hybrid search (BM25 in
-    /// process; see [`SearchMode`](crate::SearchMode)). A backend that searches its own
-    /// vectors (PostgreSQL's pgvector mode) refuses it at open with `Error::Unsupported`.
+    /// Whether the same texts are also indexed for lexical and hybrid search (see
+    /// [`SearchMode`](crate::SearchMode)): BM25 in process (memory, Redis), or inside the
+    /// database where the backend ranks texts itself (SQLite's FTS5 `bm25()`, PostgreSQL's
+    /// `ts_rank_cd`, pgvector mode included). A backend that searches its own vectors but not
+    /// its texts refuses it at open with `Error::Unsupported`.
     pub lexical: bool,
 }
 
