@@ -122,7 +122,10 @@ pub(crate) struct Scale {
     /// Invocations on the thread read by `get_state_history` (12 checkpoints each).
     history_invocations: usize,
     /// Sentences per embed pass.
-    #[cfg_attr(not(feature = "minilm"), expect(dead_code, reason = "read by the embed group"))]
+    #[cfg_attr(
+        not(feature = "minilm"),
+        expect(dead_code, reason = "read by the embed group")
+    )]
     embed_texts: usize,
 }
 
