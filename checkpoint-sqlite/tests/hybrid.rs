@@ -71,3 +71,76 @@ async fn lexical_index_survives_reopen() -> Result<(), BoxError> {
     assert_eq!(hybrid[0].key, "hiking");
     Ok(())
 }
+
+/// The lexical rows (key rows) in the file at `path`.
+fn lexical_rows(path: &std::path::Path) -> Result<i64, BoxError> {
+    let conn = rusqlite::Connection::open(path)?;
+    Ok(conn.query_row(
+        "SELECT count(*) FROM waypoint_store_lexical_keys",
+        [],
+        |r| r.get(0),
+    )?)
+}
+
+#[tokio::test]
+async fn without_lexical_no_rows_are_written_and_reopening_with_it_backfills()
+-> Result<(), BoxError> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("store.db");
+    let plain = || {
+        let index = IndexConfig::new(Arc::new(ConceptEmbedder)).fields(["text", "tags[*]"]);
+        StoreConfig::new().index(index)
+    };
+    {
+        let store = SqliteStore::from_path(&path, plain()).await?;
+        store
+            .put(
+                ["ns"],
+                "incident",
+                json!({"text": "deploy failed", "tags": ["ERR-4471-ZQ"]}),
+            )
+            .await?;
+        store
+            .put(
+                ["ns"],
+                "hiking",
+                json!({"text": "I love trekking in the Alps"}),
+            )
+            .await?;
+    }
+    assert_eq!(lexical_rows(&path)?, 0);
+    {
+        let store = SqliteStore::from_path(&path, config()).await?;
+        assert_eq!(lexical_rows(&path)?, 2);
+        let found = store
+            .search(
+                SearchOp::new(["ns"])
+                    .query("err-4471-zq")
+                    .mode(SearchMode::Lexical),
+            )
+            .await?;
+        let keys: Vec<&str> = found.iter().map(|i| i.key.as_str()).collect();
+        assert_eq!(keys, ["incident"]);
+    }
+    // A rewrite while lexical is off drops the item's now stale texts; the next open with
+    // lexical writes them from the new value.
+    {
+        let store = SqliteStore::from_path(&path, plain()).await?;
+        store
+            .put(
+                ["ns"],
+                "incident",
+                json!({"text": "resolved", "tags": ["OK-1"]}),
+            )
+            .await?;
+    }
+    assert_eq!(lexical_rows(&path)?, 1);
+    let store = SqliteStore::from_path(&path, config()).await?;
+    assert_eq!(lexical_rows(&path)?, 2);
+    let search = |q: &str| SearchOp::new(["ns"]).query(q).mode(SearchMode::Lexical);
+    assert!(store.search(search("err-4471-zq")).await?.is_empty());
+    let found = store.search(search("ok-1")).await?;
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].key, "incident");
+    Ok(())
+}

@@ -51,9 +51,9 @@ struct Inner<B> {
     /// The in-process lexical index, when the index config asks for one and the backend
     /// does not rank texts itself.
     lexical: Option<LexicalIndex>,
-    /// Whether the backend ranks texts itself and the store has an index: every put then
-    /// hands it its texts (even without `lexical`, so that its texts always match the stored
-    /// vectors, as the in-process index rebuilt from them does).
+    /// Whether the backend ranks texts itself and the index asks for `lexical`: every put then
+    /// hands it its texts (only then, so a store without hybrid search writes no text rows),
+    /// and the open backfills the texts of items written meanwhile.
     native_lexical: bool,
     /// Last timestamp handed out, in microseconds since the epoch: timestamps strictly
     /// increase, so updates always move `updated_at` forward even within one microsecond.
@@ -72,6 +72,9 @@ impl<B: Backend> Engine<B> {
         let engine = Self::new(backend, config)?;
         engine.reload_index().await?;
         engine.reload_lexical().await?;
+        if engine.inner.native_lexical {
+            engine.inner.backend.backfill_lexical().await?;
+        }
         Ok(engine)
     }
 
@@ -89,7 +92,7 @@ impl<B: Backend> Engine<B> {
             .filter(|_| !backend.searches_vectors())
             .map(|c| RwLock::new(Arc::new(VectorIndex::new(c.dims, c.distance, c.ann))));
         let wants_lexical = config.index.as_ref().is_some_and(|c| c.lexical);
-        let native_lexical = config.index.is_some() && backend.searches_lexical();
+        let native_lexical = wants_lexical && backend.searches_lexical();
         let lexical = (wants_lexical && !native_lexical).then(LexicalIndex::new);
         // An in-process lexical index would not see the changes of other writers to a backend
         // that searches its own vectors (it keeps no change log): refused rather than half right.
@@ -705,9 +708,7 @@ impl<B: Backend> Engine<B> {
 
     /// Whether lexical and hybrid searches can run (in process or in the backend).
     fn has_lexical(&self) -> bool {
-        self.inner.lexical.is_some()
-            || (self.inner.native_lexical)
-                && (self.inner.config.index.as_ref()).is_some_and(|c| c.lexical)
+        self.inner.lexical.is_some() || self.inner.native_lexical
     }
 
     /// The `depth` best items for `query` by the lexical index that `accept` takes, best

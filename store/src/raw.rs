@@ -189,6 +189,14 @@ pub trait Backend: Send + Sync + 'static {
         })
     }
 
+    /// Writes the texts of every item that has stored vectors but no texts made from its
+    /// current value (written before the backend kept texts, or while the store had no
+    /// lexical index), for a backend whose [`searches_lexical`](Self::searches_lexical) is
+    /// true; called at open when the index asks for `lexical`. Cheap when none is missing.
+    async fn backfill_lexical(&self) -> Result<()> {
+        Ok(())
+    }
+
     /// Changes logged after `after` by any process; `None` when the backend is not shared.
     async fn changes(&self, after: i64) -> Result<Option<Changes>> {
         let _ = after;

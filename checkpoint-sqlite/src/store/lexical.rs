@@ -3,11 +3,13 @@
 //! `waypoint_store_lexical` (contentless, deletable) holds each embedded item's texts as the
 //! engine's tokens separated by spaces ([`token_text`]), at the rowid its
 //! `waypoint_store_lexical_keys` row gives the item; both are written in the transaction of
-//! the item's put, delete or sweep. A query is the engine's tokens, each an FTS5 string, OR-ed:
+//! the item's put, delete or sweep (a put without texts, made while the store has no lexical
+//! index, removes them). An item with stored vectors but no key row gets its texts at the next
+//! open with a lexical index ([`backfill`]). A query is the engine's tokens, each an FTS5 string, OR-ed:
 //! query text never reaches FTS5's syntax.
 
-use rusqlite::{Connection, OptionalExtension, params};
-use waypoint_store::lexical::token_text;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use waypoint_store::lexical::{stored_texts, token_text};
 use waypoint_store::{ItemKey, Namespace, Result};
 
 use super::queries::Scope;
@@ -18,6 +20,17 @@ const DELETE_TEXT: &str = "DELETE FROM waypoint_store_lexical WHERE rowid = ?1";
 const DELETE_KEY: &str = "DELETE FROM waypoint_store_lexical_keys WHERE id = ?1";
 const INSERT_KEY: &str = "INSERT INTO waypoint_store_lexical_keys (prefix, key) VALUES (?1, ?2)";
 const INSERT_TEXT: &str = "INSERT INTO waypoint_store_lexical (rowid, body) VALUES (?1, ?2)";
+/// Items with stored vectors but no key row, with their vectors' field names (a JSON array).
+const MISSING: &str = "SELECT s.prefix, s.key, s.value,
+        (SELECT json_group_array(v.field_name) FROM waypoint_store_vectors v
+         WHERE v.prefix = s.prefix AND v.key = s.key)
+    FROM store s
+    WHERE EXISTS (SELECT 1 FROM waypoint_store_vectors v WHERE v.prefix = s.prefix AND v.key = s.key)
+      AND NOT EXISTS (SELECT 1 FROM waypoint_store_lexical_keys k
+                      WHERE k.prefix = s.prefix AND k.key = s.key)
+    LIMIT ?1";
+/// How many items [`backfill`] writes per transaction.
+const BACKFILL_BATCH: usize = 500;
 
 /// Ranked matches of live rows; `bm25()` is lower for better matches.
 macro_rules! search {
@@ -37,13 +50,30 @@ macro_rules! search {
 const SEARCH_ALL: &str = search!("");
 const SEARCH_UNDER: &str = search!("AND (k.prefix = ?4 OR (k.prefix >= ?5 AND k.prefix < ?6))");
 
-/// Replaces the indexed texts of the item `prefix`/`key` with `texts` (none removes them).
+/// Replaces the indexed texts of the item `prefix`/`key` with `texts` (its key row is kept
+/// even for no texts, so that [`backfill`] counts the item as done).
 pub(crate) fn set_texts(
     conn: &Connection,
     prefix: &str,
     key: &str,
     texts: &[String],
 ) -> Result<()> {
+    remove(conn, prefix, key)?;
+    let id = conn
+        .prepare_cached(INSERT_KEY)
+        .and_then(|mut s| s.insert(params![prefix, key]))
+        .map_err(store_error)?;
+    let body = token_text(texts);
+    if !body.is_empty() {
+        conn.prepare_cached(INSERT_TEXT)
+            .and_then(|mut s| s.execute(params![id, body]))
+            .map_err(store_error)?;
+    }
+    Ok(())
+}
+
+/// Removes the indexed texts of the item `prefix`/`key`, if it has any.
+pub(crate) fn remove(conn: &Connection, prefix: &str, key: &str) -> Result<()> {
     let old: Option<i64> = conn
         .prepare_cached(KEY_ID)
         .and_then(|mut s| s.query_row(params![prefix, key], |r| r.get(0)).optional())
@@ -55,18 +85,39 @@ pub(crate) fn set_texts(
             .and_then(|mut s| s.execute(params![id]))
             .map_err(store_error)?;
     }
-    let body = token_text(texts);
-    if body.is_empty() {
-        return Ok(());
-    }
-    let id = conn
-        .prepare_cached(INSERT_KEY)
-        .and_then(|mut s| s.insert(params![prefix, key]))
-        .map_err(store_error)?;
-    conn.prepare_cached(INSERT_TEXT)
-        .and_then(|mut s| s.execute(params![id, body]))
-        .map_err(store_error)?;
     Ok(())
+}
+
+/// Writes the texts of every item with stored vectors but no key row, from its stored value
+/// and its vectors' field names, [`BACKFILL_BATCH`] items per transaction; returns how many.
+/// One query when none is missing.
+pub(crate) fn backfill(conn: &mut Connection) -> Result<usize> {
+    let mut done = 0;
+    loop {
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(store_error)?;
+        let missing: Vec<(String, String, String, String)> = tx
+            .prepare_cached(MISSING)
+            .and_then(|mut s| {
+                s.query_map(params![BACKFILL_BATCH as i64], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                })?
+                .collect()
+            })
+            .map_err(store_error)?;
+        for (prefix, key, value, fields) in &missing {
+            // A value or field list that does not parse indexes no texts (and is not retried).
+            let value = serde_json::from_str(value).unwrap_or_default();
+            let fields: Vec<String> = serde_json::from_str(fields).unwrap_or_default();
+            set_texts(&tx, prefix, key, &stored_texts(&value, &fields))?;
+        }
+        tx.commit().map_err(store_error)?;
+        done += missing.len();
+        if missing.len() < BACKFILL_BATCH {
+            return Ok(done);
+        }
+    }
 }
 
 /// The `limit` live items under `prefix` best ranked by `bm25()` for any of `terms`.

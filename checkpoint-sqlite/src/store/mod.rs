@@ -301,6 +301,12 @@ impl Backend for SqliteBackend {
             .await
     }
 
+    async fn backfill_lexical(&self) -> Result<()> {
+        let written = self.db.writer.run(lexical::backfill).await?;
+        tracing::debug!(written, "store.lexical.backfill");
+        Ok(())
+    }
+
     async fn load_index_snapshot(&self) -> Result<Option<Vec<u8>>> {
         self.db.readers.run(queries::load_snapshot).await
     }

@@ -293,8 +293,11 @@ pub(crate) fn write(
                             put.ttl_minutes
                         ])
                         .map_err(store_error)?;
-                    if let Some(texts) = &put.texts {
-                        super::lexical::set_texts(&tx, &prefix, &put.key.key, texts)?;
+                    match &put.texts {
+                        Some(texts) => {
+                            super::lexical::set_texts(&tx, &prefix, &put.key.key, texts)?
+                        }
+                        None => super::lexical::remove(&tx, &prefix, &put.key.key)?,
                     }
                     if let Some(vectors) = put.vectors {
                         if log {
@@ -331,7 +334,7 @@ pub(crate) fn write(
                     delete_vectors
                         .execute(params![prefix, key.key])
                         .map_err(store_error)?;
-                    super::lexical::set_texts(&tx, &prefix, &key.key, &[])?;
+                    super::lexical::remove(&tx, &prefix, &key.key)?;
                     if log {
                         first_logged.get_or_insert(
                             logged
@@ -470,7 +473,7 @@ pub(crate) fn sweep(conn: &mut Connection, now: DateTime<Utc>, log: bool) -> Res
             delete_vectors
                 .execute(params![prefix, key])
                 .map_err(store_error)?;
-            super::lexical::set_texts(&tx, prefix, key, &[])?;
+            super::lexical::remove(&tx, prefix, key)?;
             if log {
                 logged
                     .execute(params![prefix, key, now_text])
