@@ -121,7 +121,7 @@ CREATE TABLE IF NOT EXISTS waypoint_store_index_snapshot (
     // 4: the lexical leg of hybrid search (see `lexical`): each embedded item's tokens in a
     // contentless FTS5 table, at the rowid its `waypoint_store_lexical_keys` row gives it
     // (an INTEGER PRIMARY KEY, so VACUUM keeps it). Items embedded before this migration
-    // get theirs at their next put.
+    // get theirs at the next open with a lexical index (`lexical::backfill`).
     Migration {
         sql: "
 CREATE TABLE IF NOT EXISTS waypoint_store_lexical_keys (
