@@ -9,7 +9,9 @@
 //! row counts only while it was made from the item's current value (`made_at = updated_at`):
 //! an item another writer (Python LangGraph) changed is found again once the catch-up embeds
 //! it; in pgvector mode (no catch-up: Python writes its own vectors) once Waypoint rewrites
-//! it, and meanwhile only by the vector leg. Queries are built from the
+//! it, and meanwhile only by the vector leg. Items with current vectors but no current row
+//! (written before this table, or while the store had no lexical index) get theirs at the
+//! next open with a lexical index ([`backfill`]). Queries are built from the
 //! engine's tokens, each a quoted lexeme, OR-ed: query text never reaches tsquery syntax.
 
 use std::collections::HashMap;
@@ -65,6 +67,90 @@ pub(crate) fn upsert_cte(name: &str, source: &str, made_at: &str) -> String {
         SELECT t.prefix, t.key, to_tsvector('simple', t.body), {made_at} FROM {source}
         ON CONFLICT (prefix, key) DO UPDATE SET tsv = EXCLUDED.tsv, made_at = EXCLUDED.made_at)"
     )
+}
+
+/// Items with vectors in `$table` (and `$current`) but no lexical row made from their current
+/// value: prefix, key, value, `updated_at` and their vectors' field names.
+macro_rules! missing {
+    ($table:literal, $current:literal) => {
+        concat!(
+            "SELECT s.prefix, s.key, s.value::text, s.updated_at,
+                ARRAY(SELECT v.field_name FROM ",
+            $table,
+            " v
+                      WHERE v.prefix = s.prefix AND v.key = s.key)
+            FROM store s
+            WHERE s.updated_at IS NOT NULL ",
+            $current,
+            "
+                AND EXISTS (SELECT 1 FROM ",
+            $table,
+            " v WHERE v.prefix = s.prefix AND v.key = s.key)
+                AND NOT EXISTS (SELECT 1 FROM waypoint_store_lexical l
+                    WHERE l.prefix = s.prefix AND l.key = s.key AND l.made_at = s.updated_at)
+            LIMIT $1"
+        )
+    };
+}
+
+/// How many items one [`backfill`] call writes.
+pub(crate) const BACKFILL_BATCH: usize = 500;
+
+/// Writes the `tsvector`s of up to [`BACKFILL_BATCH`] items with current vectors (in
+/// `store_vectors` in pgvector mode, else in `waypoint_store_vectors` made from the item's
+/// `updated_at`) but no row made from their current value, from their stored value and their
+/// vectors' field names; returns how many. One query when none is missing.
+pub(crate) async fn backfill(
+    conn: &mut PgConnection,
+    pgvector: bool,
+    persistent: bool,
+) -> Result<usize> {
+    const MISSING: [&str; 2] = [
+        missing!(
+            "waypoint_store_vectors",
+            "AND s.waypoint_embedded_at = s.updated_at"
+        ),
+        missing!("store_vectors", ""),
+    ];
+    static WRITE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let write = WRITE.get_or_init(|| {
+        let cte = upsert_cte(
+            "lex",
+            "unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[])
+                AS t(prefix, key, body, made_at)",
+            "t.made_at",
+        );
+        format!("WITH {cte} SELECT 1")
+    });
+    let rows: Vec<(String, String, String, Timestamp, Vec<String>)> =
+        sqlx::query_as(MISSING[usize::from(pgvector)])
+            .persistent(persistent)
+            .bind(i64::try_from(BACKFILL_BATCH).unwrap_or(i64::MAX))
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(pg_error)?;
+    if rows.is_empty() {
+        return Ok(0);
+    }
+    let (mut prefixes, mut keys, mut bodies, mut made) = (vec![], vec![], vec![], vec![]);
+    for (prefix, key, value, at, fields) in rows {
+        // A value that does not parse indexes no texts (and is not retried).
+        let value = serde_json::from_str(&value).unwrap_or_default();
+        bodies.push(body(&stored_texts(&value, &fields)));
+        prefixes.push(prefix);
+        keys.push(key);
+        made.push(at);
+    }
+    sqlx::query(write)
+        .persistent(persistent)
+        .bind(&prefixes)
+        .bind(&keys)
+        .bind(&bodies)
+        .bind(&made)
+        .execute(conn)
+        .await
+        .map_err(pg_error)?;
+    Ok(prefixes.len())
 }
 
 /// The `limit` live, currently embedded items under `prefix` best ranked for any of `terms`.

@@ -380,7 +380,11 @@ impl PgBackend {
         let mut ready = embed::embed_items(index, unembedded, &self.failures).await;
         // Rows locked in key order, as writers lock them.
         ready.sort_by(|a, b| a.0.cmp(&b.0));
-        let bodies = lexical::bodies(&values, &ready);
+        let bodies = if index.lexical {
+            lexical::bodies(&values, &ready)
+        } else {
+            Vec::new()
+        };
         let stored = if ready.is_empty() {
             Ok(Vec::new())
         } else {
@@ -619,6 +623,21 @@ impl Backend for PgBackend {
 
     fn searches_lexical(&self) -> bool {
         true
+    }
+
+    async fn backfill_lexical(&self) -> Result<()> {
+        let pgvector = self.pgvector().await?.is_some();
+        loop {
+            let written = on_conn!(self.pool, retry = true, |conn| lexical::backfill(
+                conn,
+                pgvector,
+                self.persistent
+            ))?;
+            tracing::debug!(written, "store.lexical.backfill");
+            if written < lexical::BACKFILL_BATCH {
+                return Ok(());
+            }
+        }
     }
 
     async fn search_lexical(

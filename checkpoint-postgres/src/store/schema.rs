@@ -155,7 +155,7 @@ WHERE waypoint_embedded_at IS DISTINCT FROM updated_at",
     // The lexical leg of hybrid search (see `lexical`): each embedded item's tokens as a
     // `tsvector`, made from the value of `made_at` (the item's `updated_at` then), gone with
     // its item, searched through a GIN index. Items embedded before this migration get
-    // theirs at their next put.
+    // theirs at the next open with a lexical index (`lexical::backfill`).
     &[
         "CREATE TABLE IF NOT EXISTS waypoint_store_lexical (
     prefix text NOT NULL,
