@@ -1891,3 +1891,71 @@ async fn lexical_leg_follows_other_writers() -> Result<()> {
     assert!(lexical("giraffe").await?.is_empty());
     Ok(())
 }
+
+// ---- lexical rows ---------------------------------------------------------------------------
+
+/// The lexical rows in `schema`, and how many were made from their item's current value.
+async fn lexical_rows(store: &PostgresStore, schema: &str) -> (i64, i64) {
+    let statement = format!(
+        "SELECT count(*), count(*) FILTER (WHERE l.made_at = s.updated_at)
+         FROM {schema}.waypoint_store_lexical l
+         JOIN {schema}.store s ON s.prefix = l.prefix AND s.key = l.key"
+    );
+    sqlx::query_as(&statement)
+        .fetch_one(store.pool())
+        .await
+        .unwrap_or_else(|e| panic!("{statement}: {e}"))
+}
+
+/// The keys a lexical search of `q` under `ns` finds.
+async fn lexical_keys(store: &PostgresStore, ns: &Namespace, q: &str) -> Result<Vec<String>> {
+    let op = SearchOp::new(ns)
+        .query(q)
+        .mode(waypoint_store::SearchMode::Lexical);
+    Ok(store
+        .search(op)
+        .await?
+        .into_iter()
+        .map(|i| i.item.key)
+        .collect())
+}
+
+/// Without `lexical` a put writes no lexical row; the next open with it writes the rows of
+/// the items put meanwhile, and of items rewritten meanwhile (their old row is stale), so
+/// lexical search finds them by their current value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lexical_rows_only_with_lexical_and_backfilled_at_open() -> Result<()> {
+    let Some(url) = waypoint_test_kit::postgres_url() else {
+        return Ok(());
+    };
+    let schema = fresh_schema();
+    let ns = Namespace::from(["memories"]);
+    let with_lexical = || StoreConfig::new().index(IndexConfig::hashing(32).lexical(true));
+    let plain = PostgresStore::connect(settings(&url, &schema), indexed()).await?;
+    plain
+        .put(&ns, "cat", json!({"text": "my cat Miso"}))
+        .await?;
+    plain
+        .put(&ns, "trip", json!({"text": "hiking the alps"}))
+        .await?;
+    assert_eq!(lexical_rows(&plain, &schema).await, (0, 0));
+    drop(plain);
+
+    let lexical = PostgresStore::connect(settings(&url, &schema), with_lexical()).await?;
+    assert_eq!(lexical_rows(&lexical, &schema).await, (2, 2));
+    assert_eq!(lexical_keys(&lexical, &ns, "miso").await?, ["cat"]);
+    drop(lexical);
+
+    let plain = PostgresStore::connect(settings(&url, &schema), indexed()).await?;
+    plain
+        .put(&ns, "cat", json!({"text": "my cat Tofu"}))
+        .await?;
+    assert_eq!(lexical_rows(&plain, &schema).await, (2, 1));
+    drop(plain);
+
+    let lexical = PostgresStore::connect(settings(&url, &schema), with_lexical()).await?;
+    assert_eq!(lexical_rows(&lexical, &schema).await, (2, 2));
+    assert!(lexical_keys(&lexical, &ns, "miso").await?.is_empty());
+    assert_eq!(lexical_keys(&lexical, &ns, "tofu").await?, ["cat"]);
+    Ok(())
+}
