@@ -80,6 +80,10 @@ pub struct PostgresConfig {
     /// (shared with it; no vectors in process memory), instead of the in-process index
     /// (default off; the URL's `store_vectors=pgvector`). The server needs the extension.
     pub pgvector: bool,
+    /// The store's, in pgvector mode: the least `hnsw.ef_search` a search runs with (default
+    /// 100; pgvector's own default is 40); a search wanting more rows runs with that many
+    /// (at most pgvector's 1000). Higher finds more of the true nearest, more slowly.
+    pub pgvector_ef_search: u32,
 }
 
 impl PostgresConfig {
@@ -104,6 +108,7 @@ impl PostgresConfig {
             ssl_client_cert: None,
             serde: Serde::default(),
             langgraph_values: true,
+            pgvector_ef_search: 100,
         }
     }
 
@@ -123,6 +128,13 @@ impl PostgresConfig {
     /// Keeps an indexed store's vectors in pgvector (see [`PostgresConfig::pgvector`]).
     pub fn pgvector(mut self, on: bool) -> Self {
         self.pgvector = on;
+        self
+    }
+
+    /// Sets the least `hnsw.ef_search` of pgvector mode's searches (see
+    /// [`PostgresConfig::pgvector_ef_search`]).
+    pub fn pgvector_ef_search(mut self, ef_search: u32) -> Self {
+        self.pgvector_ef_search = ef_search;
         self
     }
 
@@ -405,6 +417,8 @@ impl fmt::Debug for PostgresConfig {
             .field("ssl_client_cert", &self.ssl_client_cert)
             .field("serde", &self.serde)
             .field("langgraph_values", &self.langgraph_values)
+            .field("pgvector", &self.pgvector)
+            .field("pgvector_ef_search", &self.pgvector_ef_search)
             .finish()
     }
 }

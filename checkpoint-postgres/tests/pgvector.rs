@@ -144,3 +144,47 @@ async fn a_server_without_pgvector_is_a_clear_error() -> Result<()> {
     );
     Ok(())
 }
+
+/// A filter only one item in 50 passes still gets full pages: the HNSW scan goes on past the
+/// rows the filter rejects (iterative scan), even with `hnsw.ef_search` far below what the
+/// filter discards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn selective_filters_still_fill_pages() -> Result<()> {
+    use waypoint_store::{Op, PutOp, Store, StoreExt};
+    let Some(url) = waypoint_test_kit::pgvector_url() else {
+        return Ok(());
+    };
+    let store = PostgresStore::connect(
+        settings(&url).pgvector_ef_search(10),
+        StoreConfig::new().index(IndexConfig::hashing(16).fields(["text"])),
+    )
+    .await?;
+    let ops: Vec<Op> = (0..2000)
+        .map(|i| {
+            let value =
+                serde_json::json!({"text": format!("note {i} about apples"), "group": i % 50});
+            Op::Put(PutOp::new(
+                ["docs"],
+                format!("k{i}"),
+                value.as_object().cloned().unwrap_or_default(),
+            ))
+        })
+        .collect();
+    store.batch(ops).await?;
+    for limit in [10, 40] {
+        let hits = store
+            .search(
+                SearchOp::new(["docs"])
+                    .query("apples")
+                    .filter(serde_json::json!({"group": 7}))
+                    .limit(limit),
+            )
+            .await?;
+        assert_eq!(hits.len(), limit.min(40), "a full page of the 40 matches");
+        assert!(
+            hits.iter().all(|h| h.item.value["group"] == 7),
+            "only matches"
+        );
+    }
+    Ok(())
+}

@@ -136,6 +136,12 @@ impl PostgresStore {
         self.engine.backend().setup().await
     }
 
+    /// Counts describing the store's in-process vector index now (`None` without one, as in
+    /// pgvector mode).
+    pub fn index_stats(&self) -> Option<waypoint_store::index::IndexStats> {
+        self.engine.index_stats()
+    }
+
     /// The settings this store was opened with (shared with the saver it came from, if any).
     pub fn config(&self) -> &PostgresConfig {
         self.engine.backend().pool.config()
@@ -617,8 +623,9 @@ impl Backend for PgBackend {
             });
         };
         let now = Timestamp::new(now);
+        let ef_search = self.pool.config().pgvector_ef_search;
         on_conn!(self.pool, retry = true, |conn| pgvector
-            .search(conn, query, now))
+            .search(conn, query, now, ef_search))
     }
 
     fn searches_lexical(&self) -> bool {

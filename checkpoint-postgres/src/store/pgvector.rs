@@ -263,12 +263,14 @@ impl Pgvector {
     /// The `query.limit` live items nearest to `query.vector`, each scored by its best field,
     /// best first. The HNSW scan is iterative (`relaxed_order`), so rows the filters reject
     /// do not shorten the answer; rows are fetched twice as many as items, more while items
-    /// with several fields leave it short.
+    /// with several fields leave it short. `hnsw.ef_search` is the rows wanted, at least
+    /// `ef_search` (at most pgvector's 1000).
     pub(crate) async fn search(
         &self,
         conn: &mut PgConnection,
         query: VectorQuery<'_>,
         now: Timestamp,
+        ef_search: u32,
     ) -> Result<Vec<(Row, f32)>> {
         let vector = vector_text(query.vector);
         let contains = serde_json::Value::Object(query.contains.cloned().unwrap_or_default());
@@ -281,7 +283,7 @@ impl Pgvector {
                 "SELECT set_config('hnsw.ef_search', $1, true),
                     set_config('hnsw.iterative_scan', 'relaxed_order', true)",
             )
-            .bind(limit.clamp(40, 1000).to_string())
+            .bind(limit.max(i64::from(ef_search)).clamp(1, 1000).to_string())
             .execute(&mut *tx)
             .await
             .map_err(pg_error)?;
