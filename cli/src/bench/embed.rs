@@ -1,7 +1,8 @@
 //! The local MiniLM embedder: sentences/s at batch 1 and batch 32 on memory-like sentences,
 //! the FLOP rate that is (from the model's shapes and each sentence's token count), and its
 //! share of this machine's peak f32 matrix-multiply rate, measured in the same run with a
-//! large candle matmul.
+//! large candle matmul on the same threads (and, for comparison, a matmul of the model's own
+//! feed-forward shape at batch 32).
 
 use std::path::Path;
 use std::time::Instant;
@@ -17,7 +18,7 @@ use super::measure::{Table, median};
 
 /// Steps this group reports to its progress bar.
 pub(crate) fn steps() -> u64 {
-    4
+    5
 }
 
 /// The BERT shapes the FLOP count needs, from the model's config.json.
@@ -56,8 +57,11 @@ pub(crate) fn run(scale: &Scale, dir: &Path, bar: &ProgressBar) -> Result<Table>
         format!(
             "{} memory-like sentences embedded with MiniLmEmbedder (CPU, {threads} threads), at \
              batch 1 and batch {MINILM_BATCH}, median of {} passes; model GFLOP/s counts the \
-             encoder's matmul FLOPs for each sentence's real tokens; peak is the median rate of \
-             a {MATMUL_SIDE}x{MATMUL_SIDE}x{MATMUL_SIDE} f32 candle matmul in the same run.",
+             encoder's matmul FLOPs for each sentence's real tokens (the embedder packs a \
+             batch's texts without padding, so these are all the tokens it computes); peak is \
+             the median rate of a {MATMUL_SIDE}x{MATMUL_SIDE}x{MATMUL_SIDE} f32 candle matmul \
+             on the same {threads} threads in the same run, and the model-shaped peak that of \
+             one batch-{MINILM_BATCH} feed-forward product (tokens x hidden x intermediate).",
             texts.len(),
             scale.samples
         ),
@@ -67,18 +71,24 @@ pub(crate) fn run(scale: &Scale, dir: &Path, bar: &ProgressBar) -> Result<Table>
     let config = std::fs::read(dir.join("config.json"))
         .with_context(|| format!("cannot read {}/config.json", dir.display()))?;
     let shapes: Shapes = serde_json::from_slice(&config).context("config.json has no shapes")?;
-    let flops: f64 = embedder
-        .token_counts(&texts)?
-        .into_iter()
-        .map(|n| shapes.flops(n))
-        .sum();
+    let counts = embedder.token_counts(&texts)?;
+    let flops: f64 = counts.iter().map(|&n| shapes.flops(n)).sum();
+    let batch_tokens = counts.iter().sum::<usize>() * MINILM_BATCH / counts.len().max(1);
     let column = dir
         .file_name()
         .map_or_else(|| "minilm".to_owned(), |n| n.to_string_lossy().into_owned());
     bar.inc(1);
 
     bar.set_message("embed · matmul peak");
-    let peak = matmul_gflops(scale.samples)?;
+    let peak = matmul_gflops(MATMUL_SIDE, MATMUL_SIDE, MATMUL_SIDE, scale.samples)?;
+    bar.inc(1);
+    bar.set_message("embed · model-shaped peak");
+    let shaped = matmul_gflops(
+        batch_tokens.max(1),
+        shapes.hidden_size,
+        shapes.intermediate_size,
+        scale.samples,
+    )?;
     bar.inc(1);
 
     for batch in [1, MINILM_BATCH] {
@@ -110,16 +120,25 @@ pub(crate) fn run(scale: &Scale, dir: &Path, bar: &ProgressBar) -> Result<Table>
         bar.inc(1);
     }
     table.rate("matmul peak (f32)", "GFLOP/s", &column, peak);
+    table.rate(
+        &format!(
+            "model-shaped matmul ({batch_tokens}x{}x{})",
+            shapes.hidden_size, shapes.intermediate_size
+        ),
+        "GFLOP/s",
+        &column,
+        shaped,
+    );
     Ok(table)
 }
 
-/// GFLOP/s of `samples` timed products of two random f32 square matrices (after a warm-up).
-fn matmul_gflops(samples: usize) -> Result<Vec<f64>> {
-    let shape = (MATMUL_SIDE, MATMUL_SIDE);
-    let a = Tensor::rand(-1f32, 1f32, shape, &Device::Cpu)?;
-    let b = Tensor::rand(-1f32, 1f32, shape, &Device::Cpu)?;
+/// GFLOP/s of `samples` timed products of random f32 `[m, k]` and `[k, n]` matrices (after a
+/// warm-up).
+fn matmul_gflops(m: usize, k: usize, n: usize, samples: usize) -> Result<Vec<f64>> {
+    let a = Tensor::rand(-1f32, 1f32, (m, k), &Device::Cpu)?;
+    let b = Tensor::rand(-1f32, 1f32, (k, n), &Device::Cpu)?;
     a.matmul(&b)?;
-    let flops = 2.0 * (MATMUL_SIDE as f64).powi(3);
+    let flops = 2.0 * (m * k * n) as f64;
     let mut out = Vec::with_capacity(samples);
     for _ in 0..samples.max(3) {
         let start = Instant::now();
