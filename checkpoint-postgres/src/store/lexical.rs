@@ -59,16 +59,6 @@ pub(crate) fn bodies(
         .collect()
 }
 
-/// The CTE named `name` upserting the `tsvector`s of the rows `source` gives (a row source of
-/// `prefix, key, body`), made from the values of `made_at` (an SQL expression).
-pub(crate) fn upsert_cte(name: &str, source: &str, made_at: &str) -> String {
-    format!(
-        "{name} AS (INSERT INTO waypoint_store_lexical (prefix, key, tsv, made_at)
-        SELECT t.prefix, t.key, to_tsvector('simple', t.body), {made_at} FROM {source}
-        ON CONFLICT (prefix, key) DO UPDATE SET tsv = EXCLUDED.tsv, made_at = EXCLUDED.made_at)"
-    )
-}
-
 /// Items with vectors in `$table` (and `$current`) but no lexical row made from their current
 /// value: prefix, key, value, `updated_at` and their vectors' field names.
 macro_rules! missing {
@@ -114,7 +104,7 @@ pub(crate) async fn backfill(
     ];
     static WRITE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     let write = WRITE.get_or_init(|| {
-        let cte = upsert_cte(
+        let cte = super::queries::upsert_cte(
             "lex",
             "unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[])
                 AS t(prefix, key, body, made_at)",

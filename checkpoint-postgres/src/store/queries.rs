@@ -306,11 +306,7 @@ fn write_sql(deletes: bool, upserts: bool, owners: bool, vectors: bool, lexical:
         let (p, k, b) = (next(), next(), next());
         let source =
             format!("unnest(${p}::text[], ${k}::text[], ${b}::text[]) AS t(prefix, key, body)");
-        parts.push(super::lexical::upsert_cte(
-            "lex",
-            &source,
-            "$1::timestamptz",
-        ));
+        parts.push(upsert_cte("lex", &source, "$1::timestamptz"));
     }
     if parts.is_empty() {
         String::from("SELECT 1")
@@ -818,7 +814,7 @@ pub(crate) async fn store_embedded(
         )];
         let stale = replace_vectors_sql("done", Some((4, 5, 6, 7)), true, &mut parts);
         parts.push(stale);
-        parts.push(super::lexical::upsert_cte(
+        parts.push(upsert_cte(
             "lex",
             "unnest($8::text[], $9::text[], $10::text[], $11::timestamptz[])
                 AS t(prefix, key, body, made_at)
@@ -876,4 +872,14 @@ pub(crate) async fn unlock(conn: &mut PgConnection, persistent: bool) -> Result<
         .await
         .map_err(pg_error)
         .map(drop)
+}
+
+/// The CTE named `name` upserting the `tsvector`s of the rows `source` gives (a row source of
+/// `prefix, key, body`), made from the values of `made_at` (an SQL expression).
+pub(crate) fn upsert_cte(name: &str, source: &str, made_at: &str) -> String {
+    format!(
+        "{name} AS (INSERT INTO waypoint_store_lexical (prefix, key, tsv, made_at)
+        SELECT t.prefix, t.key, to_tsvector('simple', t.body), {made_at} FROM {source}
+        ON CONFLICT (prefix, key) DO UPDATE SET tsv = EXCLUDED.tsv, made_at = EXCLUDED.made_at)"
+    )
 }

@@ -155,6 +155,33 @@ pub(crate) fn corrupt(prefix: &str, key: &str, what: &str) -> Error {
     Error::Corrupt(format!("item `{key}` in `{prefix}`: {what}"))
 }
 
+/// The rows a scan covers.
+pub(crate) enum Scope {
+    /// Every row.
+    All,
+    /// A namespace and its descendants: `prefix = exact` or `from <= prefix < to`.
+    Under {
+        exact: String,
+        from: String,
+        to: String,
+    },
+}
+
+impl Scope {
+    /// The rows under `prefix` on whole labels (the empty prefix covers all).
+    pub(crate) fn new(prefix: &Namespace) -> Self {
+        if prefix.is_empty() {
+            return Scope::All;
+        }
+        let exact = prefix.joined();
+        Scope::Under {
+            from: format!("{exact}."),
+            to: format!("{exact}/"),
+            exact,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

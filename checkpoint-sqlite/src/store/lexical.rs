@@ -12,7 +12,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use waypoint_store::lexical::{stored_texts, token_text};
 use waypoint_store::{ItemKey, Namespace, Result};
 
-use super::queries::Scope;
+use super::convert::Scope;
 use crate::error::store_error;
 
 const KEY_ID: &str = "SELECT id FROM waypoint_store_lexical_keys WHERE prefix = ?1 AND key = ?2";

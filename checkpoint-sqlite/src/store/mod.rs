@@ -22,8 +22,8 @@ use waypoint_store::raw::{
 };
 use waypoint_store::{Error, ItemKey, Namespace, Object, Result, StoreConfig, forward_store};
 
+use self::convert::Scope;
 use self::convert::timestamp;
-use self::queries::Scope;
 use crate::config::{SqliteConfig, Target};
 use crate::error::{BACKEND, DbError};
 use crate::pool::{self, Database, Mode};

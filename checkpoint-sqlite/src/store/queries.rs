@@ -11,7 +11,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use waypoint_store::raw::{FieldVector, ItemVectors, Row, Write, expiry};
 use waypoint_store::{Error, ItemKey, Namespace, Result};
 
-use super::convert::{corrupt, row, timestamp};
+use super::convert::{Scope, corrupt, row, timestamp};
 use crate::error::store_error;
 use waypoint_store::raw::{decode_vector, encode_vector};
 
@@ -119,33 +119,6 @@ const LOG_KEEPS: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
 /// Writes trim the change log each time its `seq` passes a multiple of this (sweeps always
 /// do), so the log stays bounded without a sweeper.
 const TRIM_EVERY: i64 = 1024;
-
-/// The rows a scan covers.
-pub(crate) enum Scope {
-    /// Every row.
-    All,
-    /// A namespace and its descendants: `prefix = exact` or `from <= prefix < to`.
-    Under {
-        exact: String,
-        from: String,
-        to: String,
-    },
-}
-
-impl Scope {
-    /// The rows under `prefix` on whole labels (the empty prefix covers all).
-    pub(crate) fn new(prefix: &Namespace) -> Self {
-        if prefix.is_empty() {
-            return Scope::All;
-        }
-        let exact = prefix.joined();
-        Scope::Under {
-            from: format!("{exact}."),
-            to: format!("{exact}/"),
-            exact,
-        }
-    }
-}
 
 /// Live rows by key, positionally, read in one snapshot.
 pub(crate) fn get(conn: &Connection, keys: &[ItemKey], now: &str) -> Result<Vec<Option<Row>>> {
