@@ -81,8 +81,10 @@ pub struct PostgresConfig {
     /// (default off; the URL's `store_vectors=pgvector`). The server needs the extension.
     pub pgvector: bool,
     /// The store's, in pgvector mode: the least `hnsw.ef_search` a search runs with (default
-    /// 100; pgvector's own default is 40); a search wanting more rows runs with that many
-    /// (at most pgvector's 1000). Higher finds more of the true nearest, more slowly.
+    /// 400; pgvector's own default is 40); a search wanting more rows runs with that many
+    /// (at most pgvector's 1000). Higher finds more of the true nearest, more slowly: on
+    /// 5,000 random unit vectors of 384 dimensions recall@10 was 0.51 at 40, 0.94 at 200,
+    /// 0.996 at 400 (example `pgvector_bench`).
     pub pgvector_ef_search: u32,
 }
 
@@ -108,7 +110,7 @@ impl PostgresConfig {
             ssl_client_cert: None,
             serde: Serde::default(),
             langgraph_values: true,
-            pgvector_ef_search: 100,
+            pgvector_ef_search: 400,
         }
     }
 
