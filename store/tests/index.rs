@@ -557,3 +557,31 @@ fn back_to_back_rebuilds_keep_every_write() {
         assert_eq!(hits.len(), 1, "item {i} lost: {stats:?}");
     }
 }
+
+/// Writing an item's vectors again as they are (a change read back from the log is usually
+/// the process's own write) leaves the index as it was: no tombstone, nothing pending.
+#[test]
+fn rewriting_the_same_vectors_changes_nothing() {
+    let mut rng = StdRng::seed_from_u64(9);
+    let (_, points) = clusters(&mut rng, 2_000, 16, 20, 1.0, 5.0);
+    let index = VectorIndex::new(
+        16,
+        Distance::Cosine,
+        AnnConfig {
+            rebuild_ratio: 1.0,
+            ..ann(100)
+        },
+    );
+    load(&index, &points);
+    let before = index.stats();
+    for (i, p) in points.iter().enumerate() {
+        index.upsert(key(i), vec![p.clone()]);
+    }
+    assert_eq!(index.stats(), before);
+    // A changed vector is still replaced.
+    index.upsert(key(0), vec![vec![1.0; 16]]);
+    assert_eq!(index.len(), 2_000);
+    if GRAPH {
+        assert_eq!(index.stats().tombstones, before.tombstones + 1);
+    }
+}

@@ -341,6 +341,20 @@ impl Vectors {
             .map_or(&[], |e| e.slots.as_slice())
     }
 
+    /// Whether `key` holds exactly `vectors` (prepared, in order), so that writing them again
+    /// would change nothing.
+    pub(super) fn holds(&self, key: &ItemKey, vectors: &[(Vec<f32>, bool)]) -> bool {
+        let Some(&id) = self.ids.get(key) else {
+            return vectors.is_empty();
+        };
+        let slots = self.slots(id);
+        slots.len() == vectors.len()
+            && slots
+                .iter()
+                .zip(vectors)
+                .all(|(&slot, (v, _))| self.vector(slot) == v.as_slice())
+    }
+
     /// Search distance from a query to a slot: lower is closer, and [`score`](Self::score)
     /// turns it into the exact score.
     #[inline]

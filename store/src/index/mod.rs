@@ -261,6 +261,11 @@ impl VectorIndex {
         let vectors = self.shared.prepare_all(vectors);
         let shared = &self.shared;
         let mut w = shared.writer.lock();
+        // A change read back from the log is usually this process's own write, already here:
+        // replacing it would only tombstone and re-link the same vectors.
+        if shared.state.read().vectors.holds(&key, &vectors) {
+            return;
+        }
         let slots = {
             let mut st = shared.state.write();
             shared.replace(&mut st, &w, key, vectors)
