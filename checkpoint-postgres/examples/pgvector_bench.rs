@@ -1,5 +1,6 @@
 //! PostgresStore's two vector modes on the same data: the in-process HNSW index (default
-//! mode) and pgvector (HNSW inside PostgreSQL). For N random unit vectors of 384 dimensions
+//! mode) and pgvector (HNSW inside PostgreSQL). For N unit vectors of 384 dimensions clustered like
+//! text embeddings (`clustered_vector`)
 //! (default 100,000), put in batches of 500: put throughput, then search p50 and throughput
 //! and recall@10 against an exact scan; the in-process side is timed once its graph is
 //! built (not while searches still scan exactly), the pgvector side at several
@@ -19,28 +20,12 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use serde_json::json;
 use waypoint_checkpoint_postgres::{PostgresConfig, PostgresStore};
+use waypoint_store::conformance::clustered_vector;
 use waypoint_store::{
     Embedder, IndexConfig, Op, PutOp, Result, SearchOp, Store, StoreConfig, StoreExt,
 };
 
 const DIMS: usize = 384;
-
-/// A random unit vector, the same for the same seed.
-fn vector(seed: u64) -> Vec<f32> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03;
-    let mut next = || {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        // 24 random bits in [-1, 1).
-        ((z >> 40) as f32 / (1u64 << 23) as f32) - 1.0
-    };
-    let v: Vec<f32> = (0..DIMS).map(|_| next()).collect();
-    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    v.into_iter().map(|x| x / norm).collect()
-}
 
 /// Embeds a text holding a seed as that seed's vector.
 #[derive(Debug)]
@@ -55,7 +40,7 @@ impl Embedder for SeedEmbedder {
     async fn embed_documents(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
         Ok(texts
             .iter()
-            .map(|t| vector(t.parse().unwrap_or(0)))
+            .map(|t| clustered_vector(t.parse().unwrap_or(0), DIMS))
             .collect())
     }
 }
@@ -130,11 +115,11 @@ async fn main() -> Result<()> {
     let url = std::env::var("WAYPOINT_BENCH_PGVECTOR_URL")
         .expect("WAYPOINT_BENCH_PGVECTOR_URL: a PostgreSQL server with pgvector");
     // The exact top 10 of each query, by a scan over every vector.
-    let all: Vec<Vec<f32>> = (0..n).map(vector).collect();
+    let all: Vec<Vec<f32>> = (0..n).map(|i| clustered_vector(i, DIMS)).collect();
     let queries: Vec<(u64, Vec<String>)> = (0..q)
         .map(|i| {
             let seed = 1_000_000_000 + i;
-            let v = vector(seed);
+            let v = clustered_vector(seed, DIMS);
             let mut scored: Vec<(f32, u64)> = all
                 .iter()
                 .enumerate()
@@ -154,7 +139,7 @@ async fn main() -> Result<()> {
             .schema(format!("{schema}_{mode}"))
             .pgvector(pgvector)
     };
-    println!("{n} random unit vectors of {DIMS} dimensions, {q} queries, limit 10");
+    println!("{n} clustered unit vectors of {DIMS} dimensions, {q} queries, limit 10");
 
     let pgvector = PostgresStore::connect(config(true), index()).await?;
     let puts = load(&pgvector, n).await?;

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use waypoint_checkpoint_sqlite::SqliteStore;
+use waypoint_store::conformance::clustered_vector;
 use waypoint_store::raw::{async_trait, encode_vector};
 use waypoint_store::{
     AnnConfig, Embedder, IndexConfig, Namespace, Result, SearchOp, StoreConfig, StoreExt,
@@ -29,32 +30,6 @@ const QUERIES: u64 = 100;
 #[derive(Debug)]
 struct Seeded {
     dims: usize,
-}
-
-/// A splitmix64 stream.
-fn next(x: &mut u64) -> u64 {
-    *x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *x;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-/// A value in [-1, 1).
-fn uniform(x: &mut u64) -> f32 {
-    (next(x) >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-}
-
-/// The unit vector of seed `seed`: its cluster's centre plus noise.
-fn vector(seed: u64, dims: usize) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(31).wrapping_add(7);
-    let mut c = next(&mut s) % 200 + 1_000_000_007;
-    let mut v: Vec<f32> = (0..dims)
-        .map(|_| uniform(&mut c) + 0.6 * uniform(&mut s))
-        .collect();
-    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    v.iter_mut().for_each(|x| *x /= norm);
-    v
 }
 
 #[async_trait]
@@ -73,7 +48,7 @@ impl Embedder for Seeded {
                     .and_then(|n| n.parse().ok())
                     .unwrap_or(0);
                 let salt = if t.starts_with("q:") { 1 << 40 } else { 0 };
-                vector(seed + salt, self.dims)
+                clustered_vector(seed + salt, self.dims)
             })
             .collect())
     }
@@ -128,7 +103,10 @@ async fn prepare(db: &Path, items: u64, dims: usize) -> Result<()> {
             item.execute(rusqlite::params![key, format!("{{\"i\":{i}}}")])
                 .expect("insert item");
             vectors
-                .execute(rusqlite::params![key, encode_vector(&vector(i, dims))])
+                .execute(rusqlite::params![
+                    key,
+                    encode_vector(&clustered_vector(i, dims))
+                ])
                 .expect("insert vector");
         }
     }

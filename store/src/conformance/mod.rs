@@ -274,6 +274,32 @@ impl Embedder for ProbeEmbedder {
     }
 }
 
+/// The unit vector of `seed`, clustered like text embeddings: one of 200 centres plus noise
+/// (benchmarks' data: uniform random vectors are the worst case of every ANN index and look
+/// like no real embedding).
+pub fn clustered_vector(seed: u64, dims: usize) -> Vec<f32> {
+    // A splitmix64 stream.
+    fn next(x: &mut u64) -> u64 {
+        *x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = *x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    // A value in [-1, 1).
+    fn uniform(x: &mut u64) -> f32 {
+        (next(x) >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+    let mut s = seed.wrapping_mul(31).wrapping_add(7);
+    let mut c = next(&mut s) % 200 + 1_000_000_007;
+    let mut v: Vec<f32> = (0..dims)
+        .map(|_| uniform(&mut c) + 0.6 * uniform(&mut s))
+        .collect();
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    v.iter_mut().for_each(|x| *x /= norm);
+    v
+}
+
 /// The reference similarity a store's score must equal (to 1e-3).
 pub fn similarity(distance: Distance, a: &[f32], b: &[f32]) -> f32 {
     let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
