@@ -16,7 +16,6 @@ use async_trait::async_trait;
 use std::collections::HashMap;
 
 use candle_core::{DType, Device, Tensor};
-use candle_transformers::models::bert::{Config, HiddenAct};
 use tokenizers::{Encoding, Tokenizer, TruncationParams};
 
 use super::Embedder;
@@ -46,6 +45,45 @@ struct Inner {
     max_seq_length: usize,
 }
 
+/// The fields of a BERT `config.json` the encoder needs.
+#[derive(serde::Deserialize)]
+struct Config {
+    vocab_size: usize,
+    hidden_size: usize,
+    num_hidden_layers: usize,
+    num_attention_heads: usize,
+    intermediate_size: usize,
+    hidden_act: HiddenAct,
+    max_position_embeddings: usize,
+    type_vocab_size: usize,
+    layer_norm_eps: f64,
+    #[serde(default = "absolute")]
+    position_embedding_type: String,
+}
+
+/// The position embedding every BERT `config.json` without the field means.
+fn absolute() -> String {
+    String::from("absolute")
+}
+
+/// The feed-forward activation a BERT `config.json` names.
+#[derive(Clone, Copy, serde::Deserialize)]
+enum HiddenAct {
+    /// GELU with the exact error function.
+    #[serde(rename = "gelu")]
+    Gelu,
+    /// GELU's tanh approximation.
+    #[serde(
+        rename = "gelu_new",
+        alias = "gelu_pytorch_tanh",
+        alias = "gelu_approximate"
+    )]
+    GeluApproximate,
+    /// max(0, x).
+    #[serde(rename = "relu")]
+    Relu,
+}
+
 #[derive(serde::Deserialize)]
 struct SentenceBertConfig {
     max_seq_length: usize,
@@ -65,6 +103,12 @@ impl MiniLmEmbedder {
 
         let config: Config = serde_json::from_slice(&read("config.json")?)
             .map_err(|e| fail(format!("config.json is not a BERT config: {e}")))?;
+        if config.position_embedding_type != "absolute" {
+            return Err(fail(format!(
+                "config.json: position_embedding_type {:?} is not supported (only \"absolute\")",
+                config.position_embedding_type
+            )));
+        }
         let max_seq_length = if dir.join("sentence_bert_config.json").exists() {
             let st: SentenceBertConfig =
                 serde_json::from_slice(&read("sentence_bert_config.json")?)
