@@ -321,7 +321,9 @@ impl PostgresConfig {
         let mut options: PgConnectOptions =
             without_param(&without_param(&self.url, POOLER_PARAM), VECTORS_PARAM)
                 .parse()
-            .map_err(|e| Failure::InvalidConfig(format!("invalid PostgreSQL URL {url}: {e}")))?;
+                .map_err(|e| {
+                    Failure::InvalidConfig(format!("invalid PostgreSQL URL {url}: {e}"))
+                })?;
         options = options.application_name("waypoint");
         if let Some(mode) = self.ssl_mode {
             options = options.ssl_mode(mode.driver());
