@@ -398,7 +398,7 @@ async fn setup_is_idempotent_and_safe_when_run_at_once() -> Result<()> {
         .fetch_all(pool)
         .await
         .expect("versions");
-    assert_eq!(ours, [1, 2, 3, 4, 5, 6]);
+    assert_eq!(ours, [1, 2, 3, 4, 5, 6, 7]);
     // Every index is valid (a failed concurrent build would leave an invalid one).
     let invalid: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
@@ -1957,5 +1957,76 @@ async fn lexical_rows_only_with_lexical_and_backfilled_at_open() -> Result<()> {
     assert_eq!(lexical_rows(&lexical, &schema).await, (2, 2));
     assert!(lexical_keys(&lexical, &ns, "miso").await?.is_empty());
     assert_eq!(lexical_keys(&lexical, &ns, "tofu").await?, ["cat"]);
+    Ok(())
+}
+
+/// The in-process index saves its graph in the database after a build, and a reopened store
+/// restores it instead of rebuilding, finding exactly what the first one found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reopened_store_restores_its_index_snapshot() -> Result<()> {
+    let Some(url) = waypoint_test_kit::postgres_url() else {
+        return Ok(());
+    };
+    let schema = fresh_schema();
+    let approximate = || {
+        StoreConfig::new().index(IndexConfig::hashing(64).ann(waypoint_store::AnnConfig {
+            flat_threshold: 200,
+            ef_search: 200,
+            ..waypoint_store::AnnConfig::default()
+        }))
+    };
+    let ns = Namespace::from(["mem"]);
+    let store = PostgresStore::connect(settings(&url, &schema), approximate()).await?;
+    let ops: Vec<Op> = (0..1_500)
+        .map(|i| {
+            let text = format!("memory {i} about w{} and w{}", i % 97, i % 89);
+            Op::Put(PutOp::new(
+                ns.clone(),
+                format!("k{i}"),
+                obj(json!({ "text": text })),
+            ))
+        })
+        .collect();
+    store.batch(ops).await?;
+    let queries: Vec<String> = (0..20).map(|q| format!("w{} w{}", q * 3, q * 5)).collect();
+    let mut before = Vec::new();
+    for q in &queries {
+        before.push(
+            store
+                .search(SearchOp::new(ns.clone()).query(q).limit(10))
+                .await?,
+        );
+    }
+    // The snapshot is written in the background after the graph is built.
+    let saved = format!("SELECT count(*) FROM {schema}.waypoint_store_index_snapshot");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let rows: i64 = sqlx::query_scalar(&saved)
+            .fetch_one(store.pool())
+            .await
+            .expect("count snapshots");
+        if rows == 1 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no snapshot was saved");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(store);
+
+    let reopened = PostgresStore::connect(settings(&url, &schema), approximate()).await?;
+    let stats = reopened.index_stats().expect("an index");
+    assert!(stats.restored > 0, "the snapshot was not used: {stats:?}");
+    for (q, want) in queries.iter().zip(&before) {
+        let got = reopened
+            .search(SearchOp::new(ns.clone()).query(q).limit(10))
+            .await?;
+        let keys = |items: &[waypoint_store::SearchItem]| {
+            items
+                .iter()
+                .map(|i| (i.item.key.clone(), i.score))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(keys(&got), keys(want), "query {q}");
+    }
     Ok(())
 }

@@ -5,7 +5,8 @@
 //! plain items. Waypoint's additions (`waypoint_store_migrations`): `ttl_minutes` as a double,
 //! an index for newest-first pages, vectors in `waypoint_store_vectors` (BYTEA of
 //! little-endian f32, loaded into the in-process index), and a change log,
-//! `waypoint_store_changes`, from which every process keeps its index current.
+//! `waypoint_store_changes`, from which every process keeps its index current, and the last
+//! snapshot of an index's search graph, `waypoint_store_index_snapshot`, restored at open.
 //!
 //! A trigger on `store` feeds the log, so it holds every client's writes: inserts, updates of
 //! a value (not TTL refreshes), deletes, TTL sweeps, Python's included. The column
@@ -630,6 +631,21 @@ impl Backend for PgBackend {
 
     fn searches_lexical(&self) -> bool {
         true
+    }
+
+    async fn load_index_snapshot(&self) -> Result<Option<Vec<u8>>> {
+        on_conn!(self.pool, retry = true, |conn| queries::load_snapshot(
+            conn,
+            self.persistent
+        ))
+    }
+
+    async fn save_index_snapshot(&self, snapshot: Vec<u8>) -> Result<()> {
+        on_conn!(self.pool, retry = true, |conn| queries::save_snapshot(
+            conn,
+            &snapshot,
+            self.persistent
+        ))
     }
 
     async fn backfill_lexical(&self) -> Result<()> {

@@ -874,6 +874,37 @@ pub(crate) async fn unlock(conn: &mut PgConnection, persistent: bool) -> Result<
         .map(drop)
 }
 
+/// The saved index snapshot, if any.
+pub(crate) async fn load_snapshot(
+    conn: &mut PgConnection,
+    persistent: bool,
+) -> Result<Option<Vec<u8>>> {
+    const SQL: &str = "SELECT snapshot FROM waypoint_store_index_snapshot WHERE id = 1";
+    let row = query(SQL, persistent)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(pg_error)?;
+    row.map(|r| r.try_get::<Vec<u8>, _>(0).map_err(pg_error))
+        .transpose()
+}
+
+/// Replaces the saved index snapshot.
+pub(crate) async fn save_snapshot(
+    conn: &mut PgConnection,
+    snapshot: &[u8],
+    persistent: bool,
+) -> Result<()> {
+    const SQL: &str = "INSERT INTO waypoint_store_index_snapshot (id, saved_at, snapshot)
+        VALUES (1, now(), $1)
+        ON CONFLICT (id) DO UPDATE SET saved_at = EXCLUDED.saved_at, snapshot = EXCLUDED.snapshot";
+    query(SQL, persistent)
+        .bind(snapshot)
+        .execute(&mut *conn)
+        .await
+        .map_err(pg_error)?;
+    Ok(())
+}
+
 /// The CTE named `name` upserting the `tsvector`s of the rows `source` gives (a row source of
 /// `prefix, key, body`), made from the values of `made_at` (an SQL expression).
 pub(crate) fn upsert_cte(name: &str, source: &str, made_at: &str) -> String {

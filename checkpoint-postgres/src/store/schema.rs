@@ -32,6 +32,7 @@ pub(crate) const STORE_TABLES: Tables = Tables {
             "waypoint_store_migrations",
         ),
         ("waypoint_store_lexical", "waypoint_store_migrations"),
+        ("waypoint_store_index_snapshot", "waypoint_store_migrations"),
     ],
     lock: lock_key,
 };
@@ -167,6 +168,13 @@ WHERE waypoint_embedded_at IS DISTINCT FROM updated_at",
 )",
         "CREATE INDEX CONCURRENTLY IF NOT EXISTS waypoint_store_lexical_tsv_idx ON waypoint_store_lexical USING gin (tsv)",
     ],
+    // The last snapshot of an in-process index's search graph (one row, any process's),
+    // restored at open and checked item by item against the stored vectors.
+    &["CREATE TABLE IF NOT EXISTS waypoint_store_index_snapshot (
+    id integer PRIMARY KEY CHECK (id = 1),
+    saved_at timestamptz NOT NULL,
+    snapshot bytea NOT NULL
+)"],
 ];
 
 /// Advisory lock key under which one process at a time migrates the store ("wpstore!"),
