@@ -143,6 +143,13 @@ impl PostgresStore {
         self.engine.index_stats()
     }
 
+    /// Saves the in-process vector index's graph now (after a running build finishes), so the
+    /// next open restores it instead of building it; `false` when nothing changed since the
+    /// last save or there is no index. Stores also save it in the background after builds.
+    pub async fn save_index_snapshot(&self) -> Result<bool> {
+        self.engine.save_index_snapshot().await
+    }
+
     /// The settings this store was opened with (shared with the saver it came from, if any).
     pub fn config(&self) -> &PostgresConfig {
         self.engine.backend().pool.config()

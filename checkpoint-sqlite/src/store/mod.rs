@@ -130,6 +130,13 @@ impl SqliteStore {
         self.engine.index_stats()
     }
 
+    /// Saves the in-process vector index's graph now (after a running build finishes), so the
+    /// next open restores it instead of building it; `false` when nothing changed since the
+    /// last save or there is no index. Stores also save it in the background after builds.
+    pub async fn save_index_snapshot(&self) -> Result<bool> {
+        self.engine.save_index_snapshot().await
+    }
+
     /// The settings this store's connections were opened with.
     pub fn config(&self) -> &SqliteConfig {
         &self.engine.backend().db.config

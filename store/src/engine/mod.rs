@@ -61,8 +61,9 @@ struct Inner<B> {
     clock: AtomicI64,
     /// Last change-log sequence applied to the index (backends shared between processes).
     seen: tokio::sync::Mutex<i64>,
-    /// The index (by address) and build count of the last snapshot saved.
-    saved: parking_lot::Mutex<(usize, u64)>,
+    /// The index (by address) and build count of the last snapshot saved, locked while a
+    /// snapshot is taken and written so that saves never overlap.
+    saved: tokio::sync::Mutex<(usize, u64)>,
     /// Whether a task is waiting to save a snapshot.
     saving: AtomicBool,
 }
@@ -112,7 +113,7 @@ impl<B: Backend> Engine<B> {
                 native_lexical,
                 clock: AtomicI64::new(i64::MIN),
                 seen: tokio::sync::Mutex::new(0),
-                saved: parking_lot::Mutex::new((0, 0)),
+                saved: tokio::sync::Mutex::new((0, 0)),
                 saving: AtomicBool::new(false),
             }),
         })

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 
 use tracing::field::Empty;
 
-use super::{Engine, checked_vectors, record};
+use super::{Engine, Inner, checked_vectors, record};
 use crate::index::VectorIndex;
 use crate::lexical::stored_texts;
 use crate::raw::Backend;
@@ -75,36 +75,17 @@ impl<B: Backend> Engine<B> {
         // A weak reference: a dropped store stops the task instead of being kept alive.
         let weak = Arc::downgrade(&self.inner);
         runtime.spawn(async move {
-            loop {
-                let Some(inner) = weak.upgrade() else {
-                    return;
-                };
-                let Some(index) = inner.index.as_ref().map(|i| Arc::clone(&i.read())) else {
-                    return;
-                };
-                let stats = index.stats();
-                if stats.building {
-                    drop((index, inner));
-                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-                    continue;
-                }
-                inner.saving.store(false, Ordering::Release);
-                let id = (Arc::as_ptr(&index) as usize, stats.builds);
-                if stats.builds == 0 || *inner.saved.lock() == id {
-                    return;
-                }
-                let Ok(Some(snapshot)) =
-                    tokio::task::spawn_blocking(move || index.snapshot()).await
-                else {
-                    return;
-                };
-                match inner.backend.save_index_snapshot(snapshot).await {
-                    Ok(()) => *inner.saved.lock() = id,
-                    Err(error) => tracing::warn!(%error, "cannot save the vector index snapshot"),
-                }
-                return;
+            if let Err(error) = save_snapshot(weak, true).await {
+                tracing::warn!(%error, "cannot save the vector index snapshot");
             }
         });
+    }
+
+    /// Waits for a running index build to finish, then saves the index's graph to the
+    /// backend now: the next open restores it instead of building it. Returns whether a
+    /// snapshot was written (not without a graph).
+    pub async fn save_index_snapshot(&self) -> Result<bool> {
+        save_snapshot(Arc::downgrade(&self.inner), false).await
     }
 
     /// Applies other processes' changes to the index before a semantic search.
@@ -184,5 +165,42 @@ impl<B: Backend> Engine<B> {
             texts.push((stored.key, stored_texts(&value, &fields)));
         }
         Ok(texts)
+    }
+}
+
+/// Waits until the index of the store behind `weak` is not building, then saves its snapshot.
+/// In the `background`, it saves only a build not saved yet, and clears the waiting flag once
+/// the build is done so that a build starting later schedules another save. Saves are
+/// serialised, so an older graph never overwrites a newer one.
+async fn save_snapshot<B: Backend>(
+    weak: std::sync::Weak<Inner<B>>,
+    background: bool,
+) -> Result<bool> {
+    loop {
+        let Some(inner) = weak.upgrade() else {
+            return Ok(false);
+        };
+        let Some(index) = inner.index.as_ref().map(|i| Arc::clone(&i.read())) else {
+            return Ok(false);
+        };
+        if index.stats().building {
+            drop((index, inner));
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            continue;
+        }
+        if background {
+            inner.saving.store(false, Ordering::Release);
+        }
+        let mut saved = inner.saved.lock().await;
+        let id = (Arc::as_ptr(&index) as usize, index.stats().builds);
+        if background && (id.1 == 0 || *saved == id) {
+            return Ok(false);
+        }
+        let Ok(Some(snapshot)) = tokio::task::spawn_blocking(move || index.snapshot()).await else {
+            return Ok(false);
+        };
+        inner.backend.save_index_snapshot(snapshot).await?;
+        *saved = id;
+        return Ok(true);
     }
 }

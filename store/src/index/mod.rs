@@ -383,6 +383,8 @@ impl VectorIndex {
     pub fn snapshot(&self) -> Option<Vec<u8>> {
         #[cfg(feature = "hnsw")]
         {
+            // Vectors the builder holds but searches do not walk yet go into the graph first.
+            self.shared.sync(&mut self.shared.writer.lock());
             let st = self.shared.state.read();
             let graph = st.graph.as_ref()?;
             let vectors = &st.vectors;
