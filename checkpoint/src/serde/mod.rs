@@ -15,6 +15,7 @@ mod format;
 mod history;
 mod langgraph;
 mod path;
+pub mod record;
 
 use std::borrow::Cow;
 use std::sync::Arc;
