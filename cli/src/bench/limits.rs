@@ -1,0 +1,536 @@
+//! The machine's and the servers' limits, measured in the same run as the savers: `pgbench`
+//! single-row INSERTs shaped like one PostgreSQL put (one client and 16), `redis-benchmark -c 1`
+//! running the commands of one Redis put as a script, a bare rusqlite loop writing the rows
+//! of SQLite puts in the same mode, the fdatasync rate of the temporary directory's file
+//! system and memcpy bandwidth. A missing tool or server leaves a note, not a failure.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail, ensure};
+use indicatif::ProgressBar;
+use redis::aio::ConnectionLike;
+use rusqlite::types::Value as SqlValue;
+use waypoint_checkpoint::CheckpointSaver;
+use waypoint_checkpoint_sqlite::SqliteSaver;
+use waypoint_workloads::checkpoints;
+use waypoint_workloads::servers;
+
+use super::Scale;
+use super::measure::{Table, throughput};
+use super::targets::{Target, Targets};
+
+/// Clients of the concurrent pgbench run (the checkpoint group's writers).
+const WRITERS: usize = 16;
+
+/// Bytes each fdatasync round writes.
+const SYNC_BYTES: usize = 4096;
+
+/// Bytes each memcpy copies (well past the last-level cache).
+const COPY_BYTES: usize = 64 << 20;
+
+/// Steps this group reports to its progress bar.
+pub(crate) fn steps(targets: &Targets) -> u64 {
+    let servers = targets
+        .list
+        .iter()
+        .map(|t| match t {
+            Target::Postgres(_) => 2,
+            Target::Redis(_) => 1,
+            _ => 0,
+        })
+        .sum::<u64>();
+    3 + servers
+}
+
+/// Measures every limit the run can reach.
+pub(crate) async fn run(targets: &Targets, scale: &Scale, bar: &ProgressBar) -> Result<Table> {
+    let mut table = Table::new(
+        "limits",
+        "backend",
+        format!(
+            "What the same machine and servers do without Waypoint, for the share of the limit: \
+             `pgbench -M prepared` single-row INSERTs of one put's checkpoint row and value \
+             (1 client, then {WRITERS}; per-second tps, the first second dropped); \
+             `redis-benchmark -c 1` running one put's commands as EVALSHA ({} per sample); a \
+             bare rusqlite loop writing the rows of {} SQLite puts per sample in the same \
+             mode; fdatasync of {SYNC_BYTES}-byte appends in the temporary directory; memcpy \
+             of {} MiB. Median of {} samples.",
+            scale.puts,
+            scale.puts,
+            COPY_BYTES >> 20,
+            scale.samples
+        ),
+    );
+    let dir = tempfile::tempdir().context("cannot create a temporary directory")?;
+
+    bar.set_message("limits · sqlite");
+    let done = sqlite(dir.path(), scale).await;
+    note(
+        &mut table,
+        "sqlite",
+        done.map(|s| ("put (sequential)", "puts/s", s)),
+    );
+    bar.inc(1);
+
+    for target in &targets.list {
+        match target {
+            Target::Postgres(url) => {
+                for clients in [1, WRITERS] {
+                    bar.set_message(format!("limits · postgres · pgbench -c {clients}"));
+                    let done = pgbench(url, clients, scale).await;
+                    let workload = match clients {
+                        1 => "put (sequential)".to_owned(),
+                        n => format!("put ({n} writers)"),
+                    };
+                    note(
+                        &mut table,
+                        "postgres",
+                        done.map(|s| (workload.as_str(), "puts/s", s)),
+                    );
+                    bar.inc(1);
+                }
+            }
+            Target::Redis(url) => {
+                bar.set_message("limits · redis · redis-benchmark -c 1");
+                let done = redis_benchmark(url, scale).await;
+                note(
+                    &mut table,
+                    "redis",
+                    done.map(|s| ("put (sequential)", "puts/s", s)),
+                );
+                bar.inc(1);
+            }
+            Target::Memory | Target::Sqlite => {}
+        }
+    }
+    for (name, url) in [("postgres", "POSTGRES"), ("redis", "REDIS")] {
+        if !targets.list.iter().any(|t| t.name() == name) {
+            table.notes.push(format!(
+                "{name}: no limit measured, no reachable server (WAYPOINT_BENCH_{url}_URL)"
+            ));
+        }
+    }
+
+    bar.set_message("limits · fdatasync");
+    let window = scale.serde_window;
+    let samples = scale.samples;
+    let path = dir.path().join("fdatasync");
+    let done = tokio::task::spawn_blocking(move || fdatasync(&path, window, samples)).await?;
+    note(
+        &mut table,
+        "machine",
+        done.map(|s| ("fdatasync (4 KiB appends)", "syncs/s", s)),
+    );
+    bar.inc(1);
+
+    bar.set_message("limits · memcpy");
+    let done = tokio::task::spawn_blocking(move || memcpy(window, samples)).await?;
+    note(
+        &mut table,
+        "machine",
+        done.map(|s| ("memcpy (64 MiB)", "GB/s", s)),
+    );
+    bar.inc(1);
+    Ok(table)
+}
+
+/// Records a limit's samples in `column`, or why it is missing as a note.
+fn note(table: &mut Table, column: &str, done: Result<(&str, &str, Vec<f64>)>) {
+    match done {
+        Ok((workload, unit, samples)) => table.rate(workload, unit, column, samples),
+        Err(e) => {
+            let line = format!("{column}: limit not measured, {}", crate::one_line(&e));
+            eprintln!("waypoint bench: {line}");
+            table.notes.push(line);
+        }
+    }
+}
+
+/// Puts/s of a bare rusqlite loop writing, per put, the very rows our saver's put wrote
+/// (read back from a scratch database the saver filled), each put one deferred transaction,
+/// in a file with the saver's tables and its journal mode and `synchronous` setting. The WAL
+/// is never checkpointed during the loop (the saver checkpoints on another connection).
+async fn sqlite(dir: &Path, scale: &Scale) -> Result<Vec<f64>> {
+    let value = checkpoints::channel_value();
+    let items = checkpoints::history(scale.puts, &value);
+    let per_put: Vec<usize> = items.iter().map(|(_, _, v)| v.len()).collect();
+    let scratch = dir.join("scratch.db");
+    let saver = SqliteSaver::from_path(&scratch).await?;
+    let synchronous = if saver.config().fsync_commits {
+        "FULL"
+    } else {
+        "NORMAL"
+    };
+    checkpoints::put_all(&saver, "limit", items).await?;
+    drop(saver);
+    let (path, samples) = (dir.join("bare.db"), scale.samples);
+    tokio::task::spawn_blocking(move || {
+        let conn = rusqlite::Connection::open(&scratch)?;
+        let checkpoint_rows = rows(&conn, "checkpoints")?;
+        let blob_rows = rows(&conn, "checkpoint_blobs")?;
+        ensure!(
+            checkpoint_rows.1.len() == per_put.len()
+                && blob_rows.1.len() == per_put.iter().sum::<usize>(),
+            "the saver wrote {} checkpoint rows and {} value rows for {} puts, not one checkpoint \
+             row and one row per new version each",
+            checkpoint_rows.1.len(),
+            blob_rows.1.len(),
+            per_put.len()
+        );
+        let mut bare = rusqlite::Connection::open(&path)?;
+        let mode: String = bare.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+        ensure!(
+            mode.eq_ignore_ascii_case("wal"),
+            "no WAL: journal_mode={mode}"
+        );
+        bare.execute_batch(&format!(
+            "PRAGMA synchronous={synchronous}; PRAGMA wal_autocheckpoint=0;"
+        ))?;
+        let mut ddl = conn.prepare(
+            "SELECT sql FROM sqlite_master WHERE tbl_name IN ('checkpoints', 'checkpoint_blobs')
+             AND sql IS NOT NULL ORDER BY type DESC",
+        )?;
+        for sql in ddl.query_map([], |r| r.get::<_, String>(0))? {
+            bare.execute_batch(&sql?)?;
+        }
+        let mut sample = || -> Result<f64> {
+            let thread = SqlValue::Text(uuid::Uuid::new_v4().to_string());
+            let start = Instant::now();
+            let mut blobs = blob_rows.1.iter();
+            for (checkpoint, values) in checkpoint_rows.1.iter().zip(&per_put) {
+                let tx = bare.transaction()?;
+                for row in blobs.by_ref().take(*values) {
+                    insert(&tx, "checkpoint_blobs", &blob_rows.0, row, &thread)?;
+                }
+                insert(&tx, "checkpoints", &checkpoint_rows.0, checkpoint, &thread)?;
+                tx.commit()?;
+            }
+            Ok(per_put.len() as f64 / start.elapsed().as_secs_f64())
+        };
+        sample()?;
+        (0..samples).map(|_| sample()).collect()
+    })
+    .await?
+}
+
+/// The column names and rows of `table`, in insertion order.
+fn rows(conn: &rusqlite::Connection, table: &str) -> Result<(Vec<String>, Vec<Vec<SqlValue>>)> {
+    let mut stmt = conn.prepare(&format!("SELECT * FROM {table} ORDER BY rowid"))?;
+    let columns: Vec<String> = stmt.column_names().map(str::to_owned).collect();
+    let n = columns.len();
+    let rows = stmt
+        .query_map([], |r| (0..n).map(|i| r.get::<_, SqlValue>(i)).collect())?
+        .collect::<rusqlite::Result<Vec<Vec<SqlValue>>>>()?;
+    Ok((columns, rows))
+}
+
+/// Inserts `row` into `table` with `thread` as its thread id.
+fn insert(
+    tx: &rusqlite::Transaction<'_>,
+    table: &str,
+    columns: &[String],
+    row: &[SqlValue],
+    thread: &SqlValue,
+) -> Result<()> {
+    let marks: Vec<String> = (1..=columns.len()).map(|i| format!("?{i}")).collect();
+    let mut stmt = tx.prepare_cached(&format!(
+        "INSERT INTO {table} ({}) VALUES ({})",
+        columns.join(", "),
+        marks.join(", ")
+    ))?;
+    let values = columns
+        .iter()
+        .zip(row)
+        .map(|(c, v)| if c == "thread_id" { thread } else { v });
+    stmt.execute(rusqlite::params_from_iter(values))?;
+    Ok(())
+}
+
+/// Per-second tps of `pgbench -M prepared` with `clients` clients inserting, one row per
+/// transaction, one put's checkpoint row and its changed value (copied from a put of our
+/// saver on the same server) into a table with the checkpoints table's key; the first
+/// second (connections, warm-up) is dropped.
+async fn pgbench(url: &str, clients: usize, scale: &Scale) -> Result<Vec<f64>> {
+    let saver = servers::postgres_saver(url, 1).await?;
+    let value = checkpoints::channel_value();
+    checkpoints::put_all(&saver, "limit", checkpoints::history(6, &value)).await?;
+    let schema = format!("limit_{}", uuid::Uuid::new_v4().simple());
+    let pool = saver.pool();
+    sqlx::raw_sql(&format!(
+        "CREATE SCHEMA {schema};
+         CREATE SEQUENCE {schema}.ids;
+         CREATE TABLE {schema}.t (thread_id text NOT NULL, checkpoint_ns text NOT NULL,
+             checkpoint_id text NOT NULL, parent_checkpoint_id text, checkpoint jsonb NOT NULL,
+             metadata jsonb NOT NULL, type text NOT NULL, blob bytea,
+             PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id));
+         CREATE TABLE {schema}.one AS
+             SELECT c.thread_id, c.checkpoint_ns, c.parent_checkpoint_id, c.checkpoint,
+                 c.metadata, b.type, b.blob
+             FROM checkpoints c, checkpoint_blobs b
+             ORDER BY c.checkpoint_id DESC, length(b.blob) DESC LIMIT 1;"
+    ))
+    .execute(pool)
+    .await
+    .context("cannot create the pgbench tables")?;
+    let script = tempfile::NamedTempFile::new()?;
+    writeln!(
+        script.as_file(),
+        "INSERT INTO {schema}.t SELECT thread_id, checkpoint_ns, \
+         lpad(nextval('{schema}.ids')::text, 36, '0'), parent_checkpoint_id, checkpoint, \
+         metadata, type, blob FROM {schema}.one;"
+    )?;
+    let threads = if clients == 1 { 1 } else { 2 };
+    let seconds = scale.samples + 1;
+    let run = Command::new("pgbench")
+        .args(["-n", "-M", "prepared", "-P", "1"])
+        .args(["-c", &clients.to_string(), "-j", &threads.to_string()])
+        .args(["-T", &seconds.to_string(), "-f"])
+        .arg(script.path())
+        .arg(url)
+        .output();
+    let dropped = sqlx::raw_sql(&format!("DROP SCHEMA {schema} CASCADE"))
+        .execute(pool)
+        .await;
+    let out = ran("pgbench", run)?;
+    dropped.context("cannot drop the pgbench tables")?;
+    pgbench_rates(
+        &String::from_utf8_lossy(&out.stderr),
+        &String::from_utf8_lossy(&out.stdout),
+    )
+}
+
+/// The tps of pgbench's `progress:` lines but the first, else its final `tps = ` figure.
+fn pgbench_rates(progress: &str, summary: &str) -> Result<Vec<f64>> {
+    let seconds: Vec<f64> = progress
+        .lines()
+        .filter(|l| l.starts_with("progress:"))
+        .filter_map(|l| {
+            l.split(", ")
+                .find_map(|part| part.strip_suffix(" tps")?.trim().parse().ok())
+        })
+        .skip(1)
+        .collect();
+    if !seconds.is_empty() {
+        return Ok(seconds);
+    }
+    let total = summary
+        .lines()
+        .find_map(|l| l.strip_prefix("tps = ")?.split(' ').next()?.parse().ok())
+        .context("pgbench printed no tps figure")?;
+    Ok(vec![total])
+}
+
+/// Puts/s of `redis-benchmark -c 1` sending, per request, EVALSHA of a script making the
+/// writes of one put's MULTI/EXEC (the same commands, keys of the same shape, values of the
+/// sizes our put stored; fresh checkpoint keys, fields and members every request).
+/// redis-benchmark sends one command per request, so the transaction is a script; its server
+/// time is a little above MULTI/EXEC's, which makes this limit a little lower.
+async fn redis_benchmark(url: &str, scale: &Scale) -> Result<Vec<f64>> {
+    let saver = servers::redis_saver(url).await?;
+    let value = checkpoints::channel_value();
+    checkpoints::put_all(&saver, "limit", checkpoints::history(6, &value)).await?;
+    let mut conn = saver.connection();
+    let prefix = saver.config().prefix.clone();
+    let fields = |pattern: String| {
+        let mut conn = conn.clone();
+        async move {
+            let keys = scan(&mut conn, &pattern).await?;
+            let key = keys.first().with_context(|| format!("no key {pattern}"))?;
+            let hash: BTreeMap<Vec<u8>, Vec<u8>> = redis::cmd("HGETALL")
+                .arg(key)
+                .query_async(&mut conn)
+                .await?;
+            Ok::<_, anyhow::Error>(hash)
+        }
+    };
+    let record = fields(format!("{prefix}:*checkpoint:*")).await?;
+    let blobs = fields(format!("{prefix}:*blobs:*")).await?;
+    let size = |field: &str| record.get(field.as_bytes()).map_or(0, Vec::len);
+    let blob = blobs
+        .iter()
+        .max_by_key(|(_, v)| v.len())
+        .context("no value")?;
+    let sha: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(PUT_SCRIPT)
+        .query_async(&mut conn)
+        .await?;
+    saver.delete_thread("limit").await?;
+
+    let base = format!("limit-{}:{{t}}:", uuid::Uuid::new_v4().simple());
+    // A placeholder redis-benchmark replaces by 12 random digits per request (with -r).
+    let id = |len: usize| format!("__rand_int__{}", "0".repeat(len.saturating_sub(12)));
+    let fill = |len: usize| "x".repeat(len.max(1));
+    let id_len = 36;
+    let args: Vec<String> = vec![
+        "EVALSHA".into(),
+        sha,
+        "7".into(),
+        format!("{base}checkpoint:0::{}", id(id_len)),
+        format!("{base}ns:0:"),
+        format!("{base}index"),
+        format!("{base}blobs:0:"),
+        format!("{base}registry"),
+        format!("{base}meta"),
+        format!("{base}global"),
+        fill(size("p")),
+        fill(size("c")),
+        fill(size("m")),
+        fill(size("b")),
+        id(id_len),
+        id(id_len + 2),
+        id(blob.0.len()),
+        fill(blob.1.len()),
+        id(id_len + 2 + 36),
+    ];
+    let server = url::Url::parse(url).context("the Redis URL does not parse")?;
+    let mut command = Command::new("redis-benchmark");
+    command
+        .args(["-h", server.host_str().unwrap_or("127.0.0.1")])
+        .args(["-p", &server.port().unwrap_or(6379).to_string()])
+        .args(["-c", "1", "-r", "1000000000000", "-q"])
+        .args(["-n", &scale.puts.max(100).to_string()]);
+    if let Some(password) = server.password() {
+        command.args(["-a", password]);
+        if !server.username().is_empty() {
+            command.args(["--user", server.username()]);
+        }
+    }
+    if let Ok(db) = server.path().trim_matches('/').parse::<u32>() {
+        command.args(["--dbnum", &db.to_string()]);
+    }
+    if server.scheme() == "rediss" {
+        command.args(["--tls", "--insecure"]);
+    }
+    command.args(&args);
+    let mut samples = Vec::with_capacity(scale.samples);
+    for round in 0..=scale.samples {
+        let out = ran("redis-benchmark", command.output());
+        for key in scan(&mut conn, &format!("{base}*")).await? {
+            redis::cmd("UNLINK").arg(key).exec_async(&mut conn).await?;
+        }
+        let rate = redis_rate(&String::from_utf8_lossy(&out?.stdout))?;
+        if round > 0 {
+            samples.push(rate);
+        }
+    }
+    Ok(samples)
+}
+
+/// The writes of one put's MULTI/EXEC on a standalone server (`put_pipeline` and the global
+/// index entry), as a script: KEYS checkpoint, ns index, thread index, blobs, registry, meta,
+/// global index; ARGV parent, checkpoint, metadata, fields, id, index member, blob field,
+/// blob value, global member.
+const PUT_SCRIPT: &str = "redis.call('HSETNX', KEYS[1], 'p', ARGV[1])
+redis.call('HSET', KEYS[1], 'c', ARGV[2], 'm', ARGV[3], 'b', ARGV[4])
+redis.call('ZADD', KEYS[2], 0, ARGV[5])
+redis.call('ZADD', KEYS[3], 0, ARGV[6])
+redis.call('HSETNX', KEYS[4], ARGV[7], ARGV[8])
+redis.call('SADD', KEYS[5], KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+redis.call('HINCRBY', KEYS[6], 'gen', 1)
+redis.call('ZADD', KEYS[7], 0, ARGV[9])
+return 1";
+
+/// Every key matching `pattern`.
+async fn scan(conn: &mut (impl ConnectionLike + Send), pattern: &str) -> Result<Vec<String>> {
+    let (mut cursor, mut keys) = (0u64, Vec::new());
+    loop {
+        let (next, found): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(conn)
+            .await?;
+        keys.extend(found);
+        if next == 0 {
+            return Ok(keys);
+        }
+        cursor = next;
+    }
+}
+
+/// The requests per second of redis-benchmark's `-q` output (its last figure).
+fn redis_rate(out: &str) -> Result<f64> {
+    out.split(['\r', '\n'])
+        .filter_map(|line| {
+            let (before, _) = line.split_once(" requests per second")?;
+            before.rsplit(' ').next()?.parse().ok()
+        })
+        .next_back()
+        .context("redis-benchmark printed no requests per second")
+}
+
+/// A finished tool's output, or why it did not run or failed.
+fn ran(tool: &str, out: std::io::Result<Output>) -> Result<Output> {
+    match out {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!("{tool} is not installed"),
+        Err(e) => Err(e).with_context(|| format!("cannot run {tool}")),
+        Ok(out) if !out.status.success() => bail!(
+            "{tool} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ),
+        Ok(out) => Ok(out),
+    }
+}
+
+/// fdatasync calls per second, each after appending `SYNC_BYTES` to a file in `path`'s
+/// directory.
+fn fdatasync(path: &Path, window: Duration, samples: usize) -> Result<Vec<f64>> {
+    let mut file = std::fs::File::create(path)?;
+    let block = vec![7u8; SYNC_BYTES];
+    let rates = throughput(window.max(Duration::from_millis(100)), samples, || {
+        file.write_all(&block)?;
+        file.sync_data()?;
+        Ok(1)
+    });
+    drop(file);
+    let _ = std::fs::remove_file(path);
+    rates
+}
+
+/// GB/s of copying `COPY_BYTES` from one buffer to another.
+fn memcpy(window: Duration, samples: usize) -> Result<Vec<f64>> {
+    let source = vec![1u8; COPY_BYTES];
+    let mut target = vec![0u8; COPY_BYTES];
+    let rates = throughput(window.max(Duration::from_millis(100)), samples, || {
+        target.copy_from_slice(std::hint::black_box(&source));
+        std::hint::black_box(&mut target);
+        Ok(COPY_BYTES)
+    })?;
+    Ok(rates.into_iter().map(|r| r / 1e9).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pgbench_progress_lines_give_the_samples_but_the_first() -> Result<()> {
+        let progress = "starting vacuum...end.\n\
+            progress: 1.0 s, 1200.5 tps, lat 0.8 ms stddev 0.1, 0 failed\n\
+            progress: 2.0 s, 1500.0 tps, lat 0.6 ms stddev 0.1, 0 failed\n\
+            progress: 3.0 s, 1400.0 tps, lat 0.7 ms stddev 0.1\n";
+        assert_eq!(pgbench_rates(progress, "")?, [1500.0, 1400.0]);
+        let summary = "number of failed transactions: 0 (0.000%)\n\
+            tps = 1525.123456 (without initial connection time)\n";
+        assert_eq!(pgbench_rates("", summary)?, [1525.123456]);
+        assert!(pgbench_rates("", "nothing").is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn redis_benchmark_quiet_output_gives_the_last_rate() -> Result<()> {
+        let out = "EVALSHA abc: rps=0.0 (overall: nan) avg_msec=nan\r\
+            EVALSHA abc 7 k: 15432.10 requests per second, p50=0.063 msec\n\n";
+        assert_eq!(redis_rate(out)?, 15432.10);
+        assert!(redis_rate("ERROR").is_err());
+        Ok(())
+    }
+}
