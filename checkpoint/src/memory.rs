@@ -5,7 +5,6 @@ use crate::raw::{
     PreparedPut, PreparedSave, PreparedWrites, record_batch, record_put, record_read, record_writes,
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use tracing::field::Empty;
 
@@ -19,7 +18,7 @@ use crate::saver::{
     Capabilities, CheckpointSaver, DeltaChannelHistory, Lease, ListOptions, PruneStrategy, Save,
     check_fenced_saves, lease_lost,
 };
-use crate::serde::{Serde, Slot, TAG_EMPTY, child_record_task};
+use crate::serde::{Serde, Slot, TAG_EMPTY, child_record_task, record};
 use crate::version::ChannelVersion;
 use crate::{
     ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointTuple, Error,
@@ -67,11 +66,23 @@ struct Namespace {
 
 #[derive(Clone, Debug)]
 struct Stored {
-    /// The checkpoint without channel values (those live in `blobs`).
-    checkpoint: Checkpoint,
-    metadata: Arc<CheckpointMetadata>,
-    metadata_json: Arc<Value>,
+    /// The checkpoint without channel values (those live in `blobs`), as a compact record.
+    record: Box<[u8]>,
+    /// The metadata as a compact record.
+    metadata: Box<[u8]>,
     parent: Option<String>,
+}
+
+impl Stored {
+    /// The checkpoint, without channel values.
+    fn checkpoint(&self) -> Result<Checkpoint> {
+        record::decode_checkpoint(&self.record)
+    }
+
+    /// The metadata.
+    fn metadata(&self) -> Result<CheckpointMetadata> {
+        record::decode_metadata(&self.metadata)
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -117,7 +128,6 @@ impl InMemorySaver {
         if let Some(child) = put.child.take() {
             Self::store_writes(storage, child);
         }
-        let metadata_json = Arc::new(Value::Object(put.metadata.to_json()));
         let ns = storage
             .entry(put.thread_id)
             .or_default()
@@ -137,9 +147,8 @@ impl InMemorySaver {
             None => put.parent,
         };
         let stored = Stored {
-            checkpoint: put.checkpoint,
-            metadata: Arc::new(put.metadata),
-            metadata_json,
+            record: record::encode_checkpoint(&put.checkpoint).into(),
+            metadata: record::encode_metadata(&put.metadata).into(),
             parent,
         };
         ns.checkpoints.insert(id, stored);
@@ -178,7 +187,7 @@ impl InMemorySaver {
         id: &str,
         stored: &Stored,
     ) -> Result<CheckpointTuple> {
-        let mut checkpoint = stored.checkpoint.clone();
+        let mut checkpoint = stored.checkpoint()?;
         let null = SerializedValue::new(TAG_EMPTY, Bytes::new());
         for (channel, version) in &checkpoint.channel_versions {
             let found = ns
@@ -213,7 +222,7 @@ impl InMemorySaver {
         let mut tuple = CheckpointTuple {
             config: CheckpointConfig::of(thread_id, ns_name, id),
             checkpoint,
-            metadata: (*stored.metadata).clone(),
+            metadata: stored.metadata()?,
             parent_config: stored
                 .parent
                 .as_deref()
@@ -292,9 +301,8 @@ fn is_value(value: &SerializedValue) -> bool {
 }
 
 impl Namespace {
-    fn has_value(&self, stored: &Stored, channel: &str) -> bool {
-        stored
-            .checkpoint
+    fn has_value(&self, checkpoint: &Checkpoint, channel: &str) -> bool {
+        checkpoint
             .channel_versions
             .get(channel)
             .and_then(|v| self.blobs.get(channel)?.get(v))
@@ -306,30 +314,39 @@ impl Namespace {
         let Some((latest_id, latest)) = self.checkpoints.last_key_value() else {
             return BTreeSet::new();
         };
+        let latest_metadata = latest.metadata().ok();
         crate::raw::ids_to_keep(
             latest_id,
-            latest.metadata.extra.get(metadata::DELTA_COUNTERS),
+            latest_metadata
+                .as_ref()
+                .and_then(|m| m.extra.get(metadata::DELTA_COUNTERS)),
             |id| self.checkpoints.get(id).map(|c| c.parent.as_deref()),
+            // A record that does not decode has no value: the walk keeps going back.
             |id, channel| {
                 self.checkpoints
                     .get(id)
-                    .is_some_and(|c| self.has_value(c, channel))
+                    .and_then(|c| c.checkpoint().ok())
+                    .is_some_and(|c| self.has_value(&c, channel))
             },
         )
     }
 
     /// Drops values no remaining checkpoint refers to.
     fn collect_garbage(&mut self) {
-        let mut live: HashSet<(&str, &ChannelVersion)> = HashSet::new();
+        let mut live: HashMap<String, HashSet<ChannelVersion>> = HashMap::new();
         for stored in self.checkpoints.values() {
-            for (channel, version) in &stored.checkpoint.channel_versions {
-                live.insert((channel.as_str(), version));
+            // A record that does not decode might name any value: none is dropped.
+            let Ok(checkpoint) = stored.checkpoint() else {
+                return;
+            };
+            for (channel, version) in checkpoint.channel_versions {
+                live.entry(channel).or_default().insert(version);
             }
         }
         let mut dead: Vec<(String, ChannelVersion)> = Vec::new();
         for (channel, versions) in &self.blobs {
             for version in versions.keys() {
-                if !live.contains(&(channel.as_str(), version)) {
+                if !live.get(channel).is_some_and(|l| l.contains(version)) {
                     dead.push((channel.clone(), version.clone()));
                 }
             }
@@ -428,7 +445,11 @@ impl CheckpointSaver for InMemorySaver {
                         options
                             .filter
                             .as_ref()
-                            .is_none_or(|f| json_contains(&s.metadata_json, f))
+                            // A record that does not decode is kept: reading it reports it.
+                            .is_none_or(|f| {
+                                s.metadata()
+                                    .map_or(true, |m| json_contains(&Value::Object(m.to_json()), f))
+                            })
                     })
                     .take(limit);
                 hits.extend(matching.map(|(id, s)| (thread_id, ns_name, id, ns, s)));
@@ -563,6 +584,7 @@ impl CheckpointSaver for InMemorySaver {
             let Some(ancestor) = ns.checkpoints.get(id) else {
                 break;
             };
+            let ancestor_versions = ancestor.checkpoint()?.channel_versions;
             let writes = ns.writes.get(id).map(step_order).unwrap_or_default();
             let mut still_open = Vec::with_capacity(open.len());
             for channel in open {
@@ -578,7 +600,7 @@ impl CheckpointSaver for InMemorySaver {
                     }
                 }
                 chunks.entry(channel).or_default().push(mine);
-                let version = ancestor.checkpoint.channel_versions.get(channel);
+                let version = ancestor_versions.get(channel);
                 let stored = version.and_then(|v| {
                     ns.blobs
                         .get(channel)
@@ -632,10 +654,8 @@ impl CheckpointSaver for InMemorySaver {
                     .checkpoints
                     .iter()
                     .filter(|(_, s)| {
-                        s.metadata
-                            .run_id
-                            .as_deref()
-                            .is_some_and(|r| runs.contains(r))
+                        s.metadata()
+                            .is_ok_and(|m| m.run_id.is_some_and(|r| runs.contains(r.as_str())))
                     })
                     .map(|(id, _)| id.clone())
                     .collect();
