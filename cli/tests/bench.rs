@@ -5,17 +5,26 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use serde_json::Value;
-use waypoint_test_kit::{postgres_url, redis_url};
+use waypoint_test_kit::{postgres_url, python, redis_url};
 
-/// Every group's name, in report order.
-/// The groups a run without a model measures (`embed` needs one; `recall` then measures the
-/// hashing embedder alone).
-const GROUPS: [&str; 6] = ["serde", "checkpoint", "store", "hnsw", "runtime", "recall"];
+/// The groups a run without a model or `--peers` measures, in report order (`embed` needs a
+/// model; `recall` then measures the hashing embedder alone; `limits` runs with `--peers`).
+const GROUPS: [&str; 7] = [
+    "serde",
+    "checkpoint",
+    "store",
+    "hnsw",
+    "runtime",
+    "fork",
+    "recall",
+];
 
 /// Runs `waypoint bench --smoke --out OUT ARGS...` with no server taken from the
 /// environment: only the servers `args` name are measured.
 fn bench(out: &Path, args: &[&str]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_waypoint"));
+    // LangGraph's side runs only with --peers: the runs without it must not need Python.
+    command.env_remove("WAYPOINT_TEST_PYTHON");
     for kind in ["BENCH", "TEST"] {
         for server in ["POSTGRES", "REDIS"] {
             command.env_remove(format!("WAYPOINT_{kind}_{server}_URL"));
@@ -123,6 +132,96 @@ fn smoke_run_writes_every_table_chart_and_sample() {
             assert_eq!(svg.matches('<').count(), svg.matches('>').count(), "{file}");
         }
     }
+}
+
+/// With `--peers`, LangGraph's side of each workload runs in the same process tree: every
+/// peered table shows both sides and results.json keeps both sides' samples.
+#[test]
+fn smoke_peers_run_writes_both_sides() {
+    let Some(python) = python() else {
+        return;
+    };
+    let out = tempfile::tempdir().expect("temp dir");
+    let postgres = postgres_url();
+    let mut args = vec!["--peers", "--only", "serde,checkpoint,store,runtime,fork"];
+    if let Some(url) = &postgres {
+        args.extend(["--postgres", url.as_str()]);
+    }
+    let mut command = Command::new(env!("CARGO_BIN_EXE_waypoint"));
+    for kind in ["BENCH", "TEST"] {
+        for server in ["POSTGRES", "REDIS"] {
+            command.env_remove(format!("WAYPOINT_{kind}_{server}_URL"));
+        }
+    }
+    let output = command
+        .env("WAYPOINT_TEST_PYTHON", &python)
+        .args(["bench", "--smoke", "--out"])
+        .arg(out.path())
+        .args(&args)
+        .output()
+        .expect("the binary runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "stderr: {stderr}");
+
+    let report = read(&out.path().join("REPORT.md"));
+    assert!(
+        report.contains("- Command: `waypoint bench --smoke"),
+        "{report}"
+    );
+    assert!(report.contains("## Against LangGraph\n"), "{report}");
+    // Every peered backend and workload: ours / LangGraph's (ratio).
+    let mut backends = vec!["memory", "sqlite"];
+    if postgres.is_some() {
+        backends.push("postgres");
+    }
+    for workload in [
+        "checkpoint put (sequential), puts/s",
+        "checkpoint list 20 checkpoints, ms",
+        "store get p50, ms",
+        "runtime super-steps, steps/s",
+        "runtime super-steps, vs LangGraph (messages), steps/s",
+        "fork fork from the middle, ms",
+        "fork fork near the head, vs LangGraph (messages), ms",
+    ] {
+        let line = report
+            .lines()
+            .find(|l| l.starts_with(&format!("| {workload} |")))
+            .unwrap_or_else(|| panic!("no `{workload}` in {report}"));
+        let cells: Vec<&str> = line.split(" | ").skip(1).collect();
+        for (i, backend) in backends.iter().enumerate() {
+            assert!(
+                cells[i].contains(" / ") && (cells[i].contains("x)") || cells[i].contains("x**)")),
+                "{workload} on {backend}: `{line}`"
+            );
+        }
+    }
+    assert!(report.contains("| encode | MB/s ↑ |"), "{report}");
+
+    let results: Value =
+        serde_json::from_str(&read(&out.path().join("results.json"))).expect("results.json parses");
+    assert!(results["header"]["peer_python"].is_string());
+    let mut peered = 0;
+    for group in results["groups"].as_array().expect("groups") {
+        for row in group["rows"].as_array().expect("rows") {
+            for cell in row["cells"].as_array().expect("cells") {
+                let Some(peers) = cell.get("peers").and_then(Value::as_array) else {
+                    continue;
+                };
+                for peer in peers {
+                    let samples = peer["samples"].as_array().expect("peer samples");
+                    assert!(!samples.is_empty(), "{cell}");
+                    assert!(peer["value"].as_f64().is_some_and(|v| v > 0.0), "{cell}");
+                }
+                assert!(!cell["samples"].as_array().expect("samples").is_empty());
+                peered += 1;
+            }
+        }
+    }
+    // At least: serde's msgpack encode and decode; on memory and SQLite each, checkpoint's
+    // sequential put, get_tuple p50 and p99 and list, store's put, batch put, get and filtered
+    // search, runtime's two rows and fork's two; semantic search on memory.
+    let least = 2 + 2 * (4 + 4 + 2 + 2) + 1;
+    assert!(peered >= least, "{peered} peered cells, not {least}");
 }
 
 #[test]

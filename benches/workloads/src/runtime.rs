@@ -18,6 +18,11 @@ pub const STEPS_PER_INVOCATION: usize = NODES + 1;
 /// Invocations on the thread read by the history benchmark (12 checkpoints each: 600).
 pub const HISTORY_INVOCATIONS: usize = 50;
 
+/// Invocations on the thread the fork benchmark forks (12 checkpoints each: 300).
+pub const FORK_INVOCATIONS: usize = 25;
+/// The node a fork's update is applied as: the fork resumes at the next node, `n5`.
+pub const FORK_AS_NODE: &str = "n4";
+
 /// One chat message, as the Python peer's plain dicts.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Msg {
@@ -40,6 +45,14 @@ pub fn input() -> ChatUpdate {
     ChatUpdate::default().messages(vec![Msg {
         role: "user".into(),
         content: "hi".into(),
+    }])
+}
+
+/// The update of a fork: one user message.
+pub fn fork_update() -> ChatUpdate {
+    ChatUpdate::default().messages(vec![Msg {
+        role: "user".into(),
+        content: "fork".into(),
     }])
 }
 

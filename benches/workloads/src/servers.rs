@@ -30,6 +30,19 @@ pub async fn postgres_saver(
     PostgresSaver::connect(config).await
 }
 
+/// A checkpointer on a fresh schema in Waypoint's own value encoding (positional values,
+/// appending channels as deltas: `langgraph_values(false)`), set up.
+pub async fn postgres_native_saver(
+    url: &str,
+    max_connections: u32,
+) -> waypoint_checkpoint::Result<PostgresSaver> {
+    let config = PostgresConfig::new(url)
+        .schema(fresh("bench", '_'))
+        .max_connections(max_connections)
+        .langgraph_values(false);
+    PostgresSaver::connect(config).await
+}
+
 /// A checkpointer on a fresh key prefix of the Redis server at `url`.
 pub async fn redis_saver(url: &str) -> waypoint_checkpoint::Result<RedisSaver> {
     RedisSaver::connect(RedisConfig::new(url).prefix(fresh("bench", '-'))).await

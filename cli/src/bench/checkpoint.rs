@@ -11,7 +11,10 @@ use indicatif::ProgressBar;
 use waypoint_checkpoint::{CheckpointConfig, CheckpointSaver, ListOptions, SerializedValue};
 use waypoint_workloads::checkpoints::{self, CHANNELS};
 
-use super::measure::{Table, latencies, rates};
+use serde_json::json;
+
+use super::measure::{Table, latencies, per_second};
+use super::peers::{Peers, record};
 use super::targets::{Target, Targets};
 use super::{Scale, settle};
 
@@ -23,8 +26,13 @@ pub(crate) fn steps(targets: &Targets) -> u64 {
     4 * targets.list.len() as u64
 }
 
-/// Measures every backend.
-pub(crate) async fn run(targets: &Targets, scale: &Scale, bar: &ProgressBar) -> Result<Table> {
+/// Measures every backend (and LangGraph's savers, alternating, when `peers` runs).
+pub(crate) async fn run(
+    targets: &Targets,
+    scale: &Scale,
+    bar: &ProgressBar,
+    peers: &mut Peers,
+) -> Result<Table> {
     let mut table = Table::new(
         "checkpoint",
         "backend",
@@ -44,7 +52,7 @@ pub(crate) async fn run(targets: &Targets, scale: &Scale, bar: &ProgressBar) -> 
     );
     let value = checkpoints::channel_value();
     for target in &targets.list {
-        let done = backend(targets, target, scale, &value, bar, &mut table).await;
+        let done = backend(targets, target, scale, &value, bar, &mut table, peers).await;
         settle(&mut table, target, done)?;
     }
     Ok(table)
@@ -58,50 +66,60 @@ async fn backend(
     value: &SerializedValue,
     bar: &ProgressBar,
     table: &mut Table,
+    peers: &mut Peers,
 ) -> Result<()> {
     let name = target.name();
     let saver = targets.saver(target, WRITERS as u32).await?;
 
     bar.set_message(format!("checkpoint · {name} · put"));
-    let puts = rates(1, scale.samples, scale.puts, async || {
-        let items = checkpoints::history(scale.puts, value);
-        let thread = fresh_thread();
-        let start = Instant::now();
-        checkpoints::put_all(&*saver, &thread, items).await?;
-        Ok(start.elapsed())
-    })
-    .await
-    .context("sequential puts failed")?;
-    table.rate("put (sequential)", "puts/s", name, puts);
+    let args = json!({"puts": scale.puts});
+    let (puts, theirs) = peers
+        .pair(scale.samples, "checkpoint.put", name, args, async || {
+            let items = checkpoints::history(scale.puts, value);
+            let thread = fresh_thread();
+            let start = Instant::now();
+            checkpoints::put_all(&*saver, &thread, items).await?;
+            Ok(vec![per_second(scale.puts, start.elapsed())])
+        })
+        .await
+        .context("sequential puts failed")?;
+    record(
+        table,
+        "put (sequential)",
+        name,
+        puts,
+        theirs,
+        |t, w, c, s| t.rate(w, "puts/s", c, s),
+    );
     bar.inc(1);
 
     bar.set_message(format!("checkpoint · {name} · put, {WRITERS} writers"));
     let per_writer = scale.puts.div_ceil(WRITERS);
-    let concurrent = rates(1, scale.samples, per_writer * WRITERS, async || {
-        let work: Vec<_> = (0..WRITERS)
-            .map(|_| (fresh_thread(), checkpoints::history(per_writer, value)))
-            .collect();
-        let start = Instant::now();
-        let writers: Vec<_> = work
-            .into_iter()
-            .map(|(thread, items)| {
-                let saver = Arc::clone(&saver);
-                tokio::spawn(async move { checkpoints::put_all(&*saver, &thread, items).await })
-            })
-            .collect();
-        for writer in writers {
-            writer.await.context("a writer task stopped")??;
-        }
-        Ok(start.elapsed())
-    })
-    .await
-    .context("concurrent puts failed")?;
-    table.rate(
-        &format!("put ({WRITERS} writers)"),
-        "puts/s",
-        name,
-        concurrent,
-    );
+    let args = json!({"writers": WRITERS, "per_writer": per_writer});
+    let (concurrent, theirs) = peers
+        .pair(scale.samples, "checkpoint.put16", name, args, async || {
+            let work: Vec<_> = (0..WRITERS)
+                .map(|_| (fresh_thread(), checkpoints::history(per_writer, value)))
+                .collect();
+            let start = Instant::now();
+            let writers: Vec<_> = work
+                .into_iter()
+                .map(|(thread, items)| {
+                    let saver = Arc::clone(&saver);
+                    tokio::spawn(async move { checkpoints::put_all(&*saver, &thread, items).await })
+                })
+                .collect();
+            for writer in writers {
+                writer.await.context("a writer task stopped")??;
+            }
+            Ok(vec![per_second(per_writer * WRITERS, start.elapsed())])
+        })
+        .await
+        .context("concurrent puts failed")?;
+    let workload = format!("put ({WRITERS} writers)");
+    record(table, &workload, name, concurrent, theirs, |t, w, c, s| {
+        t.rate(w, "puts/s", c, s)
+    });
     bar.inc(1);
 
     bar.set_message(format!("checkpoint · {name} · get_tuple latest"));
@@ -110,41 +128,63 @@ async fn backend(
         .await
         .context("cannot write the history thread")?;
     let latest = CheckpointConfig::new(thread.as_str()).with_ns("");
-    let gets = latencies(
-        scale.latency_samples / 10,
-        scale.latency_samples,
-        async |_| {
-            let found = saver.get_tuple(&latest).await?;
-            ensure!(found.is_some(), "the latest checkpoint is missing");
-            Ok(())
-        },
-    )
-    .await
-    .context("get_tuple failed")?;
-    table.latency("get_tuple latest p50", name, 0.5, gets.clone());
-    table.latency("get_tuple latest p99", name, 0.99, gets);
+    let calls = scale.latency_samples.div_ceil(scale.samples);
+    let args = json!({"history": scale.history, "calls": calls});
+    let (gets, theirs) = peers
+        .pair(
+            scale.samples,
+            "checkpoint.get_tuple",
+            name,
+            args,
+            async || {
+                latencies(0, calls, async |_| {
+                    let found = saver.get_tuple(&latest).await?;
+                    ensure!(found.is_some(), "the latest checkpoint is missing");
+                    Ok(())
+                })
+                .await
+            },
+        )
+        .await
+        .context("get_tuple failed")?;
+    for (workload, p) in [
+        ("get_tuple latest p50", 0.5),
+        ("get_tuple latest p99", 0.99),
+    ] {
+        record(
+            table,
+            workload,
+            name,
+            gets.clone(),
+            theirs.clone(),
+            |t, w, c, s| t.latency(w, c, p, s),
+        );
+    }
     bar.inc(1);
 
     bar.set_message(format!("checkpoint · {name} · list"));
     let config = CheckpointConfig::new(thread.as_str());
-    let lists = latencies(1, scale.samples, async |_| {
-        let all = saver.list(Some(&config), &ListOptions::default()).await?;
-        ensure!(
-            all.len() == scale.history,
-            "list returned {} checkpoints, not {}",
-            all.len(),
-            scale.history
-        );
-        Ok(())
-    })
-    .await
-    .context("list failed")?;
-    table.latency(
-        &format!("list {} checkpoints", scale.history),
-        name,
-        0.5,
-        lists,
-    );
+    let args = json!({"history": scale.history});
+    let (lists, theirs) = peers
+        .pair(scale.samples, "checkpoint.list", name, args, async || {
+            latencies(0, 1, async |_| {
+                let all = saver.list(Some(&config), &ListOptions::default()).await?;
+                ensure!(
+                    all.len() == scale.history,
+                    "list returned {} checkpoints, not {}",
+                    all.len(),
+                    scale.history
+                );
+                Ok(())
+            })
+            .await
+        })
+        .await
+        .context("list failed")?;
+    let workload = format!("list {} checkpoints", scale.history);
+    record(table, &workload, name, lists, theirs, |t, w, c, s| {
+        t.latency(w, c, 0.5, s)
+    });
     bar.inc(1);
     Ok(())
 }

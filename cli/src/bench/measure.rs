@@ -25,6 +25,30 @@ pub(crate) struct Cell {
     pub(crate) value: f64,
     /// Every raw sample, in the row's unit.
     pub(crate) samples: Vec<f64>,
+    /// The same workload measured on LangGraph (`--peers`), in the same run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) peers: Vec<Peer>,
+}
+
+/// A peer's figure for a cell: LangGraph's side of the same workload on the same backend.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct Peer {
+    /// Who: `LangGraph`, `LangGraph (messages)`.
+    pub(crate) name: String,
+    /// The reported figure, the same statistic as the cell's.
+    pub(crate) value: f64,
+    /// Every raw sample.
+    pub(crate) samples: Vec<f64>,
+}
+
+impl Peer {
+    /// How many times faster ours (`value`) is than this peer's figure.
+    pub(crate) fn ratio(&self, ours: f64, better: Better) -> f64 {
+        match better {
+            Better::Higher => ours / self.value,
+            Better::Lower => self.value / ours,
+        }
+    }
 }
 
 /// One workload across the columns.
@@ -36,6 +60,8 @@ pub(crate) struct Row {
     pub(crate) unit: String,
     /// Which way is better.
     pub(crate) better: Better,
+    /// The percentile (0..=1) each figure is of its samples.
+    pub(crate) percentile: f64,
     /// The figures, in column order.
     pub(crate) cells: Vec<Cell>,
 }
@@ -80,6 +106,21 @@ impl Table {
         value: f64,
         samples: Vec<f64>,
     ) {
+        self.add_at(workload, unit, better, 0.5, column, value, samples);
+    }
+
+    /// [`add`](Self::add) of a figure that is the percentile `p` of its samples.
+    #[expect(clippy::too_many_arguments, reason = "one row's every field")]
+    fn add_at(
+        &mut self,
+        workload: &str,
+        unit: &str,
+        better: Better,
+        p: f64,
+        column: &str,
+        value: f64,
+        samples: Vec<f64>,
+    ) {
         if !self.columns.iter().any(|c| c == column) {
             self.columns.push(column.to_owned());
         }
@@ -87,6 +128,7 @@ impl Table {
             column: column.to_owned(),
             value,
             samples,
+            peers: Vec::new(),
         };
         match self.rows.iter_mut().find(|r| r.workload == workload) {
             Some(row) => row.cells.push(cell),
@@ -94,6 +136,7 @@ impl Table {
                 workload: workload.to_owned(),
                 unit: unit.to_owned(),
                 better,
+                percentile: p,
                 cells: vec![cell],
             }),
         }
@@ -108,7 +151,30 @@ impl Table {
     /// Records the percentile `p` (0..=1) of latency samples in milliseconds.
     pub(crate) fn latency(&mut self, workload: &str, column: &str, p: f64, samples: Vec<f64>) {
         let value = percentile(&samples, p);
-        self.add(workload, "ms", Better::Lower, column, value, samples);
+        self.add_at(workload, "ms", Better::Lower, p, column, value, samples);
+    }
+
+    /// Records a peer's samples of `workload` in `column` (recorded before), summarised as
+    /// the row's own figures are.
+    pub(crate) fn peer(&mut self, workload: &str, column: &str, name: &str, samples: Vec<f64>) {
+        let Some(row) = self.rows.iter_mut().find(|r| r.workload == workload) else {
+            return;
+        };
+        let value = percentile(&samples, row.percentile);
+        if let Some(cell) = row.cells.iter_mut().find(|c| c.column == column) {
+            cell.peers.push(Peer {
+                name: name.to_owned(),
+                value,
+                samples,
+            });
+        }
+    }
+
+    /// Whether any cell holds a peer's figure.
+    pub(crate) fn has_peers(&self) -> bool {
+        self.rows
+            .iter()
+            .any(|r| r.cells.iter().any(|c| !c.peers.is_empty()))
     }
 }
 
@@ -128,23 +194,9 @@ pub(crate) fn percentile(samples: &[f64], p: f64) -> f64 {
     }
 }
 
-/// Rates of `samples` runs of `run` after `warmup` runs: each run does `units` units of work
-/// and returns the time of its measured part (set-up before its clock starts is not counted).
-pub(crate) async fn rates(
-    warmup: usize,
-    samples: usize,
-    units: usize,
-    mut run: impl AsyncFnMut() -> Result<Duration>,
-) -> Result<Vec<f64>> {
-    for _ in 0..warmup {
-        run().await?;
-    }
-    let mut out = Vec::with_capacity(samples);
-    for _ in 0..samples {
-        let took = run().await?;
-        out.push(units as f64 / took.as_secs_f64().max(1e-9));
-    }
-    Ok(out)
+/// `units` done in `took`, per second.
+pub(crate) fn per_second(units: usize, took: Duration) -> f64 {
+    units as f64 / took.as_secs_f64().max(1e-9)
 }
 
 /// Milliseconds each of `samples` calls of `call` (given the call's number) takes, after

@@ -7,8 +7,11 @@ mod checkpoint;
 mod codec;
 #[cfg(feature = "minilm")]
 mod embed;
+mod fork;
 mod hnsw;
+mod limits;
 mod measure;
+mod peers;
 mod recall;
 mod report;
 mod runtime;
@@ -19,7 +22,7 @@ mod targets;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use waypoint_workloads::ann::{self, AnnSize};
 use waypoint_workloads::checkpoints;
@@ -28,6 +31,7 @@ use waypoint_workloads::runtime as runtime_workload;
 use waypoint_workloads::store as store_workload;
 
 use self::measure::Table;
+use self::peers::Peers;
 use self::targets::{Target, Targets};
 use crate::one_line;
 
@@ -55,6 +59,11 @@ pub(crate) struct Args {
     /// $WAYPOINT_TEST_MINILM_DIR; the group is left out without one unless named in --only].
     #[arg(long, value_name = "DIR")]
     model: Option<PathBuf>,
+    /// Also run LangGraph's side of every workload that has one (the pinned venv:
+    /// $WAYPOINT_TEST_PYTHON, else scripts/python.sh's), alternating with ours, and the
+    /// limits group.
+    #[arg(long)]
+    peers: bool,
     /// Tiny workloads of a few iterations each, for tests of the command itself.
     #[arg(long, hide = true)]
     smoke: bool,
@@ -73,6 +82,11 @@ enum Group {
     Hnsw,
     /// Runtime super-steps and history per checkpointer.
     Runtime,
+    /// `update_state` forks of a 300-checkpoint thread per checkpointer.
+    Fork,
+    /// The machine's and servers' limits: pgbench, redis-benchmark, bare SQLite, fdatasync,
+    /// memcpy (run by default with --peers).
+    Limits,
     /// The local MiniLM embedder: sentences/s and share of the matmul peak (feature minilm).
     Embed,
     /// Retrieval recall@1/@5 of the hashing and MiniLM embedders on LangGraph's guides.
@@ -80,12 +94,14 @@ enum Group {
 }
 
 /// Every group, in report order.
-const GROUPS: [Group; 7] = [
+const GROUPS: [Group; 9] = [
     Group::Serde,
     Group::Checkpoint,
     Group::Store,
     Group::Hnsw,
     Group::Runtime,
+    Group::Fork,
+    Group::Limits,
     Group::Embed,
     Group::Recall,
 ];
@@ -121,6 +137,10 @@ pub(crate) struct Scale {
     invocations: usize,
     /// Invocations on the thread read by `get_state_history` (12 checkpoints each).
     history_invocations: usize,
+    /// Invocations on the thread the fork group forks (12 checkpoints each).
+    fork_invocations: usize,
+    /// Forks per fork sample.
+    forks: usize,
     /// Sentences per embed pass.
     #[cfg_attr(
         not(feature = "minilm"),
@@ -145,6 +165,8 @@ const FULL: Scale = Scale {
     builds: 3,
     invocations: runtime_workload::INVOCATIONS,
     history_invocations: runtime_workload::HISTORY_INVOCATIONS,
+    fork_invocations: runtime_workload::FORK_INVOCATIONS,
+    forks: 10,
     embed_texts: 512,
 };
 
@@ -169,6 +191,8 @@ const QUICK: Scale = Scale {
     builds: 1,
     invocations: 50,
     history_invocations: runtime_workload::HISTORY_INVOCATIONS,
+    fork_invocations: runtime_workload::FORK_INVOCATIONS,
+    forks: 5,
     embed_texts: 128,
 };
 
@@ -195,6 +219,8 @@ const SMOKE: Scale = Scale {
     builds: 1,
     invocations: 2,
     history_invocations: 2,
+    fork_invocations: 2,
+    forks: 2,
     embed_texts: 8,
 };
 
@@ -217,6 +243,8 @@ pub(crate) async fn run(args: Args) -> Result<()> {
         .into_iter()
         .filter(|g| args.only.is_empty() || args.only.contains(g))
         .filter(|g| *g != Group::Embed || embed_ready || args.only.contains(g))
+        // The limits are the peers run's: alone they take a while and say little.
+        .filter(|g| *g != Group::Limits || args.peers || args.only.contains(g))
         .collect();
     let url = |given: Option<String>, name| {
         given
@@ -227,6 +255,15 @@ pub(crate) async fn run(args: Args) -> Result<()> {
     for line in &targets.skipped {
         eprintln!("waypoint bench: {line}");
     }
+    let mut peers = if args.peers {
+        let postgres = targets.list.iter().find_map(|t| match t {
+            Target::Postgres(url) => Some(url.as_str()),
+            _ => None,
+        });
+        Peers::start(targets.dir(), postgres).context("cannot start LangGraph's side")?
+    } else {
+        Peers::none()
+    };
 
     let progress = MultiProgress::new();
     let bars: Vec<ProgressBar> = groups
@@ -237,14 +274,16 @@ pub(crate) async fn run(args: Args) -> Result<()> {
     for (group, bar) in groups.iter().zip(&bars) {
         let began = Instant::now();
         let table = match group {
-            Group::Serde => codec::run(&scale, bar)?,
-            Group::Checkpoint => checkpoint::run(&targets, &scale, bar).await?,
-            Group::Store => store::run(&targets, &scale, bar).await?,
+            Group::Serde => codec::run(&scale, bar, &mut peers).await?,
+            Group::Checkpoint => checkpoint::run(&targets, &scale, bar, &mut peers).await?,
+            Group::Store => store::run(&targets, &scale, bar, &mut peers).await?,
             Group::Hnsw => {
                 let bar = bar.clone();
                 tokio::task::spawn_blocking(move || hnsw::run(&scale, &bar)).await??
             }
-            Group::Runtime => runtime::run(&targets, &scale, bar).await?,
+            Group::Runtime => runtime::run(&targets, &scale, bar, &mut peers).await?,
+            Group::Fork => fork::run(&targets, &scale, bar, &mut peers).await?,
+            Group::Limits => limits::run(&targets, &scale, bar).await?,
             Group::Embed => run_embed(scale, model.clone(), bar.clone()).await?,
             Group::Recall => recall::run(model.as_deref(), bar).await?,
         };
@@ -255,6 +294,10 @@ pub(crate) async fn run(args: Args) -> Result<()> {
     let backends = targets.list.iter().map(|t| t.name().to_owned()).collect();
     let mut header = report::Header::now(scale.name, backends, targets.skipped.clone());
     header.wall_seconds = started.elapsed().as_secs_f64();
+    header.command = command_line();
+    header.peer_python = peers.python.clone();
+    header.peer_notes = std::mem::take(&mut peers.notes);
+    drop(peers);
     report::write(&args.out, &header, &tables)?;
     for table in &tables {
         print!("{}", report::table_markdown(table));
@@ -276,6 +319,8 @@ fn bar(group: Group, targets: &Targets) -> ProgressBar {
         Group::Store => store::steps(targets),
         Group::Hnsw => hnsw::steps(),
         Group::Runtime => runtime::steps(targets),
+        Group::Fork => fork::steps(targets),
+        Group::Limits => limits::steps(targets),
         #[cfg(feature = "minilm")]
         Group::Embed => embed::steps(),
         #[cfg(not(feature = "minilm"))]
@@ -292,6 +337,19 @@ fn bar(group: Group, targets: &Targets) -> ProgressBar {
         .with_style(style)
         .with_prefix(name)
         .with_message("waiting")
+}
+
+/// The command line of this run, with its URLs' passwords hidden.
+fn command_line() -> String {
+    let words: Vec<String> = std::env::args()
+        .enumerate()
+        .map(|(i, word)| match i {
+            0 => "waypoint".to_owned(),
+            _ if word.contains("://") => crate::secrets::redact(&word),
+            _ => word,
+        })
+        .collect();
+    words.join(" ")
 }
 
 /// Runs the embed group on the blocking pool.

@@ -8,7 +8,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use super::measure::{Better, Table, number};
+use super::measure::{Better, Cell, Peer, Row, Table, number};
+use super::peers::LANGGRAPH;
 use super::svg;
 
 /// Where and on what the run happened.
@@ -32,6 +33,12 @@ pub(crate) struct Header {
     pub(crate) skipped: Vec<String>,
     /// Seconds the whole run took.
     pub(crate) wall_seconds: f64,
+    /// The command line that made this run (URL passwords hidden).
+    pub(crate) command: String,
+    /// The interpreter of LangGraph's side, when `--peers` ran it.
+    pub(crate) peer_python: Option<String>,
+    /// Workloads LangGraph has no counterpart for, or whose peer failed.
+    pub(crate) peer_notes: Vec<String>,
 }
 
 impl Header {
@@ -60,6 +67,9 @@ impl Header {
             backends,
             skipped,
             wall_seconds: 0.0,
+            command: String::new(),
+            peer_python: None,
+            peer_notes: Vec::new(),
         }
     }
 }
@@ -75,13 +85,16 @@ struct Results<'a> {
 pub(crate) fn write(dir: &Path, header: &Header, tables: &[Table]) -> Result<()> {
     std::fs::create_dir_all(dir)
         .with_context(|| format!("cannot create the results folder {}", dir.display()))?;
+    let limits = Limits::of(tables);
     let mut md = header_markdown(header);
+    md.push_str(&summary_markdown(tables, &limits));
     for table in tables {
-        md.push_str(&table_markdown(table));
+        md.push_str(&table_markdown_with(table, &limits));
         let mut links = Vec::new();
         for row in &table.rows {
             let file = format!("{}-{}.svg", table.group, slug(&row.workload));
-            write_file(&dir.join(&file), &svg::chart(&table.group, row))?;
+            let bars = chart_row(&table.group, row, &limits);
+            write_file(&dir.join(&file), &svg::chart(&table.group, &bars))?;
             links.push(format!("[{}]({file})", row.workload));
         }
         if !links.is_empty() {
@@ -131,6 +144,16 @@ fn header_markdown(h: &Header) -> String {
             _ => " --smoke",
         }
     );
+    if !h.command.is_empty() {
+        let _ = writeln!(md, "- Command: `{}`", h.command);
+    }
+    if let Some(python) = &h.peer_python {
+        let _ = writeln!(
+            md,
+            "- LangGraph's side: `{python}` running `benches/peers/waypoint_peers.py`, one \
+             sample of LangGraph's after each of ours"
+        );
+    }
     let _ = writeln!(md, "- Wall time: {:.0} s", h.wall_seconds);
     let _ = writeln!(md, "- Backends: {}", h.backends.join(", "));
     if h.skipped.is_empty() {
@@ -145,12 +168,201 @@ fn header_markdown(h: &Header) -> String {
         "\nEvery figure is the median of repeated samples after a warm-up (p99 where named); \
          ↑ higher is better, ↓ lower is better. Raw samples are in `results.json`.\n\n",
     );
+    if !h.peer_notes.is_empty() {
+        md.push_str("Without a LangGraph figure:\n\n");
+        for note in &h.peer_notes {
+            let _ = writeln!(md, "- {note}");
+        }
+        md.push('\n');
+    }
     md
+}
+
+/// The limit tables' figures by `(workload, column, unit)`: a cell of ours with the same
+/// three is reported as a share of it.
+struct Limits<'a> {
+    cells: Vec<(&'a str, &'a str, &'a str, f64)>,
+}
+
+impl<'a> Limits<'a> {
+    /// The cells of the `limits` group, if it ran.
+    fn of(tables: &'a [Table]) -> Limits<'a> {
+        let cells = tables
+            .iter()
+            .filter(|t| t.group == "limits")
+            .flat_map(|t| &t.rows)
+            .flat_map(|row| {
+                row.cells.iter().map(move |c| {
+                    let (w, u) = (row.workload.as_str(), row.unit.as_str());
+                    (w, c.column.as_str(), u, c.value)
+                })
+            })
+            .collect();
+        Limits { cells }
+    }
+
+    /// The limit for `cell` of `row` in `group`, if one was measured.
+    fn of_cell(&self, group: &str, row: &Row, cell: &Cell) -> Option<f64> {
+        if group == "limits" {
+            return None;
+        }
+        self.cells
+            .iter()
+            .find(|(w, c, u, _)| *w == row.workload && *c == cell.column && *u == row.unit)
+            .map(|l| l.3)
+            .filter(|v| *v > 0.0)
+    }
+}
+
+/// `ours / theirs (ratio)`, or ours alone without a peer; `· N% of limit` when one applies.
+fn cell_text(row: &Row, cell: &Cell, peer: Option<&Peer>, limit: Option<f64>) -> String {
+    let mut text = number(cell.value);
+    if let Some(peer) = peer {
+        let ratio = peer.ratio(cell.value, row.better);
+        let shown = if ratio >= 10.0 {
+            format!("{ratio:.0}x")
+        } else {
+            format!("{ratio:.1}x")
+        };
+        let shown = if ratio >= 1.5 {
+            format!("**{shown}**")
+        } else {
+            shown
+        };
+        let _ = write!(text, " / {} ({shown})", number(peer.value));
+    }
+    if let Some(limit) = limit {
+        let _ = write!(text, " · {:.0}% of limit", 100.0 * cell.value / limit);
+    }
+    text
+}
+
+/// The names of the peers in `row`, in order of first appearance.
+fn peer_names(row: &Row) -> Vec<&str> {
+    let mut names: Vec<&str> = Vec::new();
+    for peer in row.cells.iter().flat_map(|c| &c.peers) {
+        if !names.contains(&peer.name.as_str()) {
+            names.push(&peer.name);
+        }
+    }
+    names
+}
+
+/// The lines of `row` in a table over `columns`: one per peer (`ours / theirs (ratio)`), or
+/// one of ours alone; each as `(label suffix, cells)`.
+fn row_lines(
+    group: &str,
+    row: &Row,
+    columns: &[String],
+    limits: &Limits,
+) -> Vec<(String, Vec<String>)> {
+    let names = peer_names(row);
+    let lines: Vec<Option<&str>> = if names.is_empty() {
+        vec![None]
+    } else {
+        names.into_iter().map(Some).collect()
+    };
+    lines
+        .into_iter()
+        .map(|name| {
+            let label = match name {
+                Some(n) if n != LANGGRAPH => format!(", vs {n}"),
+                _ => String::new(),
+            };
+            let cells = columns
+                .iter()
+                .map(|column| {
+                    let Some(cell) = row.cells.iter().find(|c| &c.column == column) else {
+                        return "–".to_owned();
+                    };
+                    let peer = name.and_then(|n| cell.peers.iter().find(|p| p.name == n));
+                    cell_text(row, cell, peer, limits.of_cell(group, row, cell))
+                })
+                .collect();
+            (label, cells)
+        })
+        .collect()
+}
+
+/// The ratios against LangGraph of every backend table in one table, laid out as README's
+/// "Figures against LangGraph" (ours / LangGraph's (how many times faster ours is)); empty
+/// when no peer ran.
+fn summary_markdown(tables: &[Table], limits: &Limits) -> String {
+    let peered: Vec<&Table> = tables
+        .iter()
+        .filter(|t| t.has_peers() && t.column_kind != "format")
+        .collect();
+    if peered.is_empty() {
+        return String::new();
+    }
+    let mut columns: Vec<String> = Vec::new();
+    for column in peered.iter().flat_map(|t| &t.columns) {
+        if !columns.contains(column) {
+            columns.push(column.clone());
+        }
+    }
+    let mut md = String::from(
+        "## Against LangGraph\n\nOurs / LangGraph's, same run, samples alternating, and how \
+         many times faster ours is (bold from 1.5x); a figure alone: LangGraph has no such \
+         saver or store here; `N% of limit`: ours as a share of the `limits` group's figure.\n\n",
+    );
+    let _ = writeln!(md, "| workload | {} |", columns.join(" | "));
+    let _ = writeln!(md, "|---|{}", "---|".repeat(columns.len()));
+    for table in peered {
+        for row in &table.rows {
+            for (label, cells) in row_lines(&table.group, row, &columns, limits) {
+                let _ = writeln!(
+                    md,
+                    "| {} {}{label}, {} | {} |",
+                    table.group,
+                    row.workload,
+                    row.unit,
+                    cells.join(" | ")
+                );
+            }
+        }
+    }
+    md.push('\n');
+    md
+}
+
+/// `row` as chart bars: each column's figure, then its peers' and its limit.
+fn chart_row(group: &str, row: &Row, limits: &Limits) -> Row {
+    let mut cells = Vec::new();
+    let bar = |column: String, value: f64| Cell {
+        column,
+        value,
+        samples: Vec::new(),
+        peers: Vec::new(),
+    };
+    for cell in &row.cells {
+        cells.push(bar(cell.column.clone(), cell.value));
+        for peer in &cell.peers {
+            cells.push(bar(format!("{} · {}", cell.column, peer.name), peer.value));
+        }
+        if let Some(limit) = limits.of_cell(group, row, cell) {
+            cells.push(bar(format!("{} · limit", cell.column), limit));
+        }
+    }
+    Row {
+        cells,
+        ..row.clone()
+    }
 }
 
 /// One group's section: heading, description, table and notes.
 pub(crate) fn table_markdown(table: &Table) -> String {
+    table_markdown_with(table, &Limits { cells: Vec::new() })
+}
+
+/// [`table_markdown`] with shares of `limits`.
+fn table_markdown_with(table: &Table, limits: &Limits) -> String {
     let mut md = format!("## {}\n\n{}\n\n", table.group, table.about);
+    if table.has_peers() {
+        md.push_str(
+            "With LangGraph: ours / LangGraph's (how many times faster ours is), same run.\n\n",
+        );
+    }
     let _ = writeln!(md, "| workload | unit | {} |", table.columns.join(" | "));
     let _ = writeln!(md, "|---|---|{}", "---:|".repeat(table.columns.len()));
     for row in &table.rows {
@@ -158,23 +370,15 @@ pub(crate) fn table_markdown(table: &Table) -> String {
             Better::Higher => "↑",
             Better::Lower => "↓",
         };
-        let cells: Vec<String> = table
-            .columns
-            .iter()
-            .map(|column| {
-                row.cells
-                    .iter()
-                    .find(|c| &c.column == column)
-                    .map_or("–".to_owned(), |c| number(c.value))
-            })
-            .collect();
-        let _ = writeln!(
-            md,
-            "| {} | {} {arrow} | {} |",
-            row.workload,
-            row.unit,
-            cells.join(" | ")
-        );
+        for (label, cells) in row_lines(&table.group, row, &table.columns, limits) {
+            let _ = writeln!(
+                md,
+                "| {}{label} | {} {arrow} | {} |",
+                row.workload,
+                row.unit,
+                cells.join(" | ")
+            );
+        }
     }
     md.push('\n');
     for note in &table.notes {

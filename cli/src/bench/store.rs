@@ -10,7 +10,8 @@ use serde_json::{Value, json};
 use waypoint_store::{Namespace, Op, PutOp, SearchOp, StoreConfig, StoreExt};
 use waypoint_workloads::store::{BATCH, DIMS, fill, indexed, key, namespace, queries, values};
 
-use super::measure::{Table, latencies, rates};
+use super::measure::{Table, latencies, per_second};
+use super::peers::{Peers, record};
 use super::targets::{Target, Targets};
 use super::{Scale, settle};
 
@@ -19,8 +20,13 @@ pub(crate) fn steps(targets: &Targets) -> u64 {
     5 * targets.list.len() as u64
 }
 
-/// Measures every backend.
-pub(crate) async fn run(targets: &Targets, scale: &Scale, bar: &ProgressBar) -> Result<Table> {
+/// Measures every backend (and LangGraph's stores, alternating, when `peers` runs).
+pub(crate) async fn run(
+    targets: &Targets,
+    scale: &Scale,
+    bar: &ProgressBar,
+    peers: &mut Peers,
+) -> Result<Table> {
     let mut table = Table::new(
         "store",
         "backend",
@@ -37,7 +43,7 @@ pub(crate) async fn run(targets: &Targets, scale: &Scale, bar: &ProgressBar) -> 
         ),
     );
     for target in &targets.list {
-        let done = backend(targets, target, scale, bar, &mut table).await;
+        let done = backend(targets, target, scale, bar, &mut table, peers).await;
         settle(&mut table, target, done)?;
     }
     Ok(table)
@@ -50,62 +56,67 @@ async fn backend(
     scale: &Scale,
     bar: &ProgressBar,
     table: &mut Table,
+    peers: &mut Peers,
 ) -> Result<()> {
     let name = target.name();
     let items = values(scale.store_puts);
 
     bar.set_message(format!("store · {name} · put"));
     let store = targets.store(target, StoreConfig::new()).await?;
-    let puts = rates(1, scale.samples, scale.store_puts, async || {
-        // Built before the clock starts: only the store's work is timed.
-        let run = uuid::Uuid::new_v4().simple().to_string();
-        let puts: Vec<_> = items
-            .iter()
-            .enumerate()
-            .map(|(i, v)| {
-                let ns = Namespace::from(namespace(i));
-                (ns, format!("{run}{i}"), Value::Object(v.clone()))
-            })
-            .collect();
-        let start = Instant::now();
-        for (ns, key, value) in puts {
-            store.put(ns, &key, value).await?;
-        }
-        Ok(start.elapsed())
-    })
-    .await
-    .context("puts failed")?;
-    table.rate("put", "items/s", name, puts);
+    let args = json!({"items": scale.store_puts});
+    let (puts, theirs) = peers
+        .pair(scale.samples, "store.put", name, args, async || {
+            // Built before the clock starts: only the store's work is timed.
+            let run = uuid::Uuid::new_v4().simple().to_string();
+            let puts: Vec<_> = items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    let ns = Namespace::from(namespace(i));
+                    (ns, format!("{run}{i}"), Value::Object(v.clone()))
+                })
+                .collect();
+            let start = Instant::now();
+            for (ns, key, value) in puts {
+                store.put(ns, &key, value).await?;
+            }
+            Ok(vec![per_second(scale.store_puts, start.elapsed())])
+        })
+        .await
+        .context("puts failed")?;
+    record(table, "put", name, puts, theirs, |t, w, c, s| {
+        t.rate(w, "items/s", c, s)
+    });
     bar.inc(1);
 
     bar.set_message(format!("store · {name} · batch put"));
-    let batches = rates(1, scale.samples, scale.store_puts, async || {
-        let run = uuid::Uuid::new_v4().simple().to_string();
-        let batches: Vec<Vec<Op>> = items
-            .chunks(BATCH)
-            .enumerate()
-            .map(|(c, chunk)| {
-                let ops = chunk.iter().enumerate().map(|(j, v)| {
-                    let i = c * BATCH + j;
-                    Op::Put(PutOp::new(namespace(i), format!("{run}{i}"), v.clone()))
-                });
-                ops.collect()
-            })
-            .collect();
-        let start = Instant::now();
-        for batch in batches {
-            store.batch(batch).await?;
-        }
-        Ok(start.elapsed())
-    })
-    .await
-    .context("batch puts failed")?;
-    table.rate(
-        &format!("batch put ({BATCH} per batch)"),
-        "items/s",
-        name,
-        batches,
-    );
+    let args = json!({"items": scale.store_puts, "batch": BATCH});
+    let (batches, theirs) = peers
+        .pair(scale.samples, "store.batch", name, args, async || {
+            let run = uuid::Uuid::new_v4().simple().to_string();
+            let batches: Vec<Vec<Op>> = items
+                .chunks(BATCH)
+                .enumerate()
+                .map(|(c, chunk)| {
+                    let ops = chunk.iter().enumerate().map(|(j, v)| {
+                        let i = c * BATCH + j;
+                        Op::Put(PutOp::new(namespace(i), format!("{run}{i}"), v.clone()))
+                    });
+                    ops.collect()
+                })
+                .collect();
+            let start = Instant::now();
+            for batch in batches {
+                store.batch(batch).await?;
+            }
+            Ok(vec![per_second(scale.store_puts, start.elapsed())])
+        })
+        .await
+        .context("batch puts failed")?;
+    let workload = format!("batch put ({BATCH} per batch)");
+    record(table, &workload, name, batches, theirs, |t, w, c, s| {
+        t.rate(w, "items/s", c, s)
+    });
     bar.inc(1);
     drop(store);
 
@@ -118,58 +129,94 @@ async fn backend(
         .await
         .context("cannot fill the read store")?;
     bar.set_message(format!("store · {name} · get"));
-    let gets = latencies(
-        scale.latency_samples / 10,
-        scale.latency_samples,
-        async |n| {
-            // A fixed stride visits items all over the store without a random generator.
-            let i = (n * 7919) % scale.items;
-            let item = store.get(namespace(i), &key(i)).await?;
-            ensure!(item.is_some(), "item {i} is missing");
-            Ok(())
-        },
-    )
-    .await
-    .context("gets failed")?;
-    table.latency("get p50", name, 0.5, gets);
+    let calls = scale.latency_samples.div_ceil(scale.samples);
+    let args = json!({"items": scale.items, "calls": calls});
+    let (gets, theirs) = peers
+        .pair(scale.samples, "store.get", name, args, async || {
+            latencies(0, calls, async |n| {
+                // A fixed stride visits items all over the store without a random generator.
+                let i = (n * 7919) % scale.items;
+                let item = store.get(namespace(i), &key(i)).await?;
+                ensure!(item.is_some(), "item {i} is missing");
+                Ok(())
+            })
+            .await
+        })
+        .await
+        .context("gets failed")?;
+    record(table, "get p50", name, gets, theirs, |t, w, c, s| {
+        t.latency(w, c, 0.5, s)
+    });
     bar.inc(1);
 
     bar.set_message(format!("store · {name} · filtered search"));
     let limit = 10.min(scale.items / 10);
-    let filtered = latencies(scale.searches / 10, scale.searches, async |_| {
-        let op = SearchOp::new(["bench"])
-            .filter(json!({"kind": "k3"}))
-            .limit(limit);
-        let hits = store.search(op).await?;
-        ensure!(
-            hits.len() == limit,
-            "the filtered search found {} items",
-            hits.len()
-        );
-        Ok(())
-    })
-    .await
-    .context("filtered searches failed")?;
-    table.latency("filtered search p50", name, 0.5, filtered);
+    let calls = scale.searches.div_ceil(scale.samples);
+    let args = json!({"items": scale.items, "calls": calls});
+    let (filtered, theirs) = peers
+        .pair(
+            scale.samples,
+            "store.search",
+            name,
+            args.clone(),
+            async || {
+                latencies(0, calls, async |_| {
+                    let op = SearchOp::new(["bench"])
+                        .filter(json!({"kind": "k3"}))
+                        .limit(limit);
+                    let hits = store.search(op).await?;
+                    ensure!(
+                        hits.len() == limit,
+                        "the filtered search found {} items",
+                        hits.len()
+                    );
+                    Ok(())
+                })
+                .await
+            },
+        )
+        .await
+        .context("filtered searches failed")?;
+    record(
+        table,
+        "filtered search p50",
+        name,
+        filtered,
+        theirs,
+        |t, w, c, s| t.latency(w, c, 0.5, s),
+    );
     bar.inc(1);
 
     bar.set_message(format!("store · {name} · semantic search"));
     let texts = queries(scale.items, 200);
-    let semantic = latencies(scale.searches / 10, scale.searches, async |n| {
-        let op = SearchOp::new(["bench"])
-            .query(texts[n % texts.len()].as_str())
-            .limit(limit);
-        let hits = store.search(op).await?;
-        ensure!(
-            hits.len() == limit,
-            "the semantic search found {} items",
-            hits.len()
-        );
-        Ok(())
-    })
-    .await
-    .context("semantic searches failed")?;
-    table.latency("semantic search p50", name, 0.5, semantic);
+    let mut asked = 0;
+    let (semantic, theirs) = peers
+        .pair(scale.samples, "store.semantic", name, args, async || {
+            latencies(0, calls, async |_| {
+                let op = SearchOp::new(["bench"])
+                    .query(texts[asked % texts.len()].as_str())
+                    .limit(limit);
+                asked += 1;
+                let hits = store.search(op).await?;
+                ensure!(
+                    hits.len() == limit,
+                    "the semantic search found {} items",
+                    hits.len()
+                );
+                Ok(())
+            })
+            .await
+        })
+        .await
+        .context("semantic searches failed")?;
+    record(
+        table,
+        "semantic search p50",
+        name,
+        semantic,
+        theirs,
+        |t, w, c, s| t.latency(w, c, 0.5, s),
+    );
     bar.inc(1);
     Ok(())
 }

@@ -132,6 +132,11 @@ impl Targets {
             .with_context(|| format!("cannot open a {} store", target.name()))
     }
 
+    /// The run's temporary directory (removed when the run ends).
+    pub(crate) fn dir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
     /// A path for a new SQLite database in the temporary directory.
     fn fresh_file(&self) -> std::path::PathBuf {
         self.dir
