@@ -2,8 +2,8 @@
 
 use redis::Value;
 use waypoint_checkpoint::{
-    Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointTuple, PendingWrite, Result, Serde,
-    SerializedValue, Slot, serde::TAG_EMPTY,
+    CheckpointConfig, CheckpointMetadata, CheckpointTuple, PendingWrite, Result, Serde,
+    SerializedValue, Slot, serde::TAG_EMPTY, serde::record,
 };
 
 use crate::keys::{blob_field, corrupt, parse_write_field, put_part, take_part};
@@ -105,9 +105,9 @@ pub(crate) struct Head {
     pub(crate) fields: Vec<String>,
 }
 
-/// The metadata JSON as stored.
+/// The metadata as stored (a compact record, or the JSON of earlier versions), as JSON.
 pub(crate) fn parse_metadata(raw: &[u8]) -> Result<serde_json::Map<String, serde_json::Value>> {
-    serde_json::from_slice(raw).map_err(|e| waypoint_checkpoint::Error::serialization("json", e))
+    Ok(record::decode_metadata(raw)?.to_json())
 }
 
 /// The blob-field list JSON as stored.
@@ -134,9 +134,7 @@ pub(crate) fn tuple<'a>(
     writes: Vec<(Vec<u8>, Vec<u8>)>,
     latest: bool,
 ) -> Result<CheckpointTuple> {
-    let mut checkpoint: Checkpoint = serde_json::from_slice(&head.checkpoint)
-        .map_err(|e| waypoint_checkpoint::Error::serialization("json", e))?;
-    checkpoint.channel_values.clear();
+    let mut checkpoint = record::decode_checkpoint(&head.checkpoint)?;
     for (channel, version) in &checkpoint.channel_versions {
         let found = value_of(&blob_field(channel, version.as_str()))
             .map(stored_channel)

@@ -17,7 +17,7 @@ use waypoint_checkpoint::{
         PreparedPut, PreparedSave, PreparedWrites, check_fenced_saves, json_contains, lease_lost,
         record_batch, record_put, record_read, record_writes,
     },
-    serde::{CHILD_CHANNEL, child_record_task},
+    serde::{CHILD_CHANNEL, child_record_task, record},
 };
 
 use crate::config::RedisConfig;
@@ -412,10 +412,10 @@ impl RedisSaver {
 
     /// A put's stored parts, each checked against the size limit.
     fn encode_put(&self, put: &PreparedPut) -> Result<EncodedPut> {
-        let checkpoint = json_bytes(&put.checkpoint)?;
-        self.check_size(checkpoint.len(), "json", || "checkpoint".into())?;
-        let metadata = json_bytes(&put.metadata)?;
-        self.check_size(metadata.len(), "json", || "metadata".into())?;
+        let checkpoint = record::encode_checkpoint(&put.checkpoint);
+        self.check_size(checkpoint.len(), "record", || "checkpoint".into())?;
+        let metadata = record::encode_metadata(&put.metadata);
+        self.check_size(metadata.len(), "record", || "metadata".into())?;
         let fields: Vec<String> = put
             .checkpoint
             .channel_versions
@@ -982,8 +982,7 @@ impl RedisSaver {
                     else {
                         continue;
                     };
-                    let checkpoint: Checkpoint =
-                        serde_json::from_slice(c).map_err(|e| Error::serialization("json", e))?;
+                    let checkpoint = record::decode_checkpoint(c)?;
                     let parent = parent_id(fields.get(b"p".as_slice()).map(|p| p.to_vec()))?;
                     out.entry(ns).or_default().checkpoints.insert(
                         id,

@@ -407,3 +407,69 @@ async fn setup_moves_the_old_global_index_into_its_shards() -> Result<()> {
     assert_eq!(reopened.list(None, &ListOptions::default()).await?.len(), 6);
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compact_records_and_the_json_of_earlier_versions_both_read() -> Result<()> {
+    let Some(saver) = common::saver(Default::default()).await? else {
+        return Ok(());
+    };
+    let thread = "legacy-record";
+    let configs = history(&saver, thread, "", 2).await?;
+    let mut conn = saver.connection();
+    let key = thread_keys(&saver, thread)
+        .await
+        .into_iter()
+        .find(|k| {
+            k.contains("checkpoint:")
+                && k.ends_with(configs[1].checkpoint_id.as_deref().unwrap_or("-"))
+        })
+        .expect("the checkpoint's hash");
+    let stored: Vec<u8> = redis::cmd("HGET")
+        .arg(&key)
+        .arg("c")
+        .query_async(&mut conn)
+        .await
+        .expect("hget");
+    assert_eq!(stored[0], waypoint_checkpoint::serde::record::RECORD_TAG);
+    let before = saver.get_tuple(&configs[1]).await?.expect("stored");
+    // Rewrite the record as the JSON text earlier versions stored.
+    let mut head = before.checkpoint.clone();
+    head.channel_values.clear();
+    let json = serde_json::to_vec(&head).expect("json");
+    let meta = serde_json::to_vec(&before.metadata.to_json()).expect("json");
+    redis::cmd("HSET")
+        .arg(&key)
+        .arg("c")
+        .arg(json)
+        .arg("m")
+        .arg(meta)
+        .query_async::<()>(&mut conn)
+        .await
+        .expect("hset");
+    let after = saver.get_tuple(&configs[1]).await?.expect("stored");
+    assert_eq!(after, before);
+    assert_eq!(
+        saver
+            .list(
+                Some(&CheckpointConfig::new(thread)),
+                &ListOptions::default()
+            )
+            .await?
+            .len(),
+        2
+    );
+    // A corrupt record is a clear error.
+    redis::cmd("HSET")
+        .arg(&key)
+        .arg("c")
+        .arg(&[waypoint_checkpoint::serde::record::RECORD_TAG, 1, 0xff][..])
+        .query_async::<()>(&mut conn)
+        .await
+        .expect("hset");
+    let err = saver.get_tuple(&configs[1]).await.unwrap_err();
+    assert!(
+        err.to_string().contains("corrupt checkpoint record"),
+        "{err}"
+    );
+    Ok(())
+}

@@ -9,7 +9,7 @@ mod common;
 use std::time::Duration;
 
 use serde_json::json;
-use waypoint_checkpoint::serde::{CHILD_CHANNEL, RECORD_KEY};
+use waypoint_checkpoint::serde::{CHILD_CHANNEL, RECORD_KEY, record};
 use waypoint_checkpoint::{
     ChannelVersion, Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSaver,
     CheckpointSource, Error, ListOptions, Result, Save, Serde,
@@ -139,26 +139,27 @@ async fn re_point(
     second: &CheckpointConfig,
 ) {
     let cp_key = |c: &CheckpointConfig| format!("{}checkpoint:0::{}", base(saver, thread), id(c));
-    let (old, b): (String, String) = redis::cmd("HMGET")
+    let (old, b): (Vec<u8>, String) = redis::cmd("HMGET")
         .arg(cp_key(first))
         .arg("c")
         .arg("b")
         .query_async(conn)
         .await
         .expect("hmget");
-    let old: serde_json::Value = serde_json::from_str(&old).expect("checkpoint json");
-    let new: String = redis::cmd("HGET")
+    let old = record::decode_checkpoint(&old).expect("checkpoint record");
+    let new: Vec<u8> = redis::cmd("HGET")
         .arg(cp_key(second))
         .arg("c")
         .query_async(conn)
         .await
         .expect("hget");
-    let mut new: serde_json::Value = serde_json::from_str(&new).expect("checkpoint json");
-    new["channel_versions"]["secret"] = old["channel_versions"]["secret"].clone();
+    let mut new = record::decode_checkpoint(&new).expect("checkpoint record");
+    new.channel_versions
+        .insert("secret".into(), old.channel_versions["secret"].clone());
     redis::cmd("HSET")
         .arg(cp_key(second))
         .arg("c")
-        .arg(new.to_string())
+        .arg(record::encode_checkpoint(&new))
         .arg("b")
         .arg(b)
         .query_async::<()>(conn)
@@ -265,19 +266,22 @@ async fn deleted_newest_checkpoint_is_refused_by_an_authenticated_history() -> R
     };
     let (thread, _, second) = two_steps(&saver, Path::Pipeline).await?;
     let cp_key = format!("{}checkpoint:0::{}", base(&saver, &thread), id(&second));
-    let meta: String = redis::cmd("HGET")
+    let meta: Vec<u8> = redis::cmd("HGET")
         .arg(&cp_key)
         .arg("m")
         .query_async(&mut conn)
         .await
         .expect("hget");
-    let mut meta: serde_json::Value = serde_json::from_str(&meta).expect("metadata json");
-    assert!(meta[RECORD_KEY].is_string(), "stored with its seal: {meta}");
-    meta.as_object_mut().expect("an object").remove(RECORD_KEY);
+    let mut meta = record::decode_metadata(&meta).expect("metadata record");
+    assert!(
+        meta.extra[RECORD_KEY].is_string(),
+        "stored with its seal: {meta:?}"
+    );
+    meta.extra.remove(RECORD_KEY);
     redis::cmd("HSET")
         .arg(&cp_key)
         .arg("m")
-        .arg(meta.to_string())
+        .arg(record::encode_metadata(&meta))
         .query_async::<()>(&mut conn)
         .await
         .expect("hset");

@@ -3,10 +3,12 @@
 use std::borrow::Cow;
 
 use bytes::Bytes;
+use rusqlite::types::ValueRef;
+use waypoint_checkpoint::serde::record;
 
 use waypoint_checkpoint::{
-    Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointTuple, Error, PendingWrite, Result,
-    Serde, SerializedValue, Slot,
+    Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointTuple, PendingWrite, Result, Serde,
+    SerializedValue, Slot,
 };
 
 /// Type tag of a versioned channel that has no value.
@@ -52,29 +54,33 @@ pub(crate) struct RawCheckpoint {
     pub(crate) checkpoint_id: String,
     pub(crate) parent: Option<String>,
     pub(crate) checkpoint: Checkpoint,
-    pub(crate) metadata: String,
+    pub(crate) metadata: Vec<u8>,
     /// The rows of the versions the checkpoint names, by channel; a missing row is absent.
     pub(crate) blobs: Vec<RawBlob>,
     pub(crate) writes: Vec<RawWrite>,
 }
 
-fn json_error(what: &str, e: serde_json::Error) -> Error {
-    Error::Serialization {
-        tag: "json".into(),
-        path: Some(what.into()),
-        message: e.to_string(),
+/// A `checkpoint` or `metadata` column as stored: a compact record (a BLOB), or the JSON
+/// text rows of earlier versions hold.
+pub(crate) fn record_at(row: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Vec<u8>> {
+    match row.get_ref(i)? {
+        ValueRef::Blob(bytes) | ValueRef::Text(bytes) => Ok(bytes.to_vec()),
+        other => Err(rusqlite::Error::InvalidColumnType(
+            i,
+            "record".into(),
+            other.data_type(),
+        )),
     }
 }
 
-/// Decodes a checkpoint row's `checkpoint` column.
-pub(crate) fn decode_checkpoint(checkpoint: &str) -> Result<Checkpoint> {
-    serde_json::from_str(checkpoint).map_err(|e| json_error("checkpoint", e))
+/// Decodes a checkpoint row's `checkpoint` column (compact, or JSON of earlier versions).
+pub(crate) fn decode_checkpoint(checkpoint: &[u8]) -> Result<Checkpoint> {
+    record::decode_checkpoint(checkpoint)
 }
 
-/// Decodes a checkpoint row's `metadata` column.
-pub(crate) fn decode_metadata(metadata: &str) -> Result<CheckpointMetadata> {
-    let map = serde_json::from_str(metadata).map_err(|e| json_error("metadata", e))?;
-    CheckpointMetadata::from_json(map)
+/// Decodes a checkpoint row's `metadata` column (compact, or JSON of earlier versions).
+pub(crate) fn decode_metadata(metadata: &[u8]) -> Result<CheckpointMetadata> {
+    record::decode_metadata(metadata)
 }
 
 impl RawCheckpoint {

@@ -15,9 +15,10 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Deserialize;
 use serde_json::Value;
+use waypoint_checkpoint::serde::record;
 use waypoint_checkpoint::{Error, Result};
 
-use crate::convert::{RawBlob, RawWrite};
+use crate::convert::{RawBlob, RawWrite, record_at};
 use crate::error::sqlite_error;
 
 /// For each channel, its writes (oldest first) and seed, walking parent links from the
@@ -42,11 +43,17 @@ struct Seeds {
 }
 
 impl Seeds {
-    /// The version of `channel` that `text` (a checkpoint's JSON) names, when it is stored.
-    fn found_in(&self, text: &str, channel: &str) -> Result<Option<String>> {
-        let version = match scan_version(text, channel) {
-            Some(found) => found.map(str::to_owned),
-            None => parse_version(text, channel)?,
+    /// The version of `channel` that `stored` (a checkpoint's compact record, or the JSON of
+    /// earlier versions) names, when it is stored.
+    fn found_in(&self, stored: &[u8], channel: &str) -> Result<Option<String>> {
+        let version = if record::is_compact(stored) {
+            record::channel_version(stored, channel)?.map(|v| v.as_str().to_owned())
+        } else {
+            let text = std::str::from_utf8(stored).map_err(|e| Error::serialization("json", e))?;
+            match scan_version(text, channel) {
+                Some(found) => found.map(str::to_owned),
+                None => parse_version(text, channel)?,
+            }
         };
         Ok(version.filter(|v| self.versions.contains(v)))
     }
@@ -209,12 +216,13 @@ fn linear_delta_history(
             let Some(row) = row else {
                 break;
             };
+            let stored = record_at(row, 2).map_err(sqlite_error)?;
             for channel in out.keys() {
                 let Some(seeds) = seeds.get(channel).filter(|_| !seeded.contains_key(channel))
                 else {
                     continue;
                 };
-                if let Some(version) = seeds.found_in(text_at(row, 2)?, channel)? {
+                if let Some(version) = seeds.found_in(&stored, channel)? {
                     seeded.insert(channel.clone(), (chain.len(), version));
                 }
             }
@@ -335,7 +343,9 @@ const DELTA_HISTORY: &str =
     SELECT chain.channel, chain.path, c.checkpoint_id, c.parent_checkpoint_id, chain.depth + 1,
         EXISTS (SELECT 1 FROM checkpoint_blobs b
             WHERE b.thread_id = ?1 AND b.checkpoint_ns = ?2 AND b.channel = chain.channel
-                AND b.version = CAST(json_extract(c.checkpoint, chain.path) AS TEXT)
+                AND b.version = CASE WHEN typeof(c.checkpoint) = 'blob'
+                    THEN waypoint_record_version(c.checkpoint, chain.channel)
+                    ELSE CAST(json_extract(c.checkpoint, chain.path) AS TEXT) END
                 AND b.type <> 'empty' AND b.blob IS NOT NULL)
     FROM chain CROSS JOIN checkpoints c
     WHERE NOT chain.seeded
@@ -352,7 +362,9 @@ FROM chain CROSS JOIN checkpoints c CROSS JOIN checkpoint_blobs b
 WHERE chain.seeded
     AND c.thread_id = ?1 AND c.checkpoint_ns = ?2 AND c.checkpoint_id = chain.checkpoint_id
     AND b.thread_id = ?1 AND b.checkpoint_ns = ?2 AND b.channel = chain.channel
-    AND b.version = CAST(json_extract(c.checkpoint, chain.path) AS TEXT)
+    AND b.version = CASE WHEN typeof(c.checkpoint) = 'blob'
+        THEN waypoint_record_version(c.checkpoint, chain.channel)
+        ELSE CAST(json_extract(c.checkpoint, chain.path) AS TEXT) END
 ORDER BY 1 DESC, 8, 3, 4";
 
 /// [`DELTA_HISTORY`], read into histories.
@@ -578,6 +590,7 @@ mod tests {
             .map(|c| (*c).to_owned())
             .collect();
         let conn = rusqlite::Connection::open(&path).expect("open raw");
+        crate::pool::register_record_version(&conn).expect("record function");
         let (mut linear, mut fallbacks) = (0, 0);
         for (config, _) in &made {
             let id = config.checkpoint_id.as_deref();

@@ -25,10 +25,12 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Sender;
 use parking_lot::{Mutex, MutexGuard};
 use rusqlite::functions::FunctionFlags;
+use rusqlite::types::ValueRef;
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 use serde_json::Value;
 use tokio::runtime::{Handle, RuntimeFlavor};
 use waypoint_checkpoint::raw::json_contains;
+use waypoint_checkpoint::serde::record;
 
 use crate::busy;
 use crate::config::{SqliteConfig, Target};
@@ -38,8 +40,13 @@ use crate::error::{DbError, Failure};
 /// WAL), so that a database that is refused is left byte for byte as it was.
 pub(crate) type Check = fn(&Connection) -> Result<(), Failure>;
 
-/// Name of the SQL function that tests JSON containment (the saver's metadata filters).
+/// Name of the SQL function that tests JSON containment (the saver's metadata filters; a
+/// compact metadata record is read as its JSON).
 pub(crate) const CONTAINS_FN: &str = "waypoint_json_contains";
+
+/// Name of the SQL function giving the version of a channel (second argument) that a
+/// compact checkpoint record (first argument) names, or NULL.
+pub(crate) const RECORD_VERSION_FN: &str = "waypoint_record_version";
 
 /// How often the background connection checkpoints the WAL into the database file. Each
 /// checkpoint copies every page written since the last one; hot pages (index roots) are
@@ -313,8 +320,15 @@ fn open_connection(
         2,
         FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
         |ctx| {
-            let doc: Value = serde_json::from_str(ctx.get_raw(0).as_str()?)
-                .map_err(|e| rusqlite::Error::UserFunctionError(Box::new(e)))?;
+            let doc: Value = match ctx.get_raw(0) {
+                ValueRef::Blob(bytes) if record::is_compact(bytes) => Value::Object(
+                    record::decode_metadata(bytes)
+                        .map_err(|e| rusqlite::Error::UserFunctionError(Box::new(e)))?
+                        .to_json(),
+                ),
+                raw => serde_json::from_str(raw.as_str()?)
+                    .map_err(|e| rusqlite::Error::UserFunctionError(Box::new(e)))?,
+            };
             // The filter is the same for every row of a statement: parse it once.
             let pattern = ctx.get_or_create_aux(1, |v| -> Result<Value, serde_json::Error> {
                 serde_json::from_str(v.as_str().unwrap_or("null"))
@@ -322,7 +336,23 @@ fn open_connection(
             Ok(json_contains(&doc, &pattern))
         },
     )?;
+    register_record_version(&conn)?;
     Ok(conn)
+}
+
+/// Adds [`RECORD_VERSION_FN`] to `conn`.
+pub(crate) fn register_record_version(conn: &Connection) -> rusqlite::Result<()> {
+    conn.create_scalar_function(
+        RECORD_VERSION_FN,
+        2,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| {
+            let version =
+                record::channel_version(ctx.get_raw(0).as_bytes()?, ctx.get_raw(1).as_str()?)
+                    .map_err(|e| rusqlite::Error::UserFunctionError(Box::new(e)))?;
+            Ok(version.map(|v| v.as_str().to_owned()))
+        },
+    )
 }
 
 /// Starts the thread that checkpoints the WAL on `conn` (`PASSIVE`: it never blocks readers

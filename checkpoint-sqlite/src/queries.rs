@@ -4,7 +4,7 @@
 //! options are present, and every value (including metadata filters, matched by the
 //! `waypoint_json_contains` function) is a bound parameter.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use waypoint_checkpoint::metadata;
 use waypoint_checkpoint::raw::{PreparedPut, PreparedWrites};
 
@@ -16,7 +16,9 @@ use waypoint_checkpoint::serde::{CHILD_CHANNEL, child_record_task};
 use waypoint_checkpoint::{Checkpoint, Result};
 
 use crate::cache::{BlobCache, BlobKey};
-use crate::convert::{EMPTY, RawBlob, RawCheckpoint, RawWrite, decode_checkpoint, decode_metadata};
+use crate::convert::{
+    EMPTY, RawBlob, RawCheckpoint, RawWrite, decode_checkpoint, decode_metadata, record_at,
+};
 use crate::error::sqlite_error;
 
 const SELECT_CHECKPOINT: &str = "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata FROM checkpoints";
@@ -34,14 +36,14 @@ const SELECT_WRITES: &str = "SELECT task_id, idx, channel, type, blob FROM check
 /// A value as stored: its (possibly sealed) tag and bytes.
 pub(crate) type Stored = (String, Vec<u8>);
 
-/// Stores a prepared checkpoint (its JSON columns given) and its new values atomically.
+/// Stores a prepared checkpoint (its record columns given) and its new values atomically.
 /// A re-put keeps the first parent. Returns, per value, whether it was stored (a version
 /// that already had a value keeps it).
 pub(crate) fn put(
     conn: &mut Connection,
     put: &PreparedPut,
-    checkpoint: &str,
-    metadata: &str,
+    checkpoint: &[u8],
+    metadata: &[u8],
 ) -> Result<Vec<bool>> {
     let tx = conn.transaction().map_err(sqlite_error)?;
     let stored = put_in(&tx, put, checkpoint, metadata)?;
@@ -69,8 +71,8 @@ pub(crate) fn newest_other(tx: &Connection, put: &PreparedPut) -> Result<Option<
 pub(crate) fn put_in(
     tx: &Connection,
     put: &PreparedPut,
-    checkpoint: &str,
-    metadata: &str,
+    checkpoint: &[u8],
+    metadata: &[u8],
 ) -> Result<Vec<bool>> {
     let mut stored = Vec::with_capacity(put.values.len());
     {
@@ -158,7 +160,7 @@ pub(crate) fn put_writes_in(tx: &Connection, w: &PreparedWrites) -> Result<()> {
 }
 
 /// The columns of `SELECT_CHECKPOINT`, undecoded.
-type Head = (String, String, String, Option<String>, String, String);
+type Head = (String, String, String, Option<String>, Vec<u8>, Vec<u8>);
 
 fn row_head(r: &rusqlite::Row<'_>) -> rusqlite::Result<Head> {
     Ok((
@@ -166,8 +168,8 @@ fn row_head(r: &rusqlite::Row<'_>) -> rusqlite::Result<Head> {
         r.get(1)?,
         r.get(2)?,
         r.get(3)?,
-        r.get(4)?,
-        r.get(5)?,
+        record_at(r, 4)?,
+        record_at(r, 5)?,
     ))
 }
 
@@ -367,13 +369,38 @@ fn delete_thread_in(tx: &Transaction<'_>, thread_id: &str) -> Result<()> {
     Ok(())
 }
 
-/// Deletes blobs of `(thread, ns)` that no remaining checkpoint refers to. The live set is
-/// one uncorrelated subquery (built once), not a probe per blob.
-const COLLECT_GARBAGE: &str =
-    "DELETE FROM checkpoint_blobs WHERE thread_id = ?1 AND checkpoint_ns = ?2
-    AND (channel, version) NOT IN (
-        SELECT v.key, v.value FROM checkpoints c, json_each(c.checkpoint, '$.channel_versions') v
-        WHERE c.thread_id = ?1 AND c.checkpoint_ns = ?2)";
+/// Deletes blobs of `(thread, ns)` that no remaining checkpoint refers to: the live set is
+/// read from the records once, then each stored version not in it is deleted.
+fn collect_garbage(tx: &Connection, thread_id: &str, ns: &str) -> Result<()> {
+    let mut live: HashMap<String, HashSet<String>> = HashMap::new();
+    let mut stmt = tx
+        .prepare_cached(
+            "SELECT checkpoint FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2",
+        )
+        .map_err(sqlite_error)?;
+    let mut rows = stmt.query(params![thread_id, ns]).map_err(sqlite_error)?;
+    while let Some(row) = rows.next().map_err(sqlite_error)? {
+        let checkpoint = decode_checkpoint(&record_at(row, 0).map_err(sqlite_error)?)?;
+        for (channel, version) in checkpoint.channel_versions {
+            live.entry(channel).or_default().insert(version.to_string());
+        }
+    }
+    let stored: Vec<(String, String)> = tx
+        .prepare_cached("SELECT channel, version FROM checkpoint_blobs WHERE thread_id = ?1 AND checkpoint_ns = ?2")
+        .and_then(|mut s| s.query_map(params![thread_id, ns], |r| Ok((r.get(0)?, r.get(1)?)))?.collect())
+        .map_err(sqlite_error)?;
+    let mut delete = tx
+        .prepare_cached("DELETE FROM checkpoint_blobs WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4")
+        .map_err(sqlite_error)?;
+    for (channel, version) in stored {
+        if !live.get(&channel).is_some_and(|l| l.contains(&version)) {
+            delete
+                .execute(params![thread_id, ns, channel, version])
+                .map_err(sqlite_error)?;
+        }
+    }
+    Ok(())
+}
 
 /// Deletes the checkpoints of the given runs, their writes, and values left unreferenced.
 pub(crate) fn delete_for_runs(conn: &mut Connection, run_ids: &str) -> Result<()> {
@@ -402,8 +429,7 @@ pub(crate) fn delete_for_runs(conn: &mut Connection, run_ids: &str) -> Result<()
     )
     .map_err(sqlite_error)?;
     for (thread_id, ns) in touched {
-        tx.execute(COLLECT_GARBAGE, params![thread_id, ns])
-            .map_err(sqlite_error)?;
+        collect_garbage(&tx, &thread_id, &ns)?;
     }
     tx.commit().map_err(sqlite_error)
 }
@@ -571,8 +597,7 @@ pub(crate) fn prune(conn: &mut Connection, thread_ids: &[String], keep_latest: b
                 params![thread_id, ns, keep, newest],
             )
             .map_err(sqlite_error)?;
-            tx.execute(COLLECT_GARBAGE, params![thread_id, ns])
-                .map_err(sqlite_error)?;
+            collect_garbage(&tx, thread_id, &ns)?;
         }
     }
     tx.commit().map_err(sqlite_error)
@@ -585,9 +610,9 @@ fn checkpoint_at(
     ns: &str,
     id: &str,
 ) -> Result<Option<(Option<String>, Checkpoint, Value)>> {
-    let row: Option<(Option<String>, String, String)> = conn
+    let row: Option<(Option<String>, Vec<u8>, Vec<u8>)> = conn
         .prepare_cached("SELECT parent_checkpoint_id, checkpoint, metadata FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3")
-        .and_then(|mut s| s.query_row(params![thread_id, ns, id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).optional())
+        .and_then(|mut s| s.query_row(params![thread_id, ns, id], |r| Ok((r.get(0)?, record_at(r, 1)?, record_at(r, 2)?))).optional())
         .map_err(sqlite_error)?;
     let Some((parent, checkpoint, metadata)) = row else {
         return Ok(None);

@@ -11,6 +11,7 @@ use waypoint_checkpoint::raw::{
 };
 
 use async_trait::async_trait;
+use waypoint_checkpoint::serde::record;
 use waypoint_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
     CheckpointSaver, CheckpointTuple, DeltaChannelHistory, Error, Lease, ListOptions, PendingWrite,
@@ -83,8 +84,8 @@ impl SqliteSaver {
                 for save in saves {
                     match save {
                         PreparedSave::Put(put) => {
-                            let checkpoint = json_text(&put.checkpoint)?;
-                            let metadata = json_text(&put.metadata)?;
+                            let checkpoint = record::encode_checkpoint(&put.checkpoint);
+                            let metadata = record::encode_metadata(&put.metadata);
                             stored.push(queries::put_in(&tx, put, &checkpoint, &metadata)?);
                         }
                         PreparedSave::Writes(w) => queries::put_writes_in(&tx, w)?,
@@ -319,7 +320,8 @@ impl CheckpointSaver for SqliteSaver {
         let put = PreparedPut::new(&self.serde, config, checkpoint, metadata, new_versions)?;
         record_put(&put);
         let returned = put.config();
-        let (checkpoint, metadata) = (json_text(&put.checkpoint)?, json_text(&put.metadata)?);
+        let checkpoint = record::encode_checkpoint(&put.checkpoint);
+        let metadata = record::encode_metadata(&put.metadata);
         let cache = self.cache.clone();
         let mut put = Some(put);
         self.db

@@ -56,6 +56,11 @@ const MIGRATIONS: &[Migration] = &[
         expires_at INTEGER NOT NULL
     ) WITHOUT ROWID;",
     ),
+    // 4: new rows keep `checkpoint` and `metadata` as compact records (BLOBs, see
+    // `waypoint_checkpoint::serde::record`); rows of earlier versions keep their JSON text and
+    // still read. No statement: the version tells older builds, which cannot read the new
+    // rows, to refuse the database.
+    Migration::sql(""),
 ];
 
 /// The saver's ledger: `waypoint_migrations`, versions from 1, newer ones refused.

@@ -12,6 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use waypoint_checkpoint::serde::record;
 use waypoint_checkpoint::{
     ChannelVersion, Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSaver,
     CheckpointSource, Error, ListOptions, Serde,
@@ -158,16 +159,34 @@ fn assert_no_checkpoint_lacks_blobs(db: &Path) {
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
         .expect("integrity");
     assert_eq!(check, "ok");
-    let missing: i64 = conn
-        .query_row(
-            "SELECT COUNT(*) FROM checkpoints c, json_each(c.checkpoint, '$.channel_versions') v
-             WHERE NOT EXISTS (SELECT 1 FROM checkpoint_blobs b WHERE b.thread_id = c.thread_id
-                AND b.checkpoint_ns = c.checkpoint_ns AND b.channel = v.key AND b.version = v.value)",
-            [],
-            |r| r.get(0),
-        )
+    let rows: Vec<(String, String, Vec<u8>)> = conn
+        .prepare("SELECT thread_id, checkpoint_ns, checkpoint FROM checkpoints")
+        .and_then(|mut s| {
+            s.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .collect()
+        })
         .expect("query");
-    assert_eq!(missing, 0, "checkpoint rows refer to missing blobs");
+    let mut exists = conn
+        .prepare(
+            "SELECT EXISTS (SELECT 1 FROM checkpoint_blobs WHERE thread_id = ?1
+                AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4)",
+        )
+        .expect("prepare");
+    for (thread, ns, stored) in rows {
+        let checkpoint = record::decode_checkpoint(&stored).expect("checkpoint record");
+        for (channel, version) in &checkpoint.channel_versions {
+            let found: bool = exists
+                .query_row(
+                    rusqlite::params![thread, ns, channel, version.as_str()],
+                    |r| r.get(0),
+                )
+                .expect("query");
+            assert!(
+                found,
+                "checkpoint row refers to missing blob {channel} {version}"
+            );
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

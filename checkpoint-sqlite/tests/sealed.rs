@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use serde_json::json;
+use waypoint_checkpoint::serde::{RECORD_KEY, record};
 use waypoint_checkpoint::{
     ChannelVersion, Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSaver,
     CheckpointSource, Error, Keyring, Result, Serde,
@@ -48,6 +49,48 @@ fn tamper(path: &PathBuf, sql: &str) {
     let conn = rusqlite::Connection::open(path).expect("open the file");
     let changed = conn.execute(sql, []).expect("tamper");
     assert!(changed > 0, "{sql} changed nothing");
+}
+
+/// Rewrites the stored records of checkpoint `id` with `edit`, as an attacker with write
+/// access to the file would.
+fn edit_record(
+    path: &PathBuf,
+    id: &str,
+    edit: impl FnOnce(&mut Checkpoint, &mut CheckpointMetadata),
+) {
+    let conn = rusqlite::Connection::open(path).expect("open the file");
+    let (checkpoint, metadata): (Vec<u8>, Vec<u8>) = conn
+        .query_row(
+            "SELECT checkpoint, metadata FROM checkpoints WHERE checkpoint_id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .expect("the checkpoint's row");
+    let mut checkpoint = record::decode_checkpoint(&checkpoint).expect("checkpoint record");
+    let mut metadata = record::decode_metadata(&metadata).expect("metadata record");
+    edit(&mut checkpoint, &mut metadata);
+    conn.execute(
+        "UPDATE checkpoints SET checkpoint = ?1, metadata = ?2 WHERE checkpoint_id = ?3",
+        rusqlite::params![
+            record::encode_checkpoint(&checkpoint),
+            record::encode_metadata(&metadata),
+            id
+        ],
+    )
+    .expect("tamper");
+}
+
+/// The stored record of checkpoint `id`.
+fn stored_record(path: &PathBuf, id: &str) -> Checkpoint {
+    let conn = rusqlite::Connection::open(path).expect("open the file");
+    let stored: Vec<u8> = conn
+        .query_row(
+            "SELECT checkpoint FROM checkpoints WHERE checkpoint_id = ?1",
+            [id],
+            |r| r.get(0),
+        )
+        .expect("the checkpoint's row");
+    record::decode_checkpoint(&stored).expect("checkpoint record")
 }
 
 fn refused(r: Result<Vec<String>>, what: &str) {
@@ -183,16 +226,10 @@ fn id(c: &CheckpointConfig) -> &str {
 #[tokio::test]
 async fn re_pointed_version_is_refused_by_an_authenticated_history() -> Result<()> {
     let re_point = |path: &PathBuf, first: &CheckpointConfig, second: &CheckpointConfig| {
-        tamper(
-            path,
-            &format!(
-                "UPDATE checkpoints SET checkpoint = json_set(checkpoint, '$.channel_versions.secret',
-                    (SELECT json_extract(checkpoint, '$.channel_versions.secret') FROM checkpoints
-                     WHERE checkpoint_id = '{}')) WHERE checkpoint_id = '{}'",
-                id(first),
-                id(second)
-            ),
-        )
+        let old = stored_record(path, id(first)).channel_versions["secret"].clone();
+        edit_record(path, id(second), |checkpoint, _| {
+            checkpoint.channel_versions.insert("secret".into(), old);
+        });
     };
     let (path, first, second) = two_steps(keyed()?).await?;
     assert_eq!(latest_secret(&path, keyed()?).await?, json!("new"));
@@ -235,11 +272,13 @@ async fn deleted_newest_checkpoint_is_refused_by_an_authenticated_history() -> R
     };
     assert!(message.contains(id(&second)), "{message}");
     // A record seal stripped from the metadata is refused too.
-    let (path, ..) = two_steps(authenticated()?).await?;
-    tamper(
-        &path,
-        "UPDATE checkpoints SET metadata = json_remove(metadata, '$.waypoint_record_seal')",
-    );
+    let (path, _, second) = two_steps(authenticated()?).await?;
+    edit_record(&path, id(&second), |_, metadata| {
+        assert!(
+            metadata.extra.remove(RECORD_KEY).is_some(),
+            "stored with its seal"
+        );
+    });
     let r = latest_secret(&path, authenticated()?).await;
     assert!(matches!(r, Err(Error::Decrypt(_))), "no seal: {r:?}");
     Ok(())

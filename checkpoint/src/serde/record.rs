@@ -125,6 +125,30 @@ pub fn decode_checkpoint(bytes: &[u8]) -> Result<Checkpoint> {
     })
 }
 
+/// The version of `channel` a compact checkpoint record names, reading no further than its
+/// `channel_versions`; `None` when it names none. `bytes` must be a compact record
+/// ([`is_compact`]).
+pub fn channel_version(bytes: &[u8], channel: &str) -> Result<Option<ChannelVersion>> {
+    let mut r = Reader::compact(bytes, "checkpoint")?
+        .ok_or_else(|| Error::serialization("record", "not a compact checkpoint record"))?;
+    r.uint("v")?;
+    r.id()?;
+    r.ts()?;
+    for _ in 0..r.map_len("channel_versions")? {
+        let name = r.str("channel name")?;
+        let version = r.version()?;
+        if name == channel {
+            return Ok(Some(version));
+        }
+    }
+    Ok(None)
+}
+
+/// Whether `bytes` are a compact record (rather than the JSON of earlier versions).
+pub fn is_compact(bytes: &[u8]) -> bool {
+    bytes.first() == Some(&RECORD_TAG)
+}
+
 /// The compact record of `metadata`: its JSON object as MessagePack.
 pub fn encode_metadata(metadata: &CheckpointMetadata) -> Vec<u8> {
     let mut out = vec![RECORD_TAG, FORMAT];
@@ -465,6 +489,18 @@ mod tests {
             bytes.len(),
             json.len()
         );
+    }
+
+    #[test]
+    fn one_channel_version_reads_without_the_rest() {
+        let cp = sample();
+        let bytes = encode_checkpoint(&cp);
+        for (channel, version) in &cp.channel_versions {
+            assert_eq!(channel_version(&bytes, channel).unwrap().as_ref(), Some(version));
+        }
+        assert_eq!(channel_version(&bytes, "absent").unwrap(), None);
+        assert!(channel_version(b"{}", "messages").is_err());
+        assert!(is_compact(&bytes) && !is_compact(b"{}"));
     }
 
     #[test]
