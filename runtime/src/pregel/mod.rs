@@ -287,41 +287,67 @@ impl<S: State> CompiledGraph<S> {
     ) -> Result<RunConfig> {
         let saver = self.require_saver()?;
         let thread = self.inner.thread_of(config)?.unwrap_or_default().to_owned();
-        // Like a run, an update holds the thread's lease while it writes.
+        // Like a run, an update holds the thread's lease while it writes. A named checkpoint
+        // never changes, so it is read while the lease is being claimed; the latest is read
+        // under the lease, or another writer could move it between the read and the put.
         let (wait, ttl) = (config.wait_for_thread, config.lease_ttl);
-        let lease = LeaseGuard::acquire(saver, &thread, wait, ttl).await?;
+        let claim = LeaseGuard::acquire(saver, &thread, wait, ttl);
+        let (lease, frame) = if config.checkpoint_id.is_some() {
+            let (lease, frame) = tokio::join!(claim, self.update_base(saver, &thread, config));
+            (lease?, Some(frame))
+        } else {
+            (claim.await?, None)
+        };
         let writer = lease
             .as_ref()
             .map_or_else(|| Arc::clone(saver), LeaseGuard::fenced);
-        let result = self
-            .update_state_held(&writer, thread, config, values, as_node)
-            .await;
+        let result = match frame {
+            Some(frame) => frame,
+            None => self.update_base(&writer, &thread, config).await,
+        };
+        let result = match result {
+            Ok(frame) => {
+                self.update_state_held(&writer, thread, config, frame, values, as_node)
+                    .await
+            }
+            Err(err) => Err(err),
+        };
         if let Some(lease) = lease {
             lease.release().await;
         }
         result
     }
 
-    /// [`Self::update_state`] once the thread's lease is held: `saver` writes under it.
+    /// The frame an update of `config` starts from: its checkpoint, or the thread's latest.
+    async fn update_base(
+        &self,
+        saver: &Arc<dyn CheckpointSaver>,
+        thread: &str,
+        config: &RunConfig,
+    ) -> Result<Frame<S>> {
+        let graph = &*self.inner;
+        match saver.get_tuple(&config.checkpoint_config(thread)).await? {
+            Some(tuple) => Frame::load(graph, saver, tuple, false).await,
+            None if config.checkpoint_id.is_some() => Err(Error::InvalidConfig(format!(
+                "checkpoint `{}` of thread `{thread}` does not exist",
+                config.checkpoint_id.as_deref().unwrap_or("")
+            ))),
+            None => Ok(Frame::fresh(graph)),
+        }
+    }
+
+    /// [`Self::update_state`] from `frame` once the thread's lease is held: `saver` writes
+    /// under it.
     async fn update_state_held(
         &self,
         saver: &Arc<dyn CheckpointSaver>,
         thread: String,
         config: &RunConfig,
+        mut frame: Frame<S>,
         values: Option<S::Update>,
         as_node: Option<&str>,
     ) -> Result<RunConfig> {
         let graph = &*self.inner;
-        let mut frame = match saver.get_tuple(&config.checkpoint_config(&thread)).await? {
-            Some(tuple) => Frame::load(graph, saver, tuple, false).await?,
-            None if config.checkpoint_id.is_some() => {
-                return Err(Error::InvalidConfig(format!(
-                    "checkpoint `{}` of thread `{thread}` does not exist",
-                    config.checkpoint_id.as_deref().unwrap_or("")
-                )));
-            }
-            None => Frame::fresh(graph),
-        };
         let as_node = match as_node {
             Some(name) => name.to_owned(),
             None => frame.last_writer(graph)?,
