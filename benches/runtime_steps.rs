@@ -1,12 +1,13 @@
 //! Runtime super-steps per second on every checkpointer: the 10-node linear graph of
 //! `waypoint_workloads::runtime`, 200 invocations on distinct threads and 200 on one thread
 //! (with the last-ten / first-ten slowdown printed), `get_state_history` of a 600-checkpoint
-//! thread, and an `update_state` fork from the middle of that thread.
+//! thread, and `update_state` forks from the middle of that thread and near its head.
 //!
 //! PostgreSQL runs when `WAYPOINT_BENCH_POSTGRES_URL` (or `WAYPOINT_TEST_POSTGRES_URL`) names
-//! a server, Redis likewise with `WAYPOINT_BENCH_REDIS_URL`; each run uses fresh schemas or
-//! key prefixes. Durability is per step (`Sync`) unless
-//! `WAYPOINT_BENCH_DURABILITY=async` or `exit`.
+//! a server (twice: the default LangGraph-compatible mode, and `postgres-waypoint` with
+//! Waypoint's own encoding and delta history), Redis likewise with
+//! `WAYPOINT_BENCH_REDIS_URL`; each run uses fresh schemas or key prefixes. Durability is
+//! per step (`Sync`) unless `WAYPOINT_BENCH_DURABILITY=async` or `exit`.
 #![allow(missing_docs)] // criterion's macros and this harness's main need no docs.
 
 use std::sync::Arc;
@@ -45,6 +46,14 @@ fn savers(
                 .block_on(servers::postgres_saver(&url, 4))
                 .expect("connect to PostgreSQL");
             out.push(("postgres", Arc::new(saver)));
+            let config = waypoint_checkpoint_postgres::PostgresConfig::new(&url)
+                .schema(format!("bench_{}", uuid::Uuid::new_v4().simple()))
+                .max_connections(4)
+                .langgraph_values(false);
+            let saver = rt
+                .block_on(waypoint_checkpoint_postgres::PostgresSaver::connect(config))
+                .expect("connect to PostgreSQL");
+            out.push(("postgres-waypoint", Arc::new(saver)));
         }
         None => eprintln!("PostgreSQL skipped: set WAYPOINT_BENCH_POSTGRES_URL"),
     }
@@ -163,22 +172,22 @@ fn main() {
             })
         });
 
-        // The fork point: right after n4 of the middle invocation.
+        // The fork points: right after n4 of the middle invocation, and of the last one.
         let history = rt
             .block_on(graph.get_state_history(&config, &ListOptions::default()))
             .expect("history");
-        let middle = history
+        let after_n4: Vec<&RunConfig> = history
             .iter()
             .filter(|s| s.next == ["n5"])
-            .nth(HISTORY_INVOCATIONS / 2)
-            .expect("a checkpoint before n5")
-            .config
-            .clone();
+            .map(|s| &s.config)
+            .collect();
         let update = ChatUpdate::default().messages(vec![Msg {
             role: "user".into(),
             content: "fork".into(),
         }]);
-        c_fork(&rt, graph, name, &middle, &update);
+        let middle = after_n4[HISTORY_INVOCATIONS - HISTORY_INVOCATIONS / 2];
+        c_fork(&rt, graph, name, "middle", middle, &update);
+        c_fork(&rt, graph, name, "head", after_n4[0], &update);
     }
     group.finish();
 
@@ -201,9 +210,16 @@ fn c_fork(
     rt: &tokio::runtime::Runtime,
     graph: &CompiledGraph<Chat>,
     name: &str,
+    label: &str,
     at: &RunConfig,
     update: &ChatUpdate,
 ) {
+    let step = rt
+        .block_on(graph.get_state(at))
+        .expect("fork point")
+        .metadata
+        .step
+        .unwrap_or(-1);
     let mut times: Vec<Duration> = (0..50)
         .map(|_| {
             let start = Instant::now();
@@ -214,9 +230,8 @@ fn c_fork(
         .collect();
     times.sort();
     println!(
-        "runtime/fork/{name}: median {:.3} ms, min {:.3} ms (50 forks from step {} of a 600-checkpoint thread)",
+        "runtime/fork/{name}/{label}: median {:.3} ms, min {:.3} ms (50 forks from step {step} of a 600-checkpoint thread)",
         times[25].as_secs_f64() * 1e3,
         times[0].as_secs_f64() * 1e3,
-        at.checkpoint_id.as_deref().unwrap_or("?")
     );
 }
