@@ -584,7 +584,6 @@ impl CheckpointSaver for InMemorySaver {
             let Some(ancestor) = ns.checkpoints.get(id) else {
                 break;
             };
-            let ancestor_versions = ancestor.checkpoint()?.channel_versions;
             let writes = ns.writes.get(id).map(step_order).unwrap_or_default();
             let mut still_open = Vec::with_capacity(open.len());
             for channel in open {
@@ -600,8 +599,9 @@ impl CheckpointSaver for InMemorySaver {
                     }
                 }
                 chunks.entry(channel).or_default().push(mine);
-                let version = ancestor_versions.get(channel);
-                let stored = version.and_then(|v| {
+                // One channel's version, read without decoding the rest of the record.
+                let version = record::channel_version(&ancestor.record, channel)?;
+                let stored = version.as_ref().and_then(|v| {
                     ns.blobs
                         .get(channel)
                         .and_then(|versions| versions.get(v))
