@@ -135,11 +135,10 @@ pub fn channel_version(bytes: &[u8], channel: &str) -> Result<Option<ChannelVers
     r.id()?;
     r.ts()?;
     for _ in 0..r.map_len("channel_versions")? {
-        let name = r.str("channel name")?;
-        let version = r.version()?;
-        if name == channel {
-            return Ok(Some(version));
+        if r.str("channel name")? == channel {
+            return r.version().map(Some);
         }
+        r.skip_version()?;
     }
     Ok(None)
 }
@@ -403,6 +402,19 @@ impl<'a> Reader<'a> {
         ts_text(micros).ok_or_else(|| self.error(format_args!("ts {micros} is out of range")))
     }
 
+    /// Moves past a version without rendering its text (a walk reads one channel's).
+    fn skip_version(&mut self) -> Result<()> {
+        if self.at_str() {
+            return self.str("version").map(drop);
+        }
+        self.uint("version counter")?;
+        if !self.nil() {
+            rmp::decode::read_f64(&mut self.rest)
+                .map_err(|e| self.error(format_args!("version suffix: {e}")))?;
+        }
+        Ok(())
+    }
+
     fn version(&mut self) -> Result<ChannelVersion> {
         if self.at_str() {
             return self.str("version").map(ChannelVersion::new);
@@ -496,7 +508,10 @@ mod tests {
         let cp = sample();
         let bytes = encode_checkpoint(&cp);
         for (channel, version) in &cp.channel_versions {
-            assert_eq!(channel_version(&bytes, channel).unwrap().as_ref(), Some(version));
+            assert_eq!(
+                channel_version(&bytes, channel).unwrap().as_ref(),
+                Some(version)
+            );
         }
         assert_eq!(channel_version(&bytes, "absent").unwrap(), None);
         assert!(channel_version(b"{}", "messages").is_err());
