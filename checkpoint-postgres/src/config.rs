@@ -277,14 +277,19 @@ impl PostgresConfig {
     /// Behind a transaction pooler, the statements opening an operation's transaction:
     /// `BEGIN` and the session settings, one round trip; `None` on a direct connection.
     pub(crate) fn pooled_begin(&self) -> Result<Option<String>, Failure> {
+        Ok(self.pooled_settings()?.map(|set| format!("BEGIN; {set}")))
+    }
+
+    /// Behind a transaction pooler, the session settings as `SET LOCAL` statements (`; `
+    /// between them), for the transaction they open or join; `None` on a direct connection.
+    pub(crate) fn pooled_settings(&self) -> Result<Option<String>, Failure> {
         if !self.transaction_pooler {
             return Ok(None);
         }
-        let mut sql = String::from("BEGIN");
-        for (name, value) in self.session_settings()? {
-            sql.push_str(&format!("; SET LOCAL {name} = {value}"));
-        }
-        Ok(Some(sql))
+        let set: Vec<String> = (self.session_settings()?.iter())
+            .map(|(name, value)| format!("SET LOCAL {name} = {value}"))
+            .collect();
+        Ok(Some(set.join("; ")))
     }
 
     /// The schema name, checked to be a plain SQL identifier.

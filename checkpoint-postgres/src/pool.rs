@@ -58,6 +58,9 @@ struct Inner {
     /// operation that may not run twice) is the only one.
     suspect: AtomicBool,
     config: PostgresConfig,
+    /// [`PostgresConfig::pooled_settings`] and [`PostgresConfig::pooled_begin`], built once.
+    settings: Option<String>,
+    begin: Option<String>,
     /// The runtime the pool was made on: a parked connection dropped with the pool hands
     /// itself back to sqlx's pool on a task, which needs a runtime.
     runtime: Option<tokio::runtime::Handle>,
@@ -82,6 +85,7 @@ impl Pool {
     /// A pool for `config` that connects on first use.
     pub(crate) fn new(config: PostgresConfig) -> Result<Self, Failure> {
         let options = config.connect_options()?;
+        let (settings, begin) = (config.pooled_settings()?, config.pooled_begin()?);
         let server = match options.get_socket() {
             Some(dir) => dir.display().to_string(),
             None => format!("{}:{}", options.get_host(), options.get_port()),
@@ -103,6 +107,8 @@ impl Pool {
                 parked: Mutex::new(Vec::new()),
                 suspect: AtomicBool::new(false),
                 config,
+                settings,
+                begin,
                 runtime: tokio::runtime::Handle::try_current().ok(),
             }),
         })
@@ -111,6 +117,20 @@ impl Pool {
     /// The settings the pool was made with.
     pub(crate) fn config(&self) -> &PostgresConfig {
         &self.inner.config
+    }
+
+    /// Behind a transaction pooler, the statements opening an operation's transaction
+    /// ([`PostgresConfig::pooled_begin`], built when the pool was made); `None` on a direct
+    /// connection. A `Result` as the config's, for [`schema::pinned!`].
+    pub(crate) fn pooled_begin(&self) -> Result<Option<String>, Failure> {
+        Ok(self.inner.begin.clone())
+    }
+
+    /// Behind a transaction pooler, the session settings as `SET LOCAL` statements
+    /// ([`PostgresConfig::pooled_settings`]), for a statement that runs in a transaction of
+    /// its own; `None` on a direct connection.
+    pub(crate) fn pooled_settings(&self) -> Option<&str> {
+        self.inner.settings.as_deref()
     }
 
     /// sqlx's pool underneath, for statements that stream (and callers' own SQL).
@@ -290,8 +310,7 @@ impl Pool {
             if limited {
                 schema::execute(&mut conn, String::from("SET statement_timeout = 0")).await?;
             }
-            let done =
-                schema::migrate(&mut conn, schema, config.pooled_begin()?, tables, wait).await;
+            let done = schema::migrate(&mut conn, schema, self.pooled_begin()?, tables, wait).await;
             if done.is_ok() && !limited {
                 conn.finish(&done);
             }
@@ -384,11 +403,25 @@ impl Drop for Conn<'_> {
 /// body that bounds its own waits). With `retry = true` (idempotent operations) a body that
 /// met a broken connection runs once more on a fresh one, so a server restart costs no
 /// failed call once it is back, and one that lost a deadlock runs again (up to three times).
+/// Behind a transaction pooler the body runs in one transaction ([`schema::pinned!`]); with
+/// `pinned = false` it runs as it is, for a body whose every message is one transaction.
 macro_rules! on_conn {
     ($pool:expr, retry = $retry:expr, |$conn:ident| $body:expr) => {
-        $crate::pool::on_conn!($pool, retry = $retry, bounded = true, |$conn| $body)
+        $crate::pool::on_conn!(@run $pool, $retry, true, true, |$conn| $body)
     };
-    ($pool:expr, retry = $retry:expr, bounded = $bounded:expr, |$conn:ident| $body:expr) => {{
+    ($pool:expr, retry = $retry:expr, bounded = $bounded:expr, |$conn:ident| $body:expr) => {
+        $crate::pool::on_conn!(@run $pool, $retry, $bounded, true, |$conn| $body)
+    };
+    ($pool:expr, retry = $retry:expr, pinned = false, |$conn:ident| $body:expr) => {
+        $crate::pool::on_conn!(@run $pool, $retry, true, false, |$conn| $body)
+    };
+    (@body true, $pool:ident, $conn:ident, $body:expr) => {
+        $crate::schema::pinned!($pool, $conn, $body).await
+    };
+    (@body false, $pool:ident, $conn:ident, $body:expr) => {
+        $body.await
+    };
+    (@run $pool:expr, $retry:expr, $bounded:expr, $pinned:tt, |$conn:ident| $body:expr) => {{
         let pool: &$crate::pool::Pool = &$pool;
         let op = $crate::pool::op_name(::std::any::type_name_of_val(&|| ()));
         let mut reconnects = if $retry { 1 } else { 0 };
@@ -405,7 +438,7 @@ macro_rules! on_conn {
                     };
                     let done = {
                         let $conn: &mut ::sqlx::PgConnection = &mut conn;
-                        $crate::schema::pinned!(pool.config(), $conn, $body).await
+                        $crate::pool::on_conn!(@body $pinned, pool, $conn, $body)
                     };
                     conn.finish(&done);
                     done

@@ -215,14 +215,14 @@ impl ListQuery {
 /// `WP409`).
 ///
 /// [`expected_heads_json`]: waypoint_checkpoint::raw::expected_heads_json
-pub(crate) async fn put(
+pub(crate) async fn put<'a>(
     conn: &mut PgConnection,
-    put: &PreparedPut,
-    checkpoint: &str,
-    metadata: &str,
-    fence: Option<(&str, &str)>,
-    heads: &str,
-    persistent: bool,
+    put: &'a PreparedPut,
+    checkpoint: &'a str,
+    metadata: &'a str,
+    fence: Option<(&'a str, &'a str)>,
+    heads: &'a str,
+    via: Via<'_>,
 ) -> sqlx::Result<bool> {
     // The child record's rows (none without one) are one more data-modifying CTE: it runs
     // whether or not the main insert reads it, in the statement's snapshot, so under a fence
@@ -291,33 +291,187 @@ pub(crate) async fn put(
     let rows = child.map(WriteColumns::of).unwrap_or_default();
     let replace = child.is_some_and(|c| c.replace);
     let sql = &statements[usize::from(fence.is_some()) * 2 + usize::from(replace)];
-    let query = sqlx::query(sql)
-        .persistent(persistent)
-        .bind(&put.thread_id)
-        .bind(&put.checkpoint_ns)
-        .bind(channels)
-        .bind(versions)
-        .bind(types)
-        .bind(blobs)
-        .bind(&put.checkpoint.id)
-        .bind(put.parent.as_deref())
-        .bind(checkpoint)
-        .bind(metadata)
-        .bind(child.map(|c| c.thread_id.as_str()))
-        .bind(child.map(|c| c.checkpoint_ns.as_str()))
-        .bind(child.map(|c| c.checkpoint_id.as_str()))
-        .bind(child.map(|c| c.task_id.as_str()))
-        .bind(child.map(|c| c.task_path.as_str()))
-        .bind(rows.idxs)
-        .bind(rows.channels)
-        .bind(rows.types)
-        .bind(rows.blobs)
-        .bind(heads);
-    let query = match fence {
-        Some((thread_id, token)) => query.bind(thread_id).bind(token),
-        None => query,
+    let text = |s: &'a str| Param::Text(Some(s));
+    let of_child = |f: fn(&'a PreparedWrites) -> &'a str| Param::Text(child.map(f));
+    let mut params = vec![
+        text(&put.thread_id),
+        text(&put.checkpoint_ns),
+        Param::Texts(channels),
+        Param::Texts(versions),
+        Param::Texts(types),
+        Param::Blobs(blobs),
+        text(&put.checkpoint.id),
+        Param::Text(put.parent.as_deref()),
+        text(checkpoint),
+        text(metadata),
+        of_child(|c| &c.thread_id),
+        of_child(|c| &c.checkpoint_ns),
+        of_child(|c| &c.checkpoint_id),
+        of_child(|c| &c.task_id),
+        of_child(|c| &c.task_path),
+        Param::Ints(rows.idxs),
+        Param::Texts(rows.channels),
+        Param::Texts(rows.types),
+        Param::Blobs(rows.blobs.into_iter().map(Some).collect()),
+        text(heads),
+    ];
+    if let Some((thread_id, token)) = fence {
+        params.extend([text(thread_id), text(token)]);
+    }
+    let done = match via {
+        Via::Bound { persistent } => {
+            let query = params.into_iter().fold(sqlx::query(sql), Param::bind);
+            query.persistent(persistent).execute(conn).await?
+        }
+        Via::Inline { settings } => {
+            let message = format!("{settings}; {}", inline(sql, &params)?);
+            sqlx::Executor::execute(conn, message.as_str()).await?
+        }
     };
-    Ok(query.execute(conn).await?.rows_affected() > 0)
+    Ok(done.rows_affected() > 0)
+}
+
+/// How a statement reaches the server.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Via<'a> {
+    /// Parameters bound (extended protocol), the statement prepared on the server and
+    /// cached per connection when `persistent`: one round trip once cached.
+    Bound {
+        /// Whether the statement is prepared and cached.
+        persistent: bool,
+    },
+    /// One simple-protocol message holding `settings` (`SET LOCAL` statements) and the
+    /// statement, parameters written as literals: one round trip and one transaction (the
+    /// server runs a message of several statements as one), which a transaction pooler
+    /// serves on one server session. Bound parameters would take two round trips there
+    /// (sqlx parses an unnamed statement before binding it), in a transaction of their own.
+    Inline {
+        /// The session settings, as `SET LOCAL` statements.
+        settings: &'a str,
+    },
+}
+
+impl<'a> Via<'a> {
+    /// [`Via::Inline`] behind a transaction pooler (its `settings`), else [`Via::Bound`].
+    pub(crate) fn of(settings: Option<&'a str>, persistent: bool) -> Self {
+        match settings {
+            Some(settings) => Via::Inline { settings },
+            None => Via::Bound { persistent },
+        }
+    }
+}
+
+/// A statement parameter, bound or written as a literal ([`Via`]).
+enum Param<'a> {
+    Text(Option<&'a str>),
+    Texts(Vec<&'a str>),
+    Ints(Vec<i32>),
+    Blobs(Vec<Option<&'a [u8]>>),
+}
+
+impl<'a> Param<'a> {
+    /// `query` with this parameter bound next.
+    fn bind(
+        query: Query<'a, Postgres, PgArguments>,
+        param: Self,
+    ) -> Query<'a, Postgres, PgArguments> {
+        match param {
+            Param::Text(v) => query.bind(v),
+            Param::Texts(v) => query.bind(v),
+            Param::Ints(v) => query.bind(v),
+            Param::Blobs(v) => query.bind(v),
+        }
+    }
+
+    /// Appends this parameter as an SQL literal of its type. Text goes in an escape string
+    /// (`E'...'`, read the same whatever `standard_conforming_strings` says), bytes in hex;
+    /// text holding NUL, which no `text` value can hold, is refused.
+    fn write_literal(&self, out: &mut String) -> sqlx::Result<()> {
+        fn text(out: &mut String, s: &str) -> sqlx::Result<()> {
+            if s.contains('\0') {
+                return Err(sqlx::Error::Encode(
+                    "a text value contains a NUL character, which PostgreSQL cannot store".into(),
+                ));
+            }
+            out.push_str("E'");
+            for c in s.chars() {
+                match c {
+                    '\\' => out.push_str("\\\\"),
+                    '\'' => out.push_str("''"),
+                    c => out.push(c),
+                }
+            }
+            out.push('\'');
+            Ok(())
+        }
+        fn array<T>(
+            out: &mut String,
+            items: &[T],
+            kind: &str,
+            mut item: impl FnMut(&mut String, &T) -> sqlx::Result<()>,
+        ) -> sqlx::Result<()> {
+            out.push_str("ARRAY[");
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                item(out, v)?;
+            }
+            out.push_str("]::");
+            out.push_str(kind);
+            out.push_str("[]");
+            Ok(())
+        }
+        match self {
+            Param::Text(None) => out.push_str("NULL::text"),
+            Param::Text(Some(s)) => {
+                text(out, s)?;
+                out.push_str("::text");
+            }
+            Param::Texts(v) => array(out, v, "text", |out, s| text(out, s))?,
+            Param::Ints(v) => array(out, v, "int4", |out, i| {
+                out.push_str(&i.to_string());
+                Ok(())
+            })?,
+            Param::Blobs(v) => array(out, v, "bytea", |out, b| {
+                match b {
+                    None => out.push_str("NULL"),
+                    Some(bytes) => {
+                        out.push_str("E'\\\\x");
+                        for byte in *bytes {
+                            out.push_str(&format!("{byte:02x}"));
+                        }
+                        out.push('\'');
+                    }
+                }
+                Ok(())
+            })?,
+        }
+        Ok(())
+    }
+}
+
+/// `sql` with each placeholder (`$1`, `$2`, ...) replaced by its parameter as a literal.
+/// The statements passed hold no `$` but in placeholders.
+fn inline(sql: &str, params: &[Param<'_>]) -> sqlx::Result<String> {
+    let mut out = String::with_capacity(sql.len() + 64 * params.len());
+    let mut rest = sql;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let digits = rest[at + 1..]
+            .bytes()
+            .take_while(u8::is_ascii_digit)
+            .count();
+        let param = rest[at + 1..at + 1 + digits]
+            .parse::<usize>()
+            .ok()
+            .and_then(|n| params.get(n.checked_sub(1)?))
+            .ok_or_else(|| sqlx::Error::Protocol(format!("no parameter for `{}`", &rest[at..])))?;
+        param.write_literal(&mut out)?;
+        rest = &rest[at + 1 + digits..];
+    }
+    out.push_str(rest);
+    Ok(out)
 }
 
 /// The conflict action of writes that replace existing rows (last wins).
@@ -1136,6 +1290,65 @@ mod tests {
         assert_eq!(seed("q\"x"), Some(json!([7])));
         assert_eq!(seed("missing"), None);
         assert_eq!(latest["a.b"].writes.len(), 2);
+    }
+
+    /// Behind a transaction pooler a put is one message with its parameters written as
+    /// literals: ids, channel names, metadata and values holding quotes, backslashes, `$n`,
+    /// non-ASCII text and every byte value read back as they were put, parent and all.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_pooled_put_writes_its_literals_back_exactly() {
+        let Some(url) = waypoint_test_kit::postgres_url() else {
+            return;
+        };
+        let schema = waypoint_test_kit::fresh_name("wp_test");
+        let config = PostgresConfig::new(url).schema(schema).max_connections(2);
+        let direct = PostgresSaver::connect(config.clone())
+            .await
+            .expect("connect");
+        // BEGIN and SET LOCAL work on a direct connection too.
+        let pooled = PostgresSaver::connect(config.transaction_pooler(true))
+            .await
+            .expect("connect pooled");
+        let serde = Serde::default();
+        let odd = "it's \\ \"q\" $1 $22 E'x' \\x00 ü 😀";
+        let bytes: Vec<u8> = (0..=255).collect();
+        let value = json!({"text": odd, "bytes": bytes});
+        let thread = format!("t {odd}");
+        let channel = format!("c {odd}");
+        let mut parent = CheckpointConfig::new(thread.as_str()).with_ns(odd);
+        for step in 0..2 {
+            let mut checkpoint = waypoint_checkpoint::Checkpoint::new(step);
+            let version = waypoint_checkpoint::ChannelVersion::from(step as u64 + 1);
+            checkpoint
+                .channel_versions
+                .insert(channel.clone(), version.clone());
+            checkpoint
+                .channel_values
+                .insert(channel.clone(), serde.dumps(&value).expect("dumps"));
+            let mut metadata = waypoint_checkpoint::CheckpointMetadata::default();
+            metadata.extra.insert(odd.to_owned(), json!(odd));
+            parent = pooled
+                .put(
+                    &parent,
+                    checkpoint,
+                    metadata,
+                    [(channel.clone(), version)].into(),
+                )
+                .await
+                .expect("put");
+        }
+        let tuple = direct
+            .get_tuple(&CheckpointConfig::new(thread.as_str()).with_ns(odd))
+            .await
+            .expect("get")
+            .expect("stored");
+        assert_eq!(tuple.config.checkpoint_id, parent.checkpoint_id);
+        assert!(tuple.parent_config.is_some());
+        let read: serde_json::Value = serde
+            .loads(&tuple.checkpoint.channel_values[&channel])
+            .expect("loads");
+        assert_eq!(read, value);
+        assert_eq!(tuple.metadata.extra.get(odd), Some(&json!(odd)));
     }
 
     /// A checkpoint row as LangGraph writes it (strings, numbers, booleans and null inline,

@@ -26,7 +26,7 @@ use crate::error::{DbError, pg_error};
 use crate::input::{check_lookup, check_nul};
 use crate::lease;
 use crate::pool::{Pool, on_conn};
-use crate::queries::{self, ListQuery};
+use crate::queries::{self, ListQuery, Via};
 use crate::schema;
 
 /// A checkpointer on a PostgreSQL database, in the tables langgraph-checkpoint-postgres
@@ -145,7 +145,7 @@ impl PostgresSaver {
         let query = list_query(config, options)
             .map(|q| q.build(true, self.config().persistent()))
             .and_then(|query| {
-                let begin = self.config().pooled_begin().map_err(Error::from_failure)?;
+                let begin = self.pool.pooled_begin().map_err(Error::from_failure)?;
                 Ok((query, begin))
             });
         let rows = match query {
@@ -236,7 +236,13 @@ impl Batch {
         for (save, (checkpoint, metadata)) in self.saves.iter().zip(&self.texts) {
             match save {
                 PreparedSave::Put(put) => queries::put(
-                    &mut *conn, put, checkpoint, metadata, None, heads, persistent,
+                    &mut *conn,
+                    put,
+                    checkpoint,
+                    metadata,
+                    None,
+                    heads,
+                    Via::Bound { persistent },
                 )
                 .await
                 .map(drop),
@@ -397,9 +403,10 @@ impl CheckpointSaver for PostgresSaver {
         let put = PreparedPut::new(&self.serde, config, checkpoint, metadata, new_versions)?;
         record_put(&put);
         let (checkpoint, metadata) = (json_text(&put.checkpoint)?, json_text(&put.metadata)?);
-        let persistent = self.config().persistent();
-        on_conn!(self.pool, retry = true, |conn| async {
-            queries::put(conn, &put, &checkpoint, &metadata, None, "", persistent)
+        let via = Via::of(self.pool.pooled_settings(), self.config().persistent());
+        // One message, one transaction of its own: behind a pooler too (see `Via`).
+        on_conn!(self.pool, retry = true, pinned = false, |conn| async {
+            queries::put(conn, &put, &checkpoint, &metadata, None, "", via)
                 .await
                 .map_err(pg_error)
         })?;
@@ -462,8 +469,9 @@ impl CheckpointSaver for PostgresSaver {
             (&batch.saves[..], &batch.texts[..])
         {
             let fence = Some((lease.thread_id.as_str(), lease.token.as_str()));
-            let written = on_conn!(self.pool, retry = true, |conn| async {
-                queries::put(conn, put, checkpoint, metadata, fence, &heads, persistent)
+            let via = Via::of(self.pool.pooled_settings(), persistent);
+            let written = on_conn!(self.pool, retry = true, pinned = false, |conn| async {
+                queries::put(conn, put, checkpoint, metadata, fence, &heads, via)
                     .await
                     .map_err(|e| batch.error(e))
             })?;

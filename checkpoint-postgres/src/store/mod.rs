@@ -340,7 +340,7 @@ impl PgBackend {
         // Behind a transaction pooler, one transaction: its locks and statements stay on one
         // server session, and its end releases the locks.
         let done = crate::schema::pinned!(
-            self.pool.config(),
+            &self.pool,
             conn_ref,
             self.embed_on(conn_ref, index, now, &skip)
         )
