@@ -4,7 +4,13 @@
 //! 14x slower).
 //!
 //! PostgreSQL runs when `WAYPOINT_BENCH_POSTGRES_URL` (or `WAYPOINT_TEST_POSTGRES_URL`) names
-//! a server. `WAYPOINT_BENCH_TURNS` changes the number of turns.
+//! a server, Redis likewise (`..._REDIS_URL`). `WAYPOINT_BENCH_TURNS` changes the number of
+//! turns, `WAYPOINT_BENCH_FULL_TURNS` those of the full-values rows (0: none).
+//!
+//! Bookkeeping is each checkpoint's own record as the saver stores it: the compact record
+//! (`waypoint_checkpoint::serde::record`) on the savers that own their format (memory,
+//! SQLite, Redis), the JSON of LangGraph's layout on PostgreSQL; the JSON form is shown
+//! beside it for every saver.
 #![allow(missing_docs)]
 
 use std::collections::BTreeSet;
@@ -13,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use waypoint_checkpoint::serde::record;
 use waypoint_checkpoint::{CheckpointConfig, CheckpointSaver, InMemorySaver, ListOptions};
 use waypoint_checkpoint_postgres::{PostgresConfig, PostgresSaver};
 use waypoint_checkpoint_sqlite::SqliteSaver;
@@ -78,9 +85,10 @@ fn chatbot(saver: Arc<dyn CheckpointSaver>, delta: DeltaPolicy) -> CompiledGraph
 }
 
 /// Bytes the saver holds for a thread: the state's (every distinct stored value and every
-/// pending write, counted once) and the bookkeeping's (each checkpoint's own JSON: ids,
-/// channel versions, versions seen, metadata).
-async fn stored_bytes(saver: &dyn CheckpointSaver, thread: &str) -> (u64, u64) {
+/// pending write, counted once), and the bookkeeping's (each checkpoint's own record: ids,
+/// channel versions, versions seen, metadata) as the saver stores it (`compact`: the compact
+/// record) and as JSON.
+async fn stored_bytes(saver: &dyn CheckpointSaver, thread: &str, compact: bool) -> (u64, u64, u64) {
     let all = saver
         .list(
             Some(&CheckpointConfig::new(thread)),
@@ -89,7 +97,7 @@ async fn stored_bytes(saver: &dyn CheckpointSaver, thread: &str) -> (u64, u64) {
         .await
         .expect("list");
     let mut seen = BTreeSet::new();
-    let (mut total, mut bookkeeping) = (0u64, 0u64);
+    let (mut total, mut bookkeeping, mut json) = (0u64, 0u64, 0u64);
     for tuple in &all {
         for (channel, value) in &tuple.checkpoint.channel_values {
             let version = tuple
@@ -109,10 +117,16 @@ async fn stored_bytes(saver: &dyn CheckpointSaver, thread: &str) -> (u64, u64) {
             .sum::<u64>();
         let mut head = tuple.checkpoint.clone();
         head.channel_values.clear();
-        bookkeeping += serde_json::to_vec(&head).map_or(0, |b| b.len() as u64);
-        bookkeeping += serde_json::to_vec(&tuple.metadata.to_json()).map_or(0, |b| b.len() as u64);
+        let as_json = serde_json::to_vec(&head).map_or(0, |b| b.len() as u64)
+            + serde_json::to_vec(&tuple.metadata.to_json()).map_or(0, |b| b.len() as u64);
+        json += as_json;
+        bookkeeping += if compact {
+            record::encoded_len(&head, &tuple.metadata) as u64
+        } else {
+            as_json
+        };
     }
-    (total, bookkeeping)
+    (total, bookkeeping, json)
 }
 
 struct Row {
@@ -122,6 +136,7 @@ struct Row {
     raw: u64,
     values: u64,
     bookkeeping: u64,
+    json: u64,
     checkpoints: usize,
     first: Duration,
     last: Duration,
@@ -129,6 +144,7 @@ struct Row {
 
 async fn measure(
     name: &'static str,
+    compact: bool,
     saver: Arc<dyn CheckpointSaver>,
     delta: DeltaPolicy,
     turns: usize,
@@ -163,7 +179,7 @@ async fn measure(
         .iter()
         .map(|m| serde_json::to_vec(m).map_or(0, |b| b.len() as u64))
         .sum();
-    let (values, bookkeeping) = stored_bytes(&*saver, &thread).await;
+    let (values, bookkeeping, json) = stored_bytes(&*saver, &thread, compact).await;
     let checkpoints = saver
         .list(
             Some(&CheckpointConfig::new(thread)),
@@ -178,6 +194,7 @@ async fn measure(
         raw,
         values,
         bookkeeping,
+        json,
         checkpoints,
         first: times[..10].iter().sum(),
         last: times[times.len() - 10..].iter().sum(),
@@ -196,6 +213,7 @@ fn main() {
         .expect("runtime");
     let dir = tempfile::tempdir().expect("temp dir");
     let postgres = servers::url("POSTGRES");
+    let redis = servers::url("REDIS");
     let mut rows = Vec::new();
     // Full values grow quadratically (that is the point), so they get a shorter chat.
     let full_turns: usize = std::env::var("WAYPOINT_BENCH_FULL_TURNS")
@@ -212,6 +230,7 @@ fn main() {
         let tag = if delta.enabled { "delta" } else { "full" };
         rows.push(rt.block_on(measure(
             "memory",
+            true,
             Arc::new(InMemorySaver::new()),
             delta,
             turns,
@@ -219,7 +238,11 @@ fn main() {
         let sqlite = rt
             .block_on(SqliteSaver::from_path(dir.path().join(format!("{tag}.db"))))
             .expect("SQLite");
-        rows.push(rt.block_on(measure("sqlite", Arc::new(sqlite), delta, turns)));
+        rows.push(rt.block_on(measure("sqlite", true, Arc::new(sqlite), delta, turns)));
+        if let Some(url) = &redis {
+            let saver = rt.block_on(servers::redis_saver(url)).expect("Redis");
+            rows.push(rt.block_on(measure("redis", true, Arc::new(saver), delta, turns)));
+        }
         if let Some(url) = &postgres {
             let schema = format!("bench_hist_{}", uuid::Uuid::new_v4().simple());
             let saver = rt
@@ -228,18 +251,18 @@ fn main() {
                 ))
                 .expect("PostgreSQL");
             rt.block_on(saver.setup()).expect("setup");
-            rows.push(rt.block_on(measure("postgres", Arc::new(saver), delta, turns)));
+            rows.push(rt.block_on(measure("postgres", false, Arc::new(saver), delta, turns)));
         }
     }
     println!("\nA chat on one thread (user {USER_CHARS} chars, reply {REPLY_CHARS} chars)");
     println!(
-        "| saver | appending channels | turns | raw message bytes | state bytes (/ raw) | with bookkeeping (/ raw) | checkpoints | first 10 turns | last 10 turns | last / first |"
+        "| saver | appending channels | turns | raw message bytes | state bytes (/ raw) | with bookkeeping (/ raw) | record bytes a checkpoint (as JSON) | checkpoints | first 10 turns | last 10 turns | last / first |"
     );
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in rows {
         let total = r.values + r.bookkeeping;
         println!(
-            "| {} | {} | {} | {} | {} ({:.2}) | {} ({:.2}) | {} | {:.1} ms | {:.1} ms | {:.2} |",
+            "| {} | {} | {} | {} | {} ({:.2}) | {} ({:.2}) | {} ({}) | {} | {:.1} ms | {:.1} ms | {:.2} |",
             r.saver,
             if r.delta { "deltas" } else { "full values" },
             r.turns,
@@ -248,6 +271,8 @@ fn main() {
             r.values as f64 / r.raw as f64,
             total,
             total as f64 / r.raw as f64,
+            r.bookkeeping / r.checkpoints.max(1) as u64,
+            r.json / r.checkpoints.max(1) as u64,
             r.checkpoints,
             r.first.as_secs_f64() * 1e3,
             r.last.as_secs_f64() * 1e3,
