@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use rmp::Marker;
 use serde_json::{Map, Value};
 
+use crate::metadata;
 use crate::version::ChannelVersion;
 use crate::{Checkpoint, CheckpointMetadata, Error, Result};
 
@@ -22,8 +23,24 @@ use crate::{Checkpoint, CheckpointMetadata, Error, Result};
 /// (nor any UTF-8 text) starts with.
 pub const RECORD_TAG: u8 = 0xC1;
 
-/// The compact format this build writes, after [`RECORD_TAG`].
+/// The compact format of checkpoint records this build writes, after [`RECORD_TAG`].
 const FORMAT: u8 = 1;
+
+/// The compact format of metadata records this build writes: the well-known keys of
+/// [`KEYS`] by their position. Format 1 (every key as text) still reads.
+const METADATA_FORMAT: u8 = 2;
+
+/// Metadata keys stored by their position (append only: a key's position is its code).
+const KEYS: [&str; 8] = [
+    metadata::SOURCE,
+    metadata::STEP,
+    metadata::PARENTS,
+    metadata::WRITES,
+    metadata::FORKED_FROM,
+    metadata::DELTA_COUNTERS,
+    metadata::DELTA_BYTES,
+    "run_id",
+];
 
 /// The compact record of `checkpoint` (its `channel_values` are not part of it).
 pub fn encode_checkpoint(checkpoint: &Checkpoint) -> Vec<u8> {
@@ -148,25 +165,59 @@ pub fn is_compact(bytes: &[u8]) -> bool {
     bytes.first() == Some(&RECORD_TAG)
 }
 
-/// The compact record of `metadata`: its JSON object as MessagePack.
+/// The compact record of `metadata`: its JSON object as MessagePack, well-known keys by
+/// their position in [`KEYS`].
 pub fn encode_metadata(metadata: &CheckpointMetadata) -> Vec<u8> {
-    let mut out = vec![RECORD_TAG, FORMAT];
-    // A JSON object always encodes (string keys, JSON values).
-    if let Err(e) = rmp_serde::encode::write(&mut out, &metadata.to_json()) {
-        unreachable!("a JSON object encodes as MessagePack: {e}");
+    let mut out = vec![RECORD_TAG, METADATA_FORMAT];
+    let map = metadata.to_json();
+    put_map_len(&mut out, map.len());
+    for (key, value) in &map {
+        match KEYS.iter().position(|k| k == key) {
+            Some(code) => put_uint(&mut out, code as u64),
+            None => put_str(&mut out, key),
+        }
+        // JSON values always encode, and writes to a Vec cannot fail.
+        let _ = rmp_serde::encode::write(&mut out, value);
     }
     out
 }
 
 /// Decodes a metadata record: the compact form, or the JSON earlier versions wrote.
 pub fn decode_metadata(bytes: &[u8]) -> Result<CheckpointMetadata> {
-    let map: Map<String, Value> = match Reader::compact(bytes, "metadata")? {
-        None => serde_json::from_slice(bytes).map_err(|e| legacy_error("metadata", e))?,
-        Some(r) => rmp_serde::from_slice(r.rest).map_err(|e| Error::Serialization {
-            tag: "record".into(),
-            path: Some("metadata".into()),
-            message: format!("corrupt metadata record: {e}"),
-        })?,
+    let map: Map<String, Value> = match bytes {
+        [RECORD_TAG, METADATA_FORMAT, rest @ ..] => {
+            let mut r = Reader {
+                what: "metadata",
+                len: bytes.len(),
+                rest,
+            };
+            let mut map = Map::new();
+            for _ in 0..r.map_len("metadata")? {
+                let key = if r.at_str() {
+                    r.str("metadata key")?
+                } else {
+                    let code = r.uint("metadata key")?;
+                    let key = usize::try_from(code).ok().and_then(|c| KEYS.get(c));
+                    let key =
+                        key.ok_or_else(|| r.error(format_args!("unknown key code {code}")))?;
+                    (*key).to_owned()
+                };
+                let value =
+                    serde::Deserialize::deserialize(&mut rmp_serde::Deserializer::new(&mut r.rest))
+                        .map_err(|e| r.error(format_args!("value of `{key}`: {e}")))?;
+                map.insert(key, value);
+            }
+            r.finish()?;
+            map
+        }
+        _ => match Reader::compact(bytes, "metadata")? {
+            None => serde_json::from_slice(bytes).map_err(|e| legacy_error("metadata", e))?,
+            Some(r) => rmp_serde::from_slice(r.rest).map_err(|e| Error::Serialization {
+                tag: "record".into(),
+                path: Some("metadata".into()),
+                message: format!("corrupt metadata record: {e}"),
+            })?,
+        },
     };
     CheckpointMetadata::from_json(map)
 }
@@ -544,6 +595,10 @@ mod tests {
         assert_eq!(decode_checkpoint(&old_cp).unwrap(), cp);
         assert_eq!(decode_metadata(&old_meta).unwrap(), meta);
         assert_eq!(decode_metadata(&encode_metadata(&meta)).unwrap(), meta);
+        // Format 1 metadata (every key as text) still reads.
+        let mut format1 = vec![RECORD_TAG, 1];
+        rmp_serde::encode::write(&mut format1, &meta.to_json()).unwrap();
+        assert_eq!(decode_metadata(&format1).unwrap(), meta);
     }
 
     /// Every truncation of `whole` fails with a message, and every single-byte corruption
