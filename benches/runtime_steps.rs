@@ -3,6 +3,11 @@
 //! (with the last-ten / first-ten slowdown printed), `get_state_history` of a 600-checkpoint
 //! thread, and `update_state` forks from the middle of that thread and near its head.
 //!
+//! Allocations per super-step (a counting global allocator) are printed for each saver,
+//! from one batch of the distinct-threads workload. `WAYPOINT_BENCH_PROFILE=<invocations>`
+//! runs only that many distinct-thread invocations on the in-memory saver and prints
+//! super-steps/s and allocations per step (a short run for `valgrind --tool=callgrind`).
+//!
 //! PostgreSQL runs when `WAYPOINT_BENCH_POSTGRES_URL` (or `WAYPOINT_TEST_POSTGRES_URL`) names
 //! a server (twice: the default LangGraph-compatible mode, and `postgres-waypoint` with
 //! Waypoint's own encoding and delta history), Redis likewise with
@@ -14,6 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
+use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use waypoint_checkpoint::{CheckpointSaver, InMemorySaver, ListOptions};
 use waypoint_checkpoint_sqlite::SqliteSaver;
 use waypoint_runtime::{CompiledGraph, Durability, RunConfig};
@@ -21,6 +27,9 @@ use waypoint_workloads::runtime::{
     self, Chat, ChatUpdate, HISTORY_INVOCATIONS, INVOCATIONS, Msg, STEPS_PER_INVOCATION,
 };
 use waypoint_workloads::servers;
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<std::alloc::System> = &INSTRUMENTED_SYSTEM;
 
 fn durability() -> Durability {
     match std::env::var("WAYPOINT_BENCH_DURABILITY").as_deref() {
@@ -87,12 +96,51 @@ async fn invoke_n(graph: &CompiledGraph<Chat>, config: &RunConfig, n: usize) -> 
     times
 }
 
+/// Runs `invocations` invocations, each on a new thread; returns the wall time and the
+/// allocations made per super-step (by every thread of the process, the saver's included).
+fn distinct_threads(
+    rt: &tokio::runtime::Runtime,
+    graph: &CompiledGraph<Chat>,
+    invocations: usize,
+) -> (Duration, f64) {
+    let configs: Vec<RunConfig> = (0..invocations).map(|_| config()).collect();
+    let region = Region::new(GLOBAL);
+    let start = Instant::now();
+    rt.block_on(async {
+        for config in &configs {
+            graph
+                .invoke(Some(runtime::input()), config)
+                .await
+                .expect("invoke");
+        }
+    });
+    let elapsed = start.elapsed();
+    let allocations = region.change().allocations;
+    let steps = (invocations * STEPS_PER_INVOCATION) as f64;
+    (elapsed, allocations as f64 / steps)
+}
+
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("runtime");
+    if let Ok(n) = std::env::var("WAYPOINT_BENCH_PROFILE") {
+        let n: usize = n
+            .parse()
+            .expect("WAYPOINT_BENCH_PROFILE: a number of invocations");
+        let graph = runtime::graph(Arc::new(InMemorySaver::new())).expect("graph");
+        distinct_threads(&rt, &graph, 10);
+        let (elapsed, per_step) = distinct_threads(&rt, &graph, n);
+        let steps = (n * STEPS_PER_INVOCATION) as f64;
+        println!(
+            "memory, {:?} durability, {n} invocations: {:.0} super-steps/s, {per_step:.1} allocations per super-step",
+            durability(),
+            steps / elapsed.as_secs_f64()
+        );
+        return;
+    }
     let dir = tempfile::tempdir().expect("temp dir");
     let savers = savers(&rt, dir.path());
     let graphs: Vec<(&str, CompiledGraph<Chat>)> = savers
@@ -130,6 +178,12 @@ fn main() {
         });
     }
     group.finish();
+
+    println!("\nallocations per super-step, {INVOCATIONS} invocations on distinct threads:");
+    for (name, graph) in &graphs {
+        let (_, per_step) = distinct_threads(&rt, graph, INVOCATIONS);
+        println!("runtime/allocations/{name}: {per_step:.1} per super-step");
+    }
 
     let mut slowdowns = Vec::new();
     let mut group = c.benchmark_group("runtime/one_thread");
