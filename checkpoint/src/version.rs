@@ -2,6 +2,7 @@
 
 use std::cmp::Ordering;
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -12,13 +13,14 @@ use crate::{Error, Result};
 /// Only the counter is ever parsed; the random suffix keeps two forks of one parent from
 /// colliding on the same blob key. Plain integers (`"3"`, or a JSON number) are accepted as
 /// versions written by older savers. Ordering compares the counter first, then the text.
+/// Shared text: a clone (every checkpoint copies the thread's versions) allocates nothing.
 #[derive(Clone, PartialEq, Eq, Hash)]
-pub struct ChannelVersion(String);
+pub struct ChannelVersion(Arc<str>);
 
 impl ChannelVersion {
     /// Wraps a version string as stored.
     pub fn new(text: impl Into<String>) -> Self {
-        ChannelVersion(text.into())
+        ChannelVersion(text.into().into())
     }
 
     /// The version as stored.
@@ -41,11 +43,8 @@ impl ChannelVersion {
             })?,
         };
         let suffix: f64 = rand::random();
-        Ok(ChannelVersion(format!(
-            "{:032}.{:016}",
-            counter + 1,
-            suffix
-        )))
+        let text = format!("{:032}.{:016}", counter + 1, suffix);
+        Ok(ChannelVersion(text.into()))
     }
 }
 
@@ -77,19 +76,19 @@ impl fmt::Display for ChannelVersion {
 
 impl From<&str> for ChannelVersion {
     fn from(s: &str) -> Self {
-        ChannelVersion(s.to_owned())
+        ChannelVersion(s.into())
     }
 }
 
 impl From<String> for ChannelVersion {
     fn from(s: String) -> Self {
-        ChannelVersion(s)
+        ChannelVersion(s.into())
     }
 }
 
 impl From<u64> for ChannelVersion {
     fn from(n: u64) -> Self {
-        ChannelVersion(n.to_string())
+        ChannelVersion(n.to_string().into())
     }
 }
 
@@ -108,19 +107,19 @@ impl<'de> Deserialize<'de> for ChannelVersion {
                 f.write_str("a channel version (string or integer)")
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ChannelVersion, E> {
-                Ok(ChannelVersion(v.to_owned()))
+                Ok(ChannelVersion(v.into()))
             }
             fn visit_string<E: serde::de::Error>(self, v: String) -> Result<ChannelVersion, E> {
-                Ok(ChannelVersion(v))
+                Ok(ChannelVersion(v.into()))
             }
             fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<ChannelVersion, E> {
-                Ok(ChannelVersion(v.to_string()))
+                Ok(ChannelVersion(v.to_string().into()))
             }
             fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<ChannelVersion, E> {
-                Ok(ChannelVersion(v.to_string()))
+                Ok(ChannelVersion(v.to_string().into()))
             }
             fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<ChannelVersion, E> {
-                Ok(ChannelVersion(v.to_string()))
+                Ok(ChannelVersion(v.to_string().into()))
             }
         }
         // Self-describing formats may hold integer versions written by older savers;

@@ -60,7 +60,7 @@ pub(crate) struct Target {
     /// Why the frame's checkpoint was made.
     pub(crate) source: CheckpointSource,
     /// LangGraph's `writes` metadata of the frame's checkpoint; `None` leaves the key out.
-    pub(crate) writes: Option<Value>,
+    pub(crate) writes: Option<Arc<Value>>,
 }
 
 impl Target {
@@ -277,7 +277,7 @@ impl Saves {
             metadata = metadata.with_run_id(run_id.clone());
         }
         if let Some(writes) = &to.writes {
-            record_writes(graph, &*to.saver, &mut metadata, writes.clone());
+            record_writes(graph, &*to.saver, &mut metadata, Value::clone(writes));
         }
         Ok(Put {
             parent: CheckpointConfig {

@@ -214,15 +214,15 @@ impl<S: State> Frame<S> {
         thread: &str,
         ns: &str,
     ) -> Result<(Checkpoint, ChannelVersions)> {
-        let appending: Vec<String> = graph
+        let appending: Vec<&String> = graph
             .channel_names
             .iter()
             .filter(|c| graph.is_delta(c))
-            .cloned()
             .collect();
         if snapshot_all {
             let stored: Vec<&String> = appending
                 .iter()
+                .copied()
                 .filter(|c| self.versions.contains_key(*c))
                 .collect();
             if !stored.is_empty() {
@@ -234,16 +234,16 @@ impl<S: State> Frame<S> {
             }
         }
         let mut omit = BTreeSet::new();
-        for channel in appending.iter().filter(|c| changed.contains(*c)) {
+        for &channel in appending.iter().filter(|c| changed.contains(**c)) {
             let counter = self.delta.entry(channel.clone()).or_default();
             if !snapshot_all && !counter.due(&graph.delta) {
                 omit.insert(channel.clone());
             }
         }
         let values = self.values(graph, &changed, &omit, thread, ns)?;
-        for channel in appending
+        for &channel in appending
             .iter()
-            .filter(|c| changed.contains(*c) && !omit.contains(*c))
+            .filter(|c| changed.contains(**c) && !omit.contains(**c))
         {
             let size = values.get(channel).map_or(0, |v| v.bytes.len() as u64);
             self.delta
@@ -251,17 +251,25 @@ impl<S: State> Frame<S> {
                 .or_default()
                 .snapshot(size);
         }
-        self.delta.retain(|c, _| appending.contains(c));
-        let mut checkpoint = Checkpoint::new(self.step);
-        checkpoint.id = self.checkpoint_id.clone().unwrap_or(checkpoint.id);
-        checkpoint.channel_values = values;
-        checkpoint.channel_versions = self.versions.clone();
-        checkpoint.versions_seen = self.seen.clone();
-        checkpoint.updated_channels = Some(changed.iter().cloned().collect());
+        self.delta.retain(|c, _| appending.contains(&c));
         let new_versions = changed
             .iter()
             .filter_map(|c| self.versions.get(c).map(|v| (c.clone(), v.clone())))
             .collect();
+        // The frame's id when it has one: `Checkpoint::new` would make one only to drop it.
+        let id = match &self.checkpoint_id {
+            Some(id) => id.clone(),
+            None => waypoint_checkpoint::checkpoint_id(self.step),
+        };
+        let checkpoint = Checkpoint {
+            v: waypoint_checkpoint::CHECKPOINT_VERSION,
+            id,
+            ts: waypoint_checkpoint::now_rfc3339(),
+            channel_values: values,
+            channel_versions: self.versions.clone(),
+            versions_seen: self.seen.clone(),
+            updated_channels: Some(changed.into_iter().collect()),
+        };
         Ok((checkpoint, new_versions))
     }
 

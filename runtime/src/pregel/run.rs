@@ -127,7 +127,8 @@ struct Run<'g, S: State> {
     /// Why the frame's checkpoint was made.
     last_source: CheckpointSource,
     /// LangGraph's `writes` metadata of the frame's checkpoint (`None`: no such key).
-    last_writes: Option<serde_json::Value>,
+    /// Shared with each [`Target`], which the loop makes several times a step.
+    last_writes: Option<Arc<serde_json::Value>>,
     /// The resume command's answers, for the interrupted tasks.
     resume: Option<Resume>,
     /// When its writes and checkpoints are saved.
@@ -719,7 +720,16 @@ impl<'g, S: State> Run<'g, S> {
             }
             .instrument(span)
         });
-        let results = join_all(futures).await;
+        // A step's sole task runs right here: nothing to join.
+        let results = if sole {
+            let mut futures: Vec<_> = futures.collect();
+            match futures.pop() {
+                Some(only) => vec![only.await],
+                None => Vec::new(),
+            }
+        } else {
+            join_all(futures).await
+        };
         let mut outputs = Vec::with_capacity(tasks.len());
         let mut unsaved = Vec::new();
         let mut interrupts = Vec::new();
@@ -1006,7 +1016,7 @@ impl<'g, S: State> Run<'g, S> {
         self.frame.pending.clear();
         self.resume = None;
         self.last_source = source;
-        self.last_writes = writes;
+        self.last_writes = writes.map(Arc::new);
         let target = self.target();
         self.saves
             .checkpoint(target.as_ref(), self.graph, &mut self.frame)

@@ -140,18 +140,22 @@ impl<'a> TaskIds<'a> {
 /// The bytes of a checkpoint id as LangGraph hashes them: the uuid's 16 bytes (its hex digits
 /// without dashes); an id that is not hex is taken as its UTF-8 bytes.
 pub(crate) fn checkpoint_id_bytes(checkpoint_id: &str) -> Vec<u8> {
-    let hex: Vec<u8> = checkpoint_id.bytes().filter(|&b| b != b'-').collect();
     let digit = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
-    if hex.len().is_multiple_of(2) {
-        let bytes: Option<Vec<u8>> = hex
-            .chunks(2)
-            .map(|pair| Some(digit(pair[0])? << 4 | digit(pair[1])?))
-            .collect();
-        if let Some(bytes) = bytes {
-            return bytes;
+    let mut bytes = Vec::with_capacity(checkpoint_id.len() / 2);
+    let mut high = None;
+    for b in checkpoint_id.bytes().filter(|&b| b != b'-') {
+        let Some(d) = digit(b) else {
+            return checkpoint_id.as_bytes().to_vec();
+        };
+        match high.take() {
+            None => high = Some(d),
+            Some(h) => bytes.push(h << 4 | d),
         }
     }
-    checkpoint_id.as_bytes().to_vec()
+    if high.is_some() {
+        return checkpoint_id.as_bytes().to_vec();
+    }
+    bytes
 }
 
 /// A task's id, as LangGraph derives it (`prepare_single_task`): the 128-bit xxh3 of the
@@ -168,11 +172,6 @@ pub(crate) fn task_id(
     kind: &TaskKind,
     trigger: &str,
 ) -> String {
-    let scoped = if ns.is_empty() {
-        name.to_owned()
-    } else {
-        format!("{ns}{NS_SEP}{name}")
-    };
     let step = step.to_string();
     let index;
     let (marker, last) = match kind {
@@ -182,29 +181,47 @@ pub(crate) fn task_id(
             (PUSH, index.as_str())
         }
     };
-    let parts = [scoped.as_str(), step.as_str(), name, marker, last];
-    let hex = if legacy {
+    // The scoped name `{ns}|{name}` (`name` in the root graph) comes first.
+    let scope: [&str; 2] = if ns.is_empty() {
+        ["", ""]
+    } else {
+        [ns, NS_SEP]
+    };
+    let parts = [scope[0], scope[1], name, step.as_str(), name, marker, last];
+    let digest: [u8; 16] = if legacy {
         let mut sha = sha1_smol::Sha1::new();
         sha.update(checkpoint);
         for part in parts {
             sha.update(part.as_bytes());
         }
-        sha.digest().to_string()
+        let full = sha.digest().bytes();
+        let mut first = [0u8; 16];
+        first.copy_from_slice(&full[..16]);
+        first
     } else {
-        let mut bytes = checkpoint.to_vec();
+        let len = checkpoint.len() + parts.iter().map(|p| p.len()).sum::<usize>();
+        let mut bytes = Vec::with_capacity(len);
+        bytes.extend_from_slice(checkpoint);
         for part in parts {
             bytes.extend_from_slice(part.as_bytes());
         }
-        format!("{:032x}", xxhash_rust::xxh3::xxh3_128(&bytes))
+        xxhash_rust::xxh3::xxh3_128(&bytes).to_be_bytes()
     };
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
+    uuid_text(&digest)
+}
+
+/// 16 bytes in a uuid's text form (`8-4-4-4-12` lowercase hex digits).
+fn uuid_text(bytes: &[u8; 16]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(36);
+    for (i, b) in bytes.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            out.push('-');
+        }
+        out.push(HEX[usize::from(b >> 4)] as char);
+        out.push(HEX[usize::from(b & 0xf)] as char);
+    }
+    out
 }
 
 /// A task's path as LangGraph writes it (`task_path_str`): `~__pregel_pull, {name}` for a
