@@ -180,8 +180,8 @@ fn smoke_peers_run_writes_both_sides() {
         "store get p50, ms",
         "runtime super-steps, steps/s",
         "runtime super-steps, vs LangGraph (messages), steps/s",
-        "fork fork from the middle, ms",
-        "fork fork near the head, vs LangGraph (messages), ms",
+        "fork from the middle, ms",
+        "fork near the head, vs LangGraph (messages), ms",
     ] {
         let line = report
             .lines()

@@ -23,10 +23,7 @@ use super::{Scale, settle};
 const POSTGRES_NATIVE: &str = "postgres (native)";
 
 /// Where the forks start: `(workload row, the peer's name for it, which "n5" checkpoint)`.
-const POINTS: [(&str, &str); 2] = [
-    ("fork from the middle", "middle"),
-    ("fork near the head", "head"),
-];
+const POINTS: [(&str, &str); 2] = [("from the middle", "middle"), ("near the head", "head")];
 
 /// Steps this group reports to its progress bar.
 pub(crate) fn steps(targets: &Targets) -> u64 {
@@ -137,7 +134,7 @@ async fn backend(
                 .await
             })
             .await
-            .with_context(|| format!("{workload} failed"))?;
+            .with_context(|| format!("the fork {workload} failed"))?;
         // The last fork is a child of the fork point holding its messages and the update.
         let base = graph.get_state(from).await?;
         let forked = graph

@@ -81,6 +81,8 @@ pub(crate) struct Table {
     pub(crate) rows: Vec<Row>,
     /// Backends that failed part-way, and why.
     pub(crate) notes: Vec<String>,
+    /// Seconds the group took, LangGraph's side included.
+    pub(crate) seconds: f64,
 }
 
 impl Table {
@@ -93,6 +95,7 @@ impl Table {
             columns: Vec::new(),
             rows: Vec::new(),
             notes: Vec::new(),
+            seconds: 0.0,
         }
     }
 

@@ -50,8 +50,8 @@ pub(crate) type Theirs = Vec<(&'static str, Vec<f64>)>;
 /// The running driver, or none when `--peers` was not given.
 pub(crate) struct Peers {
     driver: Option<Driver>,
-    /// Workloads LangGraph has no counterpart for, or whose peer failed, with why.
-    pub(crate) notes: Vec<String>,
+    /// Why LangGraph has no figure, each with the `workload on backend` it holds for.
+    pub(crate) notes: Vec<(String, Vec<String>)>,
     /// The interpreter used, for the report's header.
     pub(crate) python: Option<String>,
 }
@@ -147,10 +147,7 @@ impl Peers {
             }
         };
         if let Some(why) = answer.get("none").and_then(Value::as_str) {
-            let note = format!("{workload} on {backend}: {why}");
-            if !self.notes.contains(&note) {
-                self.notes.push(note);
-            }
+            self.note(why, workload, backend);
             return Ok(None);
         }
         if let Some(error) = answer.get("error").and_then(Value::as_str) {
@@ -220,11 +217,21 @@ impl Peers {
         match self.sample(workload, backend, args) {
             Ok(samples) => samples,
             Err(e) => {
-                let note = format!("LangGraph {workload} on {backend}: {}", crate::one_line(&e));
-                eprintln!("waypoint bench: {note}");
-                self.notes.push(note);
+                let why = crate::one_line(&e);
+                eprintln!("waypoint bench: LangGraph's {workload} on {backend}: {why}");
+                self.note(&why, workload, backend);
                 None
             }
+        }
+    }
+
+    /// Notes that LangGraph has no figure of `workload` on `backend`, and `why`.
+    fn note(&mut self, why: &str, workload: &str, backend: &str) {
+        let what = format!("{workload} on {backend}");
+        match self.notes.iter_mut().find(|(w, _)| w == why) {
+            Some((_, list)) if list.contains(&what) => {}
+            Some((_, list)) => list.push(what),
+            None => self.notes.push((why.to_owned(), vec![what])),
         }
     }
 }

@@ -37,8 +37,8 @@ pub(crate) struct Header {
     pub(crate) command: String,
     /// The interpreter of LangGraph's side, when `--peers` ran it.
     pub(crate) peer_python: Option<String>,
-    /// Workloads LangGraph has no counterpart for, or whose peer failed.
-    pub(crate) peer_notes: Vec<String>,
+    /// Why LangGraph has no figure, each with the `workload on backend` it holds for.
+    pub(crate) peer_notes: Vec<(String, Vec<String>)>,
 }
 
 impl Header {
@@ -170,8 +170,8 @@ fn header_markdown(h: &Header) -> String {
     );
     if !h.peer_notes.is_empty() {
         md.push_str("Without a LangGraph figure:\n\n");
-        for note in &h.peer_notes {
-            let _ = writeln!(md, "- {note}");
+        for (why, what) in &h.peer_notes {
+            let _ = writeln!(md, "- {why}: {}", what.join(", "));
         }
         md.push('\n');
     }
@@ -301,6 +301,12 @@ fn summary_markdown(tables: &[Table], limits: &Limits) -> String {
             columns.push(column.clone());
         }
     }
+    // Backends in their usual order, a mode beside its backend (`postgres (native)`).
+    let order = ["memory", "sqlite", "postgres", "redis"];
+    columns.sort_by_key(|c| {
+        let base = c.split(' ').next().unwrap_or(c);
+        order.iter().position(|o| *o == base).unwrap_or(order.len())
+    });
     let mut md = String::from(
         "## Against LangGraph\n\nOurs / LangGraph's, same run, samples alternating, and how \
          many times faster ours is (bold from 1.5x); a figure alone: LangGraph has no such \
@@ -357,7 +363,11 @@ pub(crate) fn table_markdown(table: &Table) -> String {
 
 /// [`table_markdown`] with shares of `limits`.
 fn table_markdown_with(table: &Table, limits: &Limits) -> String {
-    let mut md = format!("## {}\n\n{}\n\n", table.group, table.about);
+    let mut md = format!("## {}\n\n{}", table.group, table.about);
+    if table.seconds > 0.0 {
+        let _ = write!(md, " ({:.0} s)", table.seconds);
+    }
+    md.push_str("\n\n");
     if table.has_peers() {
         md.push_str(
             "With LangGraph: ours / LangGraph's (how many times faster ours is), same run.\n\n",
