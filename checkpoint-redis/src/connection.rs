@@ -4,6 +4,7 @@
 //! connection, and the checks made when connecting (the server answers, and keeps what it
 //! acknowledges per [`crate::PersistenceCheck`], on every primary of a cluster).
 
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
@@ -102,6 +103,9 @@ impl ConnectionLike for RedisConnection {
 pub(crate) struct Connection {
     conn: RedisConnection,
     timeout: Duration,
+    /// A connection of its own for one caller at a time (a standalone server over plain
+    /// TCP), see [`Connection::query`].
+    direct: Option<Arc<Direct>>,
 }
 
 impl Connection {
@@ -129,9 +133,14 @@ impl Connection {
                 }
             }
         };
+        let direct = match &conn {
+            RedisConnection::Standalone(_) => Direct::new(&client, config).map(Arc::new),
+            RedisConnection::Cluster(_) => None,
+        };
         let db = Connection {
             conn,
             timeout: config.timeout,
+            direct,
         };
         db.ping("connect").await?;
         let server = redact_url(&config.url);
@@ -241,6 +250,35 @@ impl Connection {
         Ok(())
     }
 
+    /// Runs `pipe` on the direct connection when no other caller holds it (connecting it
+    /// first if it is not), else on `shared`. The multiplexed connection hands every request
+    /// to its driver task and the reply back (two task wake-ups besides the socket's); here
+    /// the caller's own task writes and reads. The replies are the same either way.
+    pub(crate) async fn query(
+        &self,
+        pipe: &Pipeline,
+        shared: &mut RedisConnection,
+    ) -> redis::RedisResult<Value> {
+        let Some(mut lease) = self.direct.as_deref().and_then(Direct::lease) else {
+            return pipe.query_async(shared).await;
+        };
+        let conn = match lease.conn.take() {
+            Some(conn) => lease.conn.insert(conn),
+            None => match lease.direct.connect().await {
+                Ok(conn) => lease.conn.insert(conn),
+                // The shared connection says why, or reconnects by itself.
+                Err(_) => return pipe.query_async(shared).await,
+            },
+        };
+        let done = pipe.query_async(&mut **conn).await;
+        // A reply from the server leaves the connection in step; anything else drops it.
+        lease.keep = match &done {
+            Ok(_) => true,
+            Err(e) => !crate::error::is_broken(e) && e.kind() != redis::ErrorKind::Parse,
+        };
+        done
+    }
+
     /// A handle on the shared connection.
     pub(crate) fn manager(&self) -> RedisConnection {
         self.conn.clone()
@@ -254,6 +292,211 @@ impl Connection {
     /// How long one operation may take.
     pub(crate) fn timeout(&self) -> Duration {
         self.timeout
+    }
+}
+
+/// The direct connection of a standalone server over plain TCP: idle, in use by one caller,
+/// or not connected (at first, and after a broken or cancelled call).
+struct Direct {
+    host: String,
+    port: u16,
+    /// `AUTH` arguments (username, password), when the URL has a password.
+    auth: Option<(Option<String>, String)>,
+    db: i64,
+    connect_timeout: Duration,
+    slot: Mutex<Slot>,
+}
+
+/// The state of the direct connection.
+enum Slot {
+    Idle(Box<DirectConn>),
+    Busy,
+    Empty,
+}
+
+impl Direct {
+    /// The direct connection of `client`'s server, if it is reached over plain TCP.
+    fn new(client: &redis::Client, config: &RedisConfig) -> Option<Direct> {
+        let info = client.get_connection_info();
+        let ConnectionAddr::Tcp(host, port) = info.addr() else {
+            return None;
+        };
+        let settings = info.redis_settings();
+        Some(Direct {
+            host: host.clone(),
+            port: *port,
+            auth: settings
+                .password()
+                .map(|p| (settings.username().map(str::to_owned), p.to_owned())),
+            db: settings.db(),
+            connect_timeout: config.connect_timeout,
+            slot: Mutex::new(Slot::Empty),
+        })
+    }
+
+    /// The connection for one call, unless another caller holds it (`conn` is `None` when
+    /// it must be connected first).
+    fn lease(&self) -> Option<Lease<'_>> {
+        let mut slot = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
+        let conn = match std::mem::replace(&mut *slot, Slot::Busy) {
+            Slot::Idle(conn) => Some(conn),
+            Slot::Empty => None,
+            Slot::Busy => return None,
+        };
+        Some(Lease {
+            direct: self,
+            conn,
+            keep: false,
+        })
+    }
+
+    /// A new connection, authenticated and on the URL's database.
+    async fn connect(&self) -> redis::RedisResult<Box<DirectConn>> {
+        let connecting = tokio::net::TcpStream::connect((self.host.as_str(), self.port));
+        let stream = tokio::time::timeout(self.connect_timeout, connecting)
+            .await
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
+        stream.set_nodelay(true)?;
+        let mut conn = Box::new(DirectConn {
+            stream,
+            buf: Vec::new(),
+            db: self.db,
+        });
+        if let Some((user, password)) = &self.auth {
+            let mut auth = redis::cmd("AUTH");
+            auth.arg(user.as_deref()).arg(password);
+            auth.query_async::<()>(&mut *conn).await?;
+        }
+        if self.db != 0 {
+            redis::cmd("SELECT")
+                .arg(self.db)
+                .query_async::<()>(&mut *conn)
+                .await?;
+        }
+        Ok(conn)
+    }
+}
+
+/// The direct connection held by one call; put back when dropped if `keep`, else closed (a
+/// call cut off by its deadline leaves replies unread).
+struct Lease<'a> {
+    direct: &'a Direct,
+    conn: Option<Box<DirectConn>>,
+    keep: bool,
+}
+
+impl Drop for Lease<'_> {
+    fn drop(&mut self) {
+        let next = match self.conn.take() {
+            Some(conn) if self.keep => Slot::Idle(conn),
+            _ => Slot::Empty,
+        };
+        *self
+            .direct
+            .slot
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = next;
+    }
+}
+
+/// One plain TCP connection, read and written by the calling task itself (RESP2).
+struct DirectConn {
+    stream: tokio::net::TcpStream,
+    /// Bytes read and not yet parsed.
+    buf: Vec<u8>,
+    db: i64,
+}
+
+impl DirectConn {
+    /// Sends `packed` and reads `replies` replies; the first error reply fails the call
+    /// (after every reply is read, so the connection stays in step).
+    async fn exchange(&mut self, packed: &[u8], replies: usize) -> redis::RedisResult<Vec<Value>> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        self.stream.write_all(packed).await?;
+        let mut values = Vec::with_capacity(replies);
+        let mut at = 0;
+        while values.len() < replies {
+            match reply_end(&self.buf, at)? {
+                Some(end) => {
+                    values.push(redis::parse_redis_value(&self.buf[at..end])?);
+                    at = end;
+                }
+                None => {
+                    if self.stream.read_buf(&mut self.buf).await? == 0 {
+                        return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
+                    }
+                }
+            }
+        }
+        self.buf.drain(..at);
+        if let Some(Value::ServerError(e)) =
+            values.iter().find(|v| matches!(v, Value::ServerError(_)))
+        {
+            return Err(e.clone().into());
+        }
+        Ok(values)
+    }
+}
+
+impl ConnectionLike for DirectConn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(async move {
+            let mut values = self.exchange(&cmd.get_packed_command(), 1).await?;
+            Ok(values.pop().unwrap_or(Value::Nil))
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        Box::pin(async move {
+            let packed = pipeline.get_packed_pipeline();
+            let mut values = self.exchange(&packed, offset + count).await?;
+            Ok(values.split_off(offset.min(values.len())))
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        self.db
+    }
+}
+
+/// The end of the RESP2 reply starting at `at` in `buf`, `None` while it is incomplete.
+fn reply_end(buf: &[u8], at: usize) -> redis::RedisResult<Option<usize>> {
+    let bad = || redis::RedisError::from((redis::ErrorKind::Parse, "unexpected reply"));
+    let Some(line) = buf
+        .get(at..)
+        .and_then(|b| b.windows(2).position(|w| w == b"\r\n"))
+    else {
+        return Ok(None);
+    };
+    let head = at + line + 2;
+    let number = || {
+        std::str::from_utf8(&buf[at + 1..at + line])
+            .ok()
+            .and_then(|n| n.parse::<i64>().ok())
+            .ok_or_else(bad)
+    };
+    match buf[at] {
+        b'+' | b'-' | b':' => Ok(Some(head)),
+        b'$' => match usize::try_from(number()?) {
+            Ok(len) => Ok(Some(head + len + 2).filter(|end| *end <= buf.len())),
+            Err(_) => Ok(Some(head)),
+        },
+        b'*' => {
+            let mut end = head;
+            for _ in 0..number()?.max(0) {
+                match reply_end(buf, end)? {
+                    Some(next) => end = next,
+                    None => return Ok(None),
+                }
+            }
+            Ok(Some(end))
+        }
+        _ => Err(bad()),
     }
 }
 
@@ -343,4 +586,23 @@ fn by_node(replies: Value) -> Vec<(String, Value)> {
             (node, reply)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reply_end_finds_whole_replies_only() -> redis::RedisResult<()> {
+        let replies = b"+OK\r\n+QUEUED\r\n*3\r\n:1\r\n$3\r\nabc\r\n$-1\r\n-ERR no\r\n";
+        assert_eq!(reply_end(replies, 0)?, Some(5));
+        assert_eq!(reply_end(replies, 5)?, Some(14));
+        assert_eq!(reply_end(replies, 14)?, Some(36));
+        assert_eq!(reply_end(replies, 36)?, Some(replies.len()));
+        for cut in [15, 20, 30, 35] {
+            assert_eq!(reply_end(&replies[..cut], 14)?, None, "cut at {cut}");
+        }
+        assert!(reply_end(b"?what\r\n", 0).is_err());
+        Ok(())
+    }
 }

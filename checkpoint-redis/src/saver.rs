@@ -1335,8 +1335,9 @@ impl CheckpointSaver for RedisSaver {
                 pipe.zadd(self.shard(k.shard()), k.global_member(id, ns), 0)
                     .ignore();
             }
-            with_conn!(self.db, "put", retry = true, |conn| pipe
-                .query_async::<Value>(&mut conn))?;
+            with_conn!(self.db, "put", retry = true, |conn| self
+                .db
+                .query(&pipe, &mut conn))?;
             if !standalone {
                 self.index("put", [(thread, ns, id)]).await?;
             }
