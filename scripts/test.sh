@@ -63,3 +63,8 @@ export TMPDIR="$scratch"
 
 step "cargo test"
 cargo test --workspace --all-features
+
+step "waypoint bench --quick --peers: both sides in one run, as README's figures are made"
+cargo run --quiet --release -p waypoint-cli -- bench --quick --peers --out "$scratch/bench"
+grep -q '^## Against LangGraph$' "$scratch/bench/REPORT.md"
+grep -qE '^\| checkpoint put \(sequential\), puts/s \| [0-9,.]+ / [0-9,.]+ \(' "$scratch/bench/REPORT.md"
