@@ -438,8 +438,10 @@ impl<'a> Param<'a> {
                     None => out.push_str("NULL"),
                     Some(bytes) => {
                         out.push_str("E'\\\\x");
+                        const HEX: &[u8; 16] = b"0123456789abcdef";
                         for byte in *bytes {
-                            out.push_str(&format!("{byte:02x}"));
+                            out.push(char::from(HEX[usize::from(byte >> 4)]));
+                            out.push(char::from(HEX[usize::from(byte & 15)]));
                         }
                         out.push('\'');
                     }
