@@ -166,7 +166,7 @@ pub fn is_compact(bytes: &[u8]) -> bool {
 }
 
 /// The compact record of `metadata`: its JSON object as MessagePack, well-known keys by
-/// their position in [`KEYS`].
+/// their position in a fixed list.
 pub fn encode_metadata(metadata: &CheckpointMetadata) -> Vec<u8> {
     let mut out = vec![RECORD_TAG, METADATA_FORMAT];
     let map = metadata.to_json();
