@@ -74,6 +74,16 @@ impl LeaseGuard {
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_millis(200));
                 }
+                // The holder may be this process's own lease whose release failed moments
+                // ago (a server still loading its data after a restart): release it again.
+                Err(waypoint_checkpoint::Error::Conflict(_))
+                    if has_orphans(thread_id) && conflicts < 20 =>
+                {
+                    conflicts += 1;
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_millis(200));
+                    release_orphans(thread_id).await;
+                }
                 Err(waypoint_checkpoint::Error::Conflict(_)) => {
                     return Err(Error::Conflict(format!(
                         "thread `{thread_id}` is being written by another run; retry when it \
@@ -171,6 +181,11 @@ fn orphan(saver: Arc<dyn CheckpointSaver>, lease: Lease) {
             }
         }
     });
+}
+
+/// Whether this process holds a lease on `thread_id` whose release failed.
+fn has_orphans(thread_id: &str) -> bool {
+    orphans().contains_key(thread_id)
 }
 
 fn is_orphan(lease: &Lease) -> bool {
