@@ -8,7 +8,7 @@
 //! JSON otherwise), and the writes come from one range scan per channel. Anything else (ids out of that
 //! order) takes the general recursive statement, which parses every ancestor's JSON.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use bytes::Bytes;
 use rusqlite::types::ValueRef;
@@ -16,7 +16,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde::Deserialize;
 use serde_json::Value;
 use waypoint_checkpoint::serde::record;
-use waypoint_checkpoint::{Error, Result};
+use waypoint_checkpoint::{ChannelVersion, Error, Result};
 
 use crate::convert::{RawBlob, RawWrite, record_at};
 use crate::error::sqlite_error;
@@ -40,20 +40,29 @@ pub(crate) fn delta_history(
 #[derive(Default)]
 struct Seeds {
     versions: HashSet<String>,
+    /// The same versions as a compact record encodes them, matched without rendering text.
+    encoded: HashMap<Vec<u8>, String>,
 }
 
 impl Seeds {
+    /// Adds a stored version.
+    fn insert(&mut self, version: String) {
+        let encoded = record::encode_version(&ChannelVersion::new(version.clone()));
+        self.encoded.insert(encoded, version.clone());
+        self.versions.insert(version);
+    }
+
     /// The version of `channel` that `stored` (a checkpoint's compact record, or the JSON of
     /// earlier versions) names, when it is stored.
     fn found_in(&self, stored: &[u8], channel: &str) -> Result<Option<String>> {
-        let version = if record::is_compact(stored) {
-            record::channel_version(stored, channel)?.map(|v| v.as_str().to_owned())
-        } else {
-            let text = std::str::from_utf8(stored).map_err(|e| Error::serialization("json", e))?;
-            match scan_version(text, channel) {
-                Some(found) => found.map(str::to_owned),
-                None => parse_version(text, channel)?,
-            }
+        if record::is_compact(stored) {
+            return Ok(record::channel_version_encoded(stored, channel)?
+                .and_then(|encoded| self.encoded.get(encoded).cloned()));
+        }
+        let text = std::str::from_utf8(stored).map_err(|e| Error::serialization("json", e))?;
+        let version = match scan_version(text, channel) {
+            Some(found) => found.map(str::to_owned),
+            None => parse_version(text, channel)?,
         };
         Ok(version.filter(|v| self.versions.contains(v)))
     }
@@ -176,7 +185,7 @@ fn linear_delta_history(
                 row.get(0).map_err(sqlite_error)?,
                 row.get(1).map_err(sqlite_error)?,
             );
-            seeds.entry(channel).or_default().versions.insert(version);
+            seeds.entry(channel).or_default().insert(version);
         }
     }
 

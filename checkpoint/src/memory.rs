@@ -207,7 +207,7 @@ impl InMemorySaver {
         }
         let pending_writes = match ns.writes.get(id) {
             None => Vec::new(),
-            Some(writes) => step_order(writes)
+            Some(writes) => step_order(writes.iter())
                 .into_iter()
                 .map(|((task_id, idx), w)| {
                     let slot = write_slot(thread_id, ns_name, id, task_id, &w.channel, *idx);
@@ -268,12 +268,18 @@ impl InMemorySaver {
 
 /// A checkpoint's writes in the order a step applied them, LangGraph's `writes_sort_key`:
 /// `(task_path, task_id, idx)`.
-fn step_order(
-    writes: &BTreeMap<(String, i64), StoredWrite>,
-) -> Vec<(&(String, i64), &StoredWrite)> {
-    let mut ordered: Vec<_> = writes.iter().collect();
-    // The map gives `(task_id, idx)` order; a stable sort by path puts the path first.
-    ordered.sort_by(|a, b| a.1.task_path.cmp(&b.1.task_path));
+fn step_order<'w>(
+    writes: impl Iterator<Item = (&'w (String, i64), &'w StoredWrite)>,
+) -> Vec<(&'w (String, i64), &'w StoredWrite)> {
+    let mut ordered: Vec<_> = writes.collect();
+    // The map gives `(task_id, idx)` order; a stable sort by path puts the path first (and
+    // is skipped when all share one path, as one task's writes do).
+    if ordered
+        .windows(2)
+        .any(|p| p[0].1.task_path != p[1].1.task_path)
+    {
+        ordered.sort_by(|a, b| a.1.task_path.cmp(&b.1.task_path));
+    }
     ordered
 }
 
@@ -576,58 +582,56 @@ impl CheckpointSaver for InMemorySaver {
         let Some(target) = target else {
             return Ok(out);
         };
-        let mut open: Vec<&String> = channels.iter().collect();
-        // Newest ancestor first; reversed per channel at the end.
-        let mut chunks: BTreeMap<&String, Vec<Vec<PendingWrite>>> = BTreeMap::new();
-        let mut next = target.parent.as_deref();
-        while let (false, Some(id)) = (open.is_empty(), next) {
-            let Some(ancestor) = ns.checkpoints.get(id) else {
-                break;
-            };
-            let writes = ns.writes.get(id).map(step_order).unwrap_or_default();
-            let mut still_open = Vec::with_capacity(open.len());
-            for channel in open {
-                let mut mine = Vec::new();
-                for &((task_id, idx), w) in &writes {
-                    if &w.channel == channel {
-                        let slot = write_slot(thread_id, ns_name, id, task_id, channel, *idx);
-                        mine.push(PendingWrite {
-                            task_id: task_id.clone(),
-                            channel: channel.clone(),
-                            value: self.serde.open(&w.value, &slot)?,
-                        });
-                    }
+        for (channel, history) in out.iter_mut() {
+            // The channel's stored values by their encoded version, so an ancestor's version
+            // is matched by its record's bytes, with no text rendered.
+            let stored: HashMap<Vec<u8>, (&ChannelVersion, &SerializedValue)> = ns
+                .blobs
+                .get(channel)
+                .into_iter()
+                .flatten()
+                .filter_map(|(version, value)| {
+                    let value = value.as_ref().filter(|value| is_value(value))?;
+                    Some((record::encode_version(version), (version, value)))
+                })
+                .collect();
+            // The ancestors down to the one holding a value (or the root), newest first.
+            let mut ancestors: Vec<&str> = Vec::new();
+            let mut next = target.parent.as_deref();
+            while let Some(id) = next {
+                let Some(ancestor) = ns.checkpoints.get(id) else {
+                    break;
+                };
+                ancestors.push(id);
+                let seed = match record::channel_version_encoded(&ancestor.record, channel)? {
+                    Some(encoded) => stored.get(encoded),
+                    None => None,
+                };
+                if let Some(&(version, value)) = seed {
+                    let slot = Slot::Channel {
+                        thread_id,
+                        checkpoint_ns: ns_name,
+                        channel,
+                        version: version.as_str(),
+                    };
+                    history.seed = Some(self.serde.open(value, &slot)?);
+                    break;
                 }
-                chunks.entry(channel).or_default().push(mine);
-                // One channel's version, read without decoding the rest of the record.
-                let version = record::channel_version(&ancestor.record, channel)?;
-                let stored = version.as_ref().and_then(|v| {
-                    ns.blobs
-                        .get(channel)
-                        .and_then(|versions| versions.get(v))
-                        .and_then(Option::as_ref)
-                        .filter(|value| is_value(value))
-                        .map(|value| (v, value))
-                });
-                match (stored, out.get_mut(channel)) {
-                    (Some((version, value)), Some(history)) => {
-                        let slot = Slot::Channel {
-                            thread_id,
-                            checkpoint_ns: ns_name,
-                            channel,
-                            version: version.as_str(),
-                        };
-                        history.seed = Some(self.serde.open(value, &slot)?);
-                    }
-                    _ => still_open.push(channel),
-                }
+                next = ancestor.parent.as_deref();
             }
-            open = still_open;
-            next = ancestor.parent.as_deref();
-        }
-        for (channel, chunks) in chunks {
-            if let Some(history) = out.get_mut(channel) {
-                history.writes = chunks.into_iter().rev().flatten().collect();
+            for &id in ancestors.iter().rev() {
+                let Some(writes) = ns.writes.get(id) else {
+                    continue;
+                };
+                let mine = step_order(writes.iter().filter(|(_, w)| &w.channel == channel));
+                for ((task_id, idx), w) in mine {
+                    let slot = write_slot(thread_id, ns_name, id, task_id, channel, *idx);
+                    history.writes.push(PendingWrite {
+                        task_id: task_id.clone(),
+                        channel: channel.clone(),
+                        value: self.serde.open(&w.value, &slot)?,
+                    });
+                }
             }
         }
         Ok(out)

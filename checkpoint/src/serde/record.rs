@@ -146,18 +146,43 @@ pub fn decode_checkpoint(bytes: &[u8]) -> Result<Checkpoint> {
 /// `channel_versions`; `None` when it names none. `bytes` must be a compact record
 /// ([`is_compact`]).
 pub fn channel_version(bytes: &[u8], channel: &str) -> Result<Option<ChannelVersion>> {
+    let Some(encoded) = channel_version_encoded(bytes, channel)? else {
+        return Ok(None);
+    };
+    let mut r = Reader {
+        what: "checkpoint",
+        len: encoded.len(),
+        rest: encoded,
+    };
+    r.version().map(Some)
+}
+
+/// The encoded bytes of `channel`'s version in a compact checkpoint record, found without
+/// rendering any text (ids, times, versions); `None` when it names none. Equal to
+/// [`encode_version`] of a version exactly when the versions are equal, so a walk can match
+/// stored versions by bytes. `bytes` must be a compact record ([`is_compact`]).
+pub fn channel_version_encoded<'b>(bytes: &'b [u8], channel: &str) -> Result<Option<&'b [u8]>> {
     let mut r = Reader::compact(bytes, "checkpoint")?
         .ok_or_else(|| Error::serialization("record", "not a compact checkpoint record"))?;
     r.uint("v")?;
-    r.id()?;
-    r.ts()?;
+    r.skip_id()?;
+    r.skip_ts()?;
     for _ in 0..r.map_len("channel_versions")? {
-        if r.str("channel name")? == channel {
-            return r.version().map(Some);
-        }
+        let found = r.str_bytes("channel name")? == channel.as_bytes();
+        let start = r.rest;
         r.skip_version()?;
+        if found {
+            return Ok(Some(&start[..start.len() - r.rest.len()]));
+        }
     }
     Ok(None)
+}
+
+/// How a compact record encodes `version` (see [`channel_version_encoded`]).
+pub fn encode_version(version: &ChannelVersion) -> Vec<u8> {
+    let mut out = Vec::new();
+    put_version(&mut out, version);
+    out
 }
 
 /// Whether `bytes` are a compact record (rather than the JSON of earlier versions).
@@ -403,13 +428,18 @@ impl<'a> Reader<'a> {
     }
 
     fn str(&mut self, what: &str) -> Result<String> {
-        let n = rmp::decode::read_str_len(&mut self.rest)
-            .map_err(|e| self.error(format_args!("{what}: {e}")))?;
-        let bytes = self.take(n, what)?;
+        let bytes = self.str_bytes(what)?;
         match std::str::from_utf8(bytes) {
             Ok(s) => Ok(s.to_owned()),
             Err(e) => Err(self.error(format_args!("{what} is not UTF-8: {e}"))),
         }
+    }
+
+    /// A string's bytes, not checked to be UTF-8 (to skip it, or to compare it with a `str`).
+    fn str_bytes(&mut self, what: &str) -> Result<&'a [u8]> {
+        let n = rmp::decode::read_str_len(&mut self.rest)
+            .map_err(|e| self.error(format_args!("{what}: {e}")))?;
+        self.take(n, what)
     }
 
     fn map_len(&mut self, what: &str) -> Result<u32> {
@@ -453,10 +483,29 @@ impl<'a> Reader<'a> {
         ts_text(micros).ok_or_else(|| self.error(format_args!("ts {micros} is out of range")))
     }
 
+    /// Moves past an id without rendering its text.
+    fn skip_id(&mut self) -> Result<()> {
+        if self.marker() != Some(Marker::Bin8) {
+            return self.str_bytes("id").map(drop);
+        }
+        let n = rmp::decode::read_bin_len(&mut self.rest).map_err(|e| self.error(e))?;
+        self.take(n, "id").map(drop)
+    }
+
+    /// Moves past a time without rendering its text.
+    fn skip_ts(&mut self) -> Result<()> {
+        if self.at_str() {
+            return self.str_bytes("ts").map(drop);
+        }
+        rmp::decode::read_int::<i64, _>(&mut self.rest)
+            .map(drop)
+            .map_err(|e| self.error(format_args!("ts: {e}")))
+    }
+
     /// Moves past a version without rendering its text (a walk reads one channel's).
     fn skip_version(&mut self) -> Result<()> {
         if self.at_str() {
-            return self.str("version").map(drop);
+            return self.str_bytes("version").map(drop);
         }
         self.uint("version counter")?;
         if !self.nil() {
@@ -565,6 +614,14 @@ mod tests {
             );
         }
         assert_eq!(channel_version(&bytes, "absent").unwrap(), None);
+        for (channel, version) in &cp.channel_versions {
+            let encoded = channel_version_encoded(&bytes, channel).unwrap();
+            assert_eq!(encoded, Some(encode_version(version).as_slice()));
+        }
+        // A truncated record is an error, never a panic.
+        for cut in 0..bytes.len() {
+            let _ = channel_version_encoded(&bytes[..cut], "messages");
+        }
         assert!(channel_version(b"{}", "messages").is_err());
         assert!(is_compact(&bytes) && !is_compact(b"{}"));
     }
