@@ -583,18 +583,35 @@ impl CheckpointSaver for InMemorySaver {
             return Ok(out);
         };
         for (channel, history) in out.iter_mut() {
-            // The channel's stored values by their encoded version, so an ancestor's version
-            // is matched by its record's bytes, with no text rendered.
-            let stored: HashMap<Vec<u8>, (&ChannelVersion, &SerializedValue)> = ns
+            // The channel's stored values sorted by counter: an ancestor's version is found
+            // among the few with its counter, then matched by its record's bytes, with no
+            // text rendered and nothing encoded for the others.
+            let mut stored: Vec<(Option<u64>, &ChannelVersion, &SerializedValue)> = ns
                 .blobs
                 .get(channel)
                 .into_iter()
                 .flatten()
                 .filter_map(|(version, value)| {
                     let value = value.as_ref().filter(|value| is_value(value))?;
-                    Some((record::encode_version(version), (version, value)))
+                    Some((version.counter(), version, value))
                 })
                 .collect();
+            stored.sort_unstable_by_key(|(counter, _, _)| *counter);
+            let find = |encoded: &[u8]| {
+                // A version stored as text may have any counter: look at all of them.
+                let candidates = match record::encoded_version_counter(encoded) {
+                    Some(counter) => {
+                        let start = stored.partition_point(|(c, _, _)| *c < Some(counter));
+                        let end = stored.partition_point(|(c, _, _)| *c <= Some(counter));
+                        &stored[start..end]
+                    }
+                    None => &stored[..],
+                };
+                candidates
+                    .iter()
+                    .find(|(_, version, _)| record::encode_version(version) == encoded)
+                    .map(|&(_, version, value)| (version, value))
+            };
             // The ancestors down to the one holding a value (or the root), newest first.
             let mut ancestors: Vec<&str> = Vec::new();
             let mut next = target.parent.as_deref();
@@ -604,10 +621,10 @@ impl CheckpointSaver for InMemorySaver {
                 };
                 ancestors.push(id);
                 let seed = match record::channel_version_encoded(&ancestor.record, channel)? {
-                    Some(encoded) => stored.get(encoded),
+                    Some(encoded) => find(encoded),
                     None => None,
                 };
-                if let Some(&(version, value)) = seed {
+                if let Some((version, value)) = seed {
                     let slot = Slot::Channel {
                         thread_id,
                         checkpoint_ns: ns_name,

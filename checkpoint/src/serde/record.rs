@@ -178,6 +178,19 @@ pub fn channel_version_encoded<'b>(bytes: &'b [u8], channel: &str) -> Result<Opt
     Ok(None)
 }
 
+/// The counter of an encoded version (from [`channel_version_encoded`]); `None` when the
+/// version is stored as text. Versions with different counters never encode alike, so a
+/// walk can narrow its candidates by counter before comparing bytes.
+pub fn encoded_version_counter(mut encoded: &[u8]) -> Option<u64> {
+    if matches!(
+        encoded.first().map(|b| Marker::from_u8(*b)),
+        Some(Marker::FixStr(_) | Marker::Str8 | Marker::Str16 | Marker::Str32) | None
+    ) {
+        return None;
+    }
+    rmp::decode::read_int(&mut encoded).ok()
+}
+
 /// How a compact record encodes `version` (see [`channel_version_encoded`]).
 pub fn encode_version(version: &ChannelVersion) -> Vec<u8> {
     let mut out = Vec::new();
@@ -325,15 +338,11 @@ fn version_text(counter: u64, suffix: Option<f64>) -> String {
 /// (or nil); any other as its text.
 fn put_version(w: &mut Vec<u8>, version: &ChannelVersion) {
     let text = version.as_str();
-    let parsed = match text.split_once('.') {
-        None => text.parse::<u64>().ok().map(|c| (c, None)),
-        Some((counter, suffix)) => counter
-            .parse::<u64>()
-            .ok()
-            .zip(suffix.parse::<f64>().ok())
-            .map(|(c, s)| (c, Some(s))),
+    let parsed = match version.known_parts() {
+        Some(parts) => Some(parts),
+        None => parse_version(text),
     };
-    match parsed.filter(|(c, s)| version_text(*c, *s) == text) {
+    match parsed {
         Some((counter, suffix)) => {
             put_uint(w, counter);
             match suffix {
@@ -345,6 +354,19 @@ fn put_version(w: &mut Vec<u8>, version: &ChannelVersion) {
         }
         None => put_str(w, text),
     }
+}
+
+/// The counter and suffix of a version's text, when rendering them gives that text back.
+fn parse_version(text: &str) -> Option<(u64, Option<f64>)> {
+    let parsed = match text.split_once('.') {
+        None => text.parse::<u64>().ok().map(|c| (c, None)),
+        Some((counter, suffix)) => counter
+            .parse::<u64>()
+            .ok()
+            .zip(suffix.parse::<f64>().ok())
+            .map(|(c, s)| (c, Some(s))),
+    };
+    parsed.filter(|(c, s)| version_text(*c, *s) == text)
 }
 
 /// Reads a compact record, with the offset of each failure in its errors.
@@ -521,11 +543,11 @@ impl<'a> Reader<'a> {
         }
         let counter = self.uint("version counter")?;
         if self.nil() {
-            return Ok(ChannelVersion::new(version_text(counter, None)));
+            return Ok(ChannelVersion::from_parts(counter, None));
         }
         let suffix = rmp::decode::read_f64(&mut self.rest)
             .map_err(|e| self.error(format_args!("version suffix: {e}")))?;
-        Ok(ChannelVersion::new(version_text(counter, Some(suffix))))
+        Ok(ChannelVersion::from_parts(counter, Some(suffix)))
     }
 
     /// A channel named by its position in `names` or by its text, with its current version
