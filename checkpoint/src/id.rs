@@ -61,15 +61,16 @@ fn uuid6_u128(timestamp: u64, clock_seq: u64, node: u64) -> u128 {
 }
 
 fn format_uuid(v: u128) -> String {
-    let hex = format!("{v:032x}");
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut text = String::with_capacity(36);
+    for i in 0..32 {
+        if matches!(i, 8 | 12 | 16 | 20) {
+            text.push('-');
+        }
+        let nibble = (v >> (124 - 4 * i)) & 0xF;
+        text.push(char::from(HEX[nibble as usize]));
+    }
+    text
 }
 
 #[cfg(test)]

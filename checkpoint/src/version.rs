@@ -2,7 +2,8 @@
 
 use std::cmp::Ordering;
 use std::fmt;
-use std::sync::Arc;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -14,23 +15,60 @@ use crate::{Error, Result};
 /// colliding on the same blob key. Plain integers (`"3"`, or a JSON number) are accepted as
 /// versions written by older savers. Ordering compares the counter first, then the text.
 /// Shared text: a clone (every checkpoint copies the thread's versions) allocates nothing.
-#[derive(Clone, PartialEq, Eq, Hash)]
-pub struct ChannelVersion(Arc<str>);
+/// A version made by [`ChannelVersion::next`] or [`ChannelVersion::from_parts`] also keeps
+/// its counter and suffix, so encoding it and reading its counter parse nothing.
+#[derive(Clone)]
+pub struct ChannelVersion(Arc<Inner>);
+
+/// A version's text, with its parts when they are known to render as that text (the text
+/// of a version made from its parts is rendered when first asked for).
+struct Inner {
+    parts: Option<(u64, Option<f64>)>,
+    text: OnceLock<String>,
+}
 
 impl ChannelVersion {
     /// Wraps a version string as stored.
     pub fn new(text: impl Into<String>) -> Self {
-        ChannelVersion(text.into().into())
+        ChannelVersion(Arc::new(Inner {
+            parts: None,
+            text: OnceLock::from(text.into()),
+        }))
+    }
+
+    /// The version with this counter and suffix: `{counter:032}.{suffix:016}`, or the bare
+    /// counter without a suffix.
+    pub fn from_parts(counter: u64, suffix: Option<f64>) -> Self {
+        if suffix.is_some_and(|s| !s.is_finite()) {
+            // A non-finite suffix does not read back from its text: keep the text alone.
+            return ChannelVersion::new(render(counter, suffix));
+        }
+        ChannelVersion(Arc::new(Inner {
+            parts: Some((counter, suffix)),
+            text: OnceLock::new(),
+        }))
     }
 
     /// The version as stored.
     pub fn as_str(&self) -> &str {
-        &self.0
+        self.0.text.get_or_init(|| match self.0.parts {
+            Some((counter, suffix)) => render(counter, suffix),
+            None => String::new(),
+        })
+    }
+
+    /// The counter and suffix this version was made from, when it was made from them
+    /// (`from_parts`, `next`): its text is exactly their rendering.
+    pub fn known_parts(&self) -> Option<(u64, Option<f64>)> {
+        self.0.parts
     }
 
     /// The integer counter before the first `.`, if the version has one.
     pub fn counter(&self) -> Option<u64> {
-        let head = self.0.split('.').next().unwrap_or("");
+        if let Some((counter, _)) = self.0.parts {
+            return Some(counter);
+        }
+        let head = self.as_str().split('.').next().unwrap_or("");
         head.parse().ok()
     }
 
@@ -39,12 +77,44 @@ impl ChannelVersion {
         let counter = match current {
             None => 0,
             Some(v) => v.counter().ok_or_else(|| {
-                Error::InvalidConfig(format!("channel version `{}` has no counter", v.0))
+                Error::InvalidConfig(format!("channel version `{v}` has no counter"))
             })?,
         };
-        let suffix: f64 = rand::random();
-        let text = format!("{:032}.{:016}", counter + 1, suffix);
-        Ok(ChannelVersion(text.into()))
+        Ok(ChannelVersion::from_parts(
+            counter + 1,
+            Some(rand::random::<f64>()),
+        ))
+    }
+}
+
+/// `{counter:032}.{suffix:016}`, or the bare counter without a suffix.
+fn render(counter: u64, suffix: Option<f64>) -> String {
+    match suffix {
+        Some(s) => format!("{counter:032}.{s:016}"),
+        None => counter.to_string(),
+    }
+}
+
+impl PartialEq for ChannelVersion {
+    fn eq(&self, other: &Self) -> bool {
+        if Arc::ptr_eq(&self.0, &other.0) {
+            return true;
+        }
+        match (self.0.parts, other.0.parts) {
+            // Distinct finite parts render distinct texts (shortest round-trip `f64` text).
+            (Some((c1, s1)), Some((c2, s2))) => {
+                c1 == c2 && s1.map(f64::to_bits) == s2.map(f64::to_bits)
+            }
+            _ => self.as_str() == other.as_str(),
+        }
+    }
+}
+
+impl Eq for ChannelVersion {}
+
+impl Hash for ChannelVersion {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state)
     }
 }
 
@@ -52,7 +122,7 @@ impl Ord for ChannelVersion {
     fn cmp(&self, other: &Self) -> Ordering {
         self.counter()
             .cmp(&other.counter())
-            .then_with(|| self.0.cmp(&other.0))
+            .then_with(|| self.as_str().cmp(other.as_str()))
     }
 }
 
@@ -64,37 +134,37 @@ impl PartialOrd for ChannelVersion {
 
 impl fmt::Debug for ChannelVersion {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&self.0, f)
+        fmt::Debug::fmt(self.as_str(), f)
     }
 }
 
 impl fmt::Display for ChannelVersion {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.as_str())
     }
 }
 
 impl From<&str> for ChannelVersion {
     fn from(s: &str) -> Self {
-        ChannelVersion(s.into())
+        ChannelVersion::new(s)
     }
 }
 
 impl From<String> for ChannelVersion {
     fn from(s: String) -> Self {
-        ChannelVersion(s.into())
+        ChannelVersion::new(s)
     }
 }
 
 impl From<u64> for ChannelVersion {
     fn from(n: u64) -> Self {
-        ChannelVersion(n.to_string().into())
+        ChannelVersion::new(n.to_string())
     }
 }
 
 impl Serialize for ChannelVersion {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.0)
+        s.serialize_str(self.as_str())
     }
 }
 
@@ -107,19 +177,19 @@ impl<'de> Deserialize<'de> for ChannelVersion {
                 f.write_str("a channel version (string or integer)")
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ChannelVersion, E> {
-                Ok(ChannelVersion(v.into()))
+                Ok(ChannelVersion::new(v))
             }
             fn visit_string<E: serde::de::Error>(self, v: String) -> Result<ChannelVersion, E> {
-                Ok(ChannelVersion(v.into()))
+                Ok(ChannelVersion::new(v))
             }
             fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<ChannelVersion, E> {
-                Ok(ChannelVersion(v.to_string().into()))
+                Ok(ChannelVersion::new(v.to_string()))
             }
             fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<ChannelVersion, E> {
-                Ok(ChannelVersion(v.to_string().into()))
+                Ok(ChannelVersion::new(v.to_string()))
             }
             fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<ChannelVersion, E> {
-                Ok(ChannelVersion(v.to_string().into()))
+                Ok(ChannelVersion::new(v.to_string()))
             }
         }
         // Self-describing formats may hold integer versions written by older savers;
@@ -180,6 +250,41 @@ mod tests {
         assert_eq!(v2.counter(), Some(2));
         assert!(v1 < v2);
         assert!(ChannelVersion::from(9u64) < v2.clone().max(ChannelVersion::from(10u64)));
+    }
+
+    #[test]
+    fn a_version_from_parts_is_its_text() {
+        use std::collections::hash_map::DefaultHasher;
+        let hash = |v: &ChannelVersion| {
+            let mut h = DefaultHasher::new();
+            v.hash(&mut h);
+            h.finish()
+        };
+        for (counter, suffix) in [(7, Some(0.25)), (7, Some(0.5)), (3, None), (2, Some(-0.0))] {
+            let parts = ChannelVersion::from_parts(counter, suffix);
+            let text = ChannelVersion::new(parts.as_str());
+            assert_eq!(parts, text);
+            assert_eq!(text, ChannelVersion::from_parts(counter, suffix));
+            assert_eq!(hash(&parts), hash(&text));
+            assert_eq!(parts.cmp(&text), Ordering::Equal);
+            assert_eq!(parts.counter(), Some(counter));
+            assert_eq!(parts.known_parts(), Some((counter, suffix)));
+        }
+        assert_eq!(
+            ChannelVersion::from_parts(7, Some(0.25)).as_str(),
+            "00000000000000000000000000000007.0000000000000.25"
+        );
+        assert_ne!(
+            ChannelVersion::from_parts(7, Some(0.25)),
+            ChannelVersion::from_parts(7, Some(0.5))
+        );
+        assert_ne!(
+            ChannelVersion::from_parts(0, Some(0.0)),
+            ChannelVersion::from_parts(0, Some(-0.0))
+        );
+        let nan = ChannelVersion::from_parts(1, Some(f64::NAN));
+        assert_eq!(nan.known_parts(), None);
+        assert_eq!(nan, ChannelVersion::new(nan.as_str()));
     }
 
     #[test]
