@@ -234,6 +234,34 @@ impl CheckpointMetadata {
         map
     }
 
+    /// The keys and values of [`CheckpointMetadata::to_json`], in its order, borrowing what
+    /// the metadata holds (encoding a record copies no value).
+    pub(crate) fn json_entries(&self) -> Vec<(&str, JsonEntry<'_>)> {
+        let mut entries = Vec::with_capacity(self.extra.len() + 4);
+        if let Some(source) = self.source {
+            let source = serde_json::to_value(source).unwrap_or(Value::Null);
+            entries.push(("source", JsonEntry::Value(source)));
+        }
+        if let Some(step) = self.step {
+            entries.push(("step", JsonEntry::Value(step.into())));
+        }
+        if let Some(parents) = &self.parents {
+            entries.push(("parents", JsonEntry::Parents(parents)));
+        }
+        if let Some(run_id) = &self.run_id {
+            entries.push(("run_id", JsonEntry::Str(run_id)));
+        }
+        // An extra key named like a known one replaces it, as in `to_json`.
+        entries.retain(|(key, _)| !self.extra.contains_key(*key));
+        entries.extend(
+            self.extra
+                .iter()
+                .map(|(key, value)| (key.as_str(), JsonEntry::Extra(value))),
+        );
+        entries.sort_by(|a, b| a.0.cmp(b.0));
+        entries
+    }
+
     /// Reads metadata from a JSON object; known keys of the wrong type are an error.
     pub fn from_json(mut map: Map<String, Value>) -> Result<Self> {
         fn bad(key: &str, v: &Value) -> Error {
@@ -327,6 +355,30 @@ impl<'de> Deserialize<'de> for CheckpointMetadata {
     }
 }
 
+/// One value of a metadata's JSON form, borrowed where the metadata holds it; it
+/// serializes as the JSON value would.
+pub(crate) enum JsonEntry<'a> {
+    /// A value made for the entry (`source`, `step`).
+    Value(Value),
+    /// `parents`.
+    Parents(&'a BTreeMap<String, String>),
+    /// `run_id`.
+    Str(&'a str),
+    /// An extra key's value.
+    Extra(&'a Value),
+}
+
+impl Serialize for JsonEntry<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            JsonEntry::Value(v) => v.serialize(s),
+            JsonEntry::Parents(p) => p.serialize(s),
+            JsonEntry::Str(v) => s.serialize_str(v),
+            JsonEntry::Extra(v) => v.serialize(s),
+        }
+    }
+}
+
 /// One write a task produced for a channel, pending until the next checkpoint.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PendingWrite {
@@ -351,4 +403,39 @@ pub struct CheckpointTuple {
     pub parent_config: Option<CheckpointConfig>,
     /// Writes stored against this checkpoint, ordered by `(task_path, task_id, idx)`.
     pub pending_writes: Vec<PendingWrite>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_entries_encode_as_to_json() {
+        let parents = BTreeMap::from([("inner".to_owned(), "1ef-a".to_owned())]);
+        let full = CheckpointMetadata {
+            parents: Some(parents),
+            ..CheckpointMetadata::new(CheckpointSource::Loop, 4)
+        }
+        .with_run_id("run-1")
+        .with(
+            "writes",
+            serde_json::json!({"node": {"messages": [1, "two", null]}}),
+        )
+        .with("aaa", -3)
+        .with("zzz", 2.5);
+        let mut shadowed = full.clone();
+        shadowed.extra.insert("step".into(), "not a number".into());
+        for metadata in [full, shadowed, CheckpointMetadata::default()] {
+            let entries = metadata.json_entries();
+            let json = metadata.to_json();
+            assert_eq!(entries.len(), json.len());
+            for ((key, value), (json_key, json_value)) in entries.iter().zip(&json) {
+                assert_eq!(key, json_key);
+                assert_eq!(
+                    rmp_serde::to_vec(value).unwrap(),
+                    rmp_serde::to_vec(json_value).unwrap()
+                );
+            }
+        }
+    }
 }

@@ -207,9 +207,9 @@ pub fn is_compact(bytes: &[u8]) -> bool {
 /// their position in a fixed list.
 pub fn encode_metadata(metadata: &CheckpointMetadata) -> Vec<u8> {
     let mut out = vec![RECORD_TAG, METADATA_FORMAT];
-    let map = metadata.to_json();
-    put_map_len(&mut out, map.len());
-    for (key, value) in &map {
+    let entries = metadata.json_entries();
+    put_map_len(&mut out, entries.len());
+    for (key, value) in &entries {
         match KEYS.iter().position(|k| k == key) {
             Some(code) => put_uint(&mut out, code as u64),
             None => put_str(&mut out, key),
