@@ -40,15 +40,19 @@ pub(crate) fn delta_history(
 #[derive(Default)]
 struct Seeds {
     versions: HashSet<String>,
-    /// The same versions as a compact record encodes them, matched without rendering text.
-    encoded: HashMap<Vec<u8>, String>,
+    /// The same versions by counter, so a compact record's version is compared (encoded)
+    /// only with the few of its counter, and nothing is encoded for the others.
+    by_counter: HashMap<Option<u64>, Vec<String>>,
 }
 
 impl Seeds {
     /// Adds a stored version.
     fn insert(&mut self, version: String) {
-        let encoded = record::encode_version(&ChannelVersion::new(version.clone()));
-        self.encoded.insert(encoded, version.clone());
+        let counter = ChannelVersion::new(version.clone()).counter();
+        self.by_counter
+            .entry(counter)
+            .or_default()
+            .push(version.clone());
         self.versions.insert(version);
     }
 
@@ -56,8 +60,20 @@ impl Seeds {
     /// earlier versions) names, when it is stored.
     fn found_in(&self, stored: &[u8], channel: &str) -> Result<Option<String>> {
         if record::is_compact(stored) {
-            return Ok(record::channel_version_encoded(stored, channel)?
-                .and_then(|encoded| self.encoded.get(encoded).cloned()));
+            let Some(encoded) = record::channel_version_encoded(stored, channel)? else {
+                return Ok(None);
+            };
+            let same =
+                |v: &&String| record::encode_version(&ChannelVersion::new(v.as_str())) == encoded;
+            return Ok(match record::encoded_version_counter(encoded) {
+                Some(counter) => self
+                    .by_counter
+                    .get(&Some(counter))
+                    .and_then(|candidates| candidates.iter().find(same)),
+                // A version stored as text may have any counter.
+                None => self.versions.iter().find(same),
+            }
+            .cloned());
         }
         let text = std::str::from_utf8(stored).map_err(|e| Error::serialization("json", e))?;
         let version = match scan_version(text, channel) {
