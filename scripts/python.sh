@@ -18,6 +18,9 @@ _waypoint_langgraph_requirements=(
     "psycopg[binary]==3.3.9"
     "psycopg-pool==3.3.3"
     "ormsgpack==1.13.1"
+    # LangGraph's InMemoryStore falls back to pure-Python vector maths without it (and warns):
+    # benchmarks compare against LangGraph as its docs ask it to be installed.
+    "numpy==2.4.6"
 )
 
 # The older LangGraph a shared PostgreSQL thread must still serve (issue 18): langgraph 0.6.11
