@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use indicatif::ProgressBar;
+use redis::AsyncCommands;
 use redis::aio::ConnectionLike;
 use rusqlite::types::Value as SqlValue;
 use waypoint_checkpoint::CheckpointSaver;
@@ -436,23 +437,16 @@ redis.call('ZADD', KEYS[7], 0, ARGV[9])
 return 1";
 
 /// Every key matching `pattern`.
-async fn scan(conn: &mut (impl ConnectionLike + Send), pattern: &str) -> Result<Vec<String>> {
-    let (mut cursor, mut keys) = (0u64, Vec::new());
-    loop {
-        let (next, found): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(pattern)
-            .arg("COUNT")
-            .arg(1000)
-            .query_async(conn)
-            .await?;
-        keys.extend(found);
-        if next == 0 {
-            return Ok(keys);
-        }
-        cursor = next;
+async fn scan(
+    conn: &mut (impl ConnectionLike + Send + Sync),
+    pattern: &str,
+) -> Result<Vec<String>> {
+    let mut found = conn.scan_match::<_, String>(pattern).await?;
+    let mut keys = Vec::new();
+    while let Some(key) = found.next_item().await {
+        keys.push(key?);
     }
+    Ok(keys)
 }
 
 /// The requests per second of redis-benchmark's `-q` output (its last figure).
