@@ -464,9 +464,24 @@ impl ConnectionLike for DirectConn {
     }
 }
 
+/// How deeply replies may nest arrays: a put's replies nest two deep; a deeper reply is
+/// refused rather than walked by recursion until the stack runs out.
+const MAX_REPLY_DEPTH: usize = 16;
+
 /// The end of the RESP2 reply starting at `at` in `buf`, `None` while it is incomplete.
 fn reply_end(buf: &[u8], at: usize) -> redis::RedisResult<Option<usize>> {
+    nested_reply_end(buf, at, 0)
+}
+
+/// [`reply_end`] of a reply nested `depth` arrays deep.
+fn nested_reply_end(buf: &[u8], at: usize, depth: usize) -> redis::RedisResult<Option<usize>> {
     let bad = || redis::RedisError::from((redis::ErrorKind::Parse, "unexpected reply"));
+    if depth > MAX_REPLY_DEPTH {
+        return Err(redis::RedisError::from((
+            redis::ErrorKind::Parse,
+            "reply nests arrays too deeply",
+        )));
+    }
     let Some(line) = buf
         .get(at..)
         .and_then(|b| b.windows(2).position(|w| w == b"\r\n"))
@@ -489,7 +504,7 @@ fn reply_end(buf: &[u8], at: usize) -> redis::RedisResult<Option<usize>> {
         b'*' => {
             let mut end = head;
             for _ in 0..number()?.max(0) {
-                match reply_end(buf, end)? {
+                match nested_reply_end(buf, end, depth + 1)? {
                     Some(next) => end = next,
                     None => return Ok(None),
                 }
@@ -603,6 +618,12 @@ mod tests {
             assert_eq!(reply_end(&replies[..cut], 14)?, None, "cut at {cut}");
         }
         assert!(reply_end(b"?what\r\n", 0).is_err());
+        // Hostile replies: nesting beyond any real reply, headers that are not numbers.
+        let deep = b"*1\r\n".repeat(100_000);
+        assert!(reply_end(&deep, 0).is_err());
+        assert!(reply_end(b"$x\r\n", 0).is_err());
+        assert!(reply_end(b"*\r\n", 0).is_err());
+        assert_eq!(reply_end(b"$9223372036854775807\r\nab", 0)?, None);
         Ok(())
     }
 }
