@@ -68,8 +68,8 @@ pub(crate) enum Reducer {
     /// at this span in the attribute.
     Fn(proc_macro2::TokenStream, Span),
     /// A built-in reducer that only appends (`append`, `add_messages`): the channel is
-    /// stored as per-step deltas.
-    Appending(proc_macro2::TokenStream, Span),
+    /// stored as per-step deltas; `true` for `append`, a plain concatenation.
+    Appending(proc_macro2::TokenStream, Span, bool),
 }
 
 impl Reducer {
@@ -95,18 +95,19 @@ impl Reducer {
             }
             seen = true;
             let (f, span, builtin) = parse_reducer(attr)?;
-            reducer = if builtin {
-                Reducer::Appending(f, span)
-            } else {
-                Reducer::Fn(f, span)
+            reducer = match builtin {
+                Some(name) => Reducer::Appending(f, span, name == "append"),
+                None => Reducer::Fn(f, span),
             };
         }
         Ok(reducer)
     }
 }
 
-/// The function of one `#[reducer(...)]`, and whether it is a built-in.
-fn parse_reducer(attr: &Attribute) -> syn::Result<(proc_macro2::TokenStream, Span, bool)> {
+/// The function of one `#[reducer(...)]`, and the built-in it names, if any.
+fn parse_reducer(
+    attr: &Attribute,
+) -> syn::Result<(proc_macro2::TokenStream, Span, Option<&'static str>)> {
     let usage = "expected `#[reducer(f)]` with `f` a path such as `append`, `add_messages` or \
                  `my_module::merge`, or a closure";
     let list = match &attr.meta {
@@ -121,10 +122,10 @@ fn parse_reducer(attr: &Attribute) -> syn::Result<(proc_macro2::TokenStream, Spa
             let builtin = p
                 .path
                 .get_ident()
-                .is_some_and(|ident| BUILT_IN_REDUCERS.iter().any(|b| ident == b));
+                .and_then(|ident| BUILT_IN_REDUCERS.iter().copied().find(|b| ident == b));
             Ok((resolve_path(&p.path), span, builtin))
         }
-        Expr::Closure(c) => Ok((quote!(#c), span, false)),
+        Expr::Closure(c) => Ok((quote!(#c), span, None)),
         other => Err(syn::Error::new(other.span(), usage)),
     }
 }

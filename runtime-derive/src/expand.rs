@@ -234,7 +234,8 @@ fn state_impl(input: &DeriveInput, update: &Ident, channels: &[Channel<'_>]) -> 
         match c.reducer {
             Reducer::LastValue => quote!(#rt::ChannelSpec::new(#name, false),),
             Reducer::Fn(..) => quote!(#rt::ChannelSpec::new(#name, true),),
-            Reducer::Appending(..) => quote!(#rt::ChannelSpec::appending(#name),),
+            Reducer::Appending(_, _, false) => quote!(#rt::ChannelSpec::appending(#name),),
+            Reducer::Appending(_, _, true) => quote!(#rt::ChannelSpec::concatenating(#name),),
         }
     });
     let indices: Vec<Literal> = (0..channels.len()).map(Literal::usize_unsuffixed).collect();
@@ -255,7 +256,7 @@ fn state_impl(input: &DeriveInput, update: &Ident, channels: &[Channel<'_>]) -> 
         let fold = match &c.reducer {
             Reducer::LastValue => quote!(self.#ident = value;),
             // Spanned on the attribute, so a reducer of the wrong type is reported there.
-            Reducer::Fn(f, span) | Reducer::Appending(f, span) => {
+            Reducer::Fn(f, span) | Reducer::Appending(f, span, _) => {
                 quote_spanned!(*span=> ::waypoint_runtime::state::reduce(#f, &mut self.#ident, value)?;)
             }
         };

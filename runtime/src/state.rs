@@ -33,6 +33,9 @@ pub struct ChannelSpec {
     /// fold of its writes, so checkpoints store the writes, not the value (see
     /// [`crate::DeltaPolicy`]).
     pub appending: bool,
+    /// Whether the reducer is a plain append (`append`): the value is its items followed by
+    /// each write's, so a load may join their encoded items and decode once.
+    pub concatenates: bool,
 }
 
 impl ChannelSpec {
@@ -42,6 +45,7 @@ impl ChannelSpec {
             name: Cow::Borrowed(name),
             reduced,
             appending: false,
+            concatenates: false,
         }
     }
 
@@ -51,6 +55,17 @@ impl ChannelSpec {
             name: Cow::Borrowed(name),
             reduced: true,
             appending: true,
+            concatenates: false,
+        }
+    }
+
+    /// A channel whose reducer is a plain append (`append`).
+    pub const fn concatenating(name: &'static str) -> Self {
+        ChannelSpec {
+            name: Cow::Borrowed(name),
+            reduced: true,
+            appending: true,
+            concatenates: true,
         }
     }
 }
@@ -290,6 +305,7 @@ impl JsonSchema {
         let mut schema = self.fold(name.clone(), Value::Array(Vec::new()), "append", append);
         if let Some(spec) = schema.channels.iter_mut().find(|c| c.name == name) {
             spec.appending = true;
+            spec.concatenates = true;
         }
         schema
     }
@@ -445,6 +461,7 @@ impl JsonSchema {
             name: Cow::Owned(name),
             reduced: reducer.is_some(),
             appending: false,
+            concatenates: false,
         });
         self.reducers.push(reducer);
     }

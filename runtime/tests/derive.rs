@@ -104,7 +104,7 @@ fn channels_follow_declaration_order_with_reduced_flags() {
         state.channels(),
         &[
             ChannelSpec::new("foo", false),
-            ChannelSpec::appending("bar"),
+            ChannelSpec::concatenating("bar"),
             ChannelSpec::new("total", true),
         ]
     );

@@ -468,13 +468,22 @@ fn replay<S: State>(
     let Some(i) = state.channel_index(channel) else {
         return Ok(());
     };
-    match seed {
-        Some(seed) => state.load_channel(i, seed, serde)?,
+    let empty;
+    let seed = match seed {
+        Some(seed) => Some(seed),
         None => {
-            if let Some(empty) = graph.template.dump_channel(i, serde)? {
-                state.load_channel(i, &empty, serde)?;
-            }
+            empty = graph.template.dump_channel(i, serde)?;
+            empty.as_ref()
         }
+    };
+    // A plain append's value is its items then each write's: joined encoded, decoded once.
+    if state.channels()[i].concatenates
+        && let Some(joined) = seed.and_then(|seed| join_arrays(seed, writes))
+    {
+        return state.load_channel(i, &joined, serde);
+    }
+    if let Some(seed) = seed {
+        state.load_channel(i, seed, serde)?;
     }
     for write in writes {
         let mut update = S::Update::default();
@@ -482,6 +491,31 @@ fn replay<S: State>(
         state.apply(update)?;
     }
     Ok(())
+}
+
+/// One MessagePack array of `seed`'s items followed by each write's; `None` unless all are
+/// MessagePack arrays (the caller then folds them one by one).
+fn join_arrays(seed: &SerializedValue, writes: &[PendingWrite]) -> Option<SerializedValue> {
+    let parts = std::iter::once(seed).chain(writes.iter().map(|w| &w.value));
+    let mut items = Vec::with_capacity(writes.len() + 1);
+    let mut count: u32 = 0;
+    for part in parts {
+        if part.type_tag != waypoint_checkpoint::serde::TAG_MSGPACK {
+            return None;
+        }
+        let mut rest: &[u8] = &part.bytes;
+        count = count.checked_add(rmp::decode::read_array_len(&mut rest).ok()?)?;
+        items.push(rest);
+    }
+    let mut joined = Vec::with_capacity(5 + items.iter().map(|i| i.len()).sum::<usize>());
+    rmp::encode::write_array_len(&mut joined, count).ok()?;
+    for part in items {
+        joined.extend_from_slice(part);
+    }
+    Some(SerializedValue::new(
+        waypoint_checkpoint::serde::TAG_MSGPACK,
+        joined,
+    ))
 }
 
 /// Sets an appending channel to `parent`'s value of it plus the parent's step `writes`.
@@ -503,4 +537,65 @@ pub(crate) fn extend_from<S: State>(
         state.apply(update)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+    use waypoint_checkpoint::serde::Format;
+    use waypoint_checkpoint::{PendingWrite, Serde, SerializedValue};
+
+    use super::join_arrays;
+
+    fn write(value: SerializedValue) -> PendingWrite {
+        PendingWrite {
+            task_id: "t".into(),
+            channel: "items".into(),
+            value,
+        }
+    }
+
+    /// Joined items decode to the seed's items followed by each write's, across the three
+    /// array header sizes (fixarray, array16, array32).
+    #[test]
+    fn joined_arrays_decode_to_the_concatenation() {
+        for format in [Format::MsgPack, Format::LangGraph] {
+            let serde = Serde::new(format);
+            for (seed_len, write_lens) in [
+                (0, vec![]),
+                (2, vec![1, 0, 3]),
+                (15, vec![1]),
+                (65_535, vec![1, 2]),
+            ] {
+                let items = |from: usize, n: usize| -> Vec<Value> {
+                    (from..from + n).map(|i| json!({"n": i})).collect()
+                };
+                let seed = serde.dumps(&items(0, seed_len)).expect("encodes");
+                let mut want = items(0, seed_len);
+                let mut writes = Vec::new();
+                for n in write_lens {
+                    let more = items(want.len(), n);
+                    writes.push(write(serde.dumps(&more).expect("encodes")));
+                    want.extend(more);
+                }
+                let joined = join_arrays(&seed, &writes).expect("all arrays");
+                let got: Vec<Value> = serde.loads(&joined).expect("decodes");
+                assert_eq!(got, want, "{format:?}, seed of {seed_len}");
+            }
+        }
+    }
+
+    /// A write that is not a MessagePack array (JSON, or one item) is left to the reducer.
+    #[test]
+    fn other_writes_are_not_joined() {
+        let msgpack = Serde::new(Format::MsgPack);
+        let seed = msgpack.dumps(&vec![1, 2]).expect("encodes");
+        let one = write(msgpack.dumps(&3).expect("encodes"));
+        assert!(join_arrays(&seed, &[one]).is_none());
+        let json = Serde::new(Format::Json);
+        let listed = write(json.dumps(&vec![3]).expect("encodes"));
+        assert!(join_arrays(&seed, &[listed]).is_none());
+        let empty = write(SerializedValue::new("msgpack", Vec::new()));
+        assert!(join_arrays(&seed, &[empty]).is_none());
+    }
 }
