@@ -8,6 +8,12 @@
 //! one way to see a stale value is another process deleting a thread and storing a different
 //! value under the very same version string (only possible with hand-made versions); set
 //! `cache_bytes` to 0 to rule that out.
+//!
+//! Values the writer committed are also marked, so a put can skip storing a value handed over
+//! again at a version already stored (most puts hand every channel's value over, one of them
+//! new): the marks hold only while `PRAGMA data_version`, read inside the put's write
+//! transaction, shows no other connection has committed since they were checked; then a
+//! marked row is known to exist, since this process's own deletes clear the cache.
 
 use parking_lot::Mutex;
 
@@ -23,11 +29,17 @@ pub(crate) struct BlobCache {
     budget: usize,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Inner {
-    entries: foldhash::HashMap<BlobKey, (Option<RawBlob>, u64)>,
+    /// Value, last use, and the generation in which the writer committed it (0: read).
+    entries: foldhash::HashMap<BlobKey, (Option<RawBlob>, u64, u64)>,
     bytes: usize,
     tick: u64,
+    /// Marks of an older generation are stale; bumped when another connection has written
+    /// (from 1: generation 0 marks nothing).
+    generation: u64,
+    /// The writer connection's `data_version` when the generation began.
+    data_version: Option<i64>,
 }
 
 fn cost(key: &BlobKey, value: &Option<RawBlob>) -> usize {
@@ -45,7 +57,13 @@ impl BlobCache {
     /// A cache holding at most `budget` bytes (0 disables it).
     pub(crate) fn new(budget: usize) -> Self {
         BlobCache {
-            inner: Mutex::new(Inner::default()),
+            inner: Mutex::new(Inner {
+                entries: foldhash::HashMap::default(),
+                bytes: 0,
+                tick: 0,
+                generation: 1,
+                data_version: None,
+            }),
             budget,
         }
     }
@@ -58,13 +76,56 @@ impl BlobCache {
         let mut inner = self.inner.lock();
         inner.tick += 1;
         let tick = inner.tick;
-        let (value, used) = inner.entries.get_mut(key)?;
+        let (value, used, _) = inner.entries.get_mut(key)?;
         *used = tick;
         Some(value.clone())
     }
 
-    /// Remembers `value` for `key`, evicting the least recently used entries past the budget.
+    /// Remembers `value` for `key` as read, evicting the least recently used entries past the
+    /// budget.
     pub(crate) fn insert(&self, key: BlobKey, value: Option<RawBlob>) {
+        self.remember(key, value, false);
+    }
+
+    /// Remembers `value` for `key` as committed by the writer just now (see the module docs).
+    pub(crate) fn insert_committed(&self, key: BlobKey, value: Option<RawBlob>) {
+        self.remember(key, value, true);
+    }
+
+    /// Marks `key`'s entry, if any, as committed: the writer's commit just left its row in
+    /// place (a put whose insert of it was ignored).
+    pub(crate) fn mark_committed(&self, key: &BlobKey) {
+        let mut inner = self.inner.lock();
+        let generation = inner.generation;
+        if let Some(entry) = inner.entries.get_mut(key) {
+            entry.2 = generation;
+        }
+    }
+
+    /// Whether the writer committed `key`'s row in the current generation (not yet checked
+    /// against `data_version`: see [`Self::still_exact`]).
+    pub(crate) fn committed(&self, key: &BlobKey) -> bool {
+        let inner = self.inner.lock();
+        inner
+            .entries
+            .get(key)
+            .is_some_and(|e| e.2 != 0 && e.2 == inner.generation)
+    }
+
+    /// Whether the marks still hold, given the writer's `data_version` read inside its write
+    /// transaction: no other connection has committed since the generation began. When one
+    /// has, a new generation begins at `data_version` (every mark so far is stale).
+    pub(crate) fn still_exact(&self, data_version: i64) -> bool {
+        let mut inner = self.inner.lock();
+        if inner.data_version == Some(data_version) {
+            return true;
+        }
+        inner.generation += 1;
+        inner.data_version = Some(data_version);
+        false
+    }
+
+    fn remember(&self, key: BlobKey, value: Option<RawBlob>, committed: bool) {
         let size = cost(&key, &value);
         if self.budget == 0 || size > self.budget / 4 {
             return;
@@ -72,7 +133,8 @@ impl BlobCache {
         let mut inner = self.inner.lock();
         inner.tick += 1;
         let tick = inner.tick;
-        if let Some((old, _)) = inner.entries.insert(key.clone(), (value, tick)) {
+        let generation = if committed { inner.generation } else { 0 };
+        if let Some((old, _, _)) = inner.entries.insert(key.clone(), (value, tick, generation)) {
             inner.bytes -= cost(&key, &old);
         }
         inner.bytes += size;
@@ -81,14 +143,14 @@ impl BlobCache {
             let mut by_age: Vec<(u64, BlobKey)> = inner
                 .entries
                 .iter()
-                .map(|(k, (_, t))| (*t, k.clone()))
+                .map(|(k, (_, t, _))| (*t, k.clone()))
                 .collect();
             by_age.sort_unstable_by_key(|(t, _)| *t);
             for (_, k) in by_age {
                 if inner.bytes <= self.budget / 4 * 3 {
                     break;
                 }
-                if let Some((v, _)) = inner.entries.remove(&k) {
+                if let Some((v, _, _)) = inner.entries.remove(&k) {
                     inner.bytes -= cost(&k, &v);
                 }
             }

@@ -10,7 +10,7 @@ use waypoint_checkpoint::raw::{PreparedPut, PreparedWrites};
 
 use bytes::Bytes;
 
-use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 use serde_json::Value;
 use waypoint_checkpoint::serde::{CHILD_CHANNEL, child_record_task};
 use waypoint_checkpoint::{Checkpoint, Result};
@@ -36,19 +36,60 @@ const SELECT_WRITES: &str = "SELECT task_id, idx, channel, type, blob FROM check
 /// A value as stored: its (possibly sealed) tag and bytes.
 pub(crate) type Stored = (String, Vec<u8>);
 
-/// Stores a prepared checkpoint (its record columns given) and its new values atomically.
-/// A re-put keeps the first parent. Returns, per value, whether it was stored (a version
-/// that already had a value keeps it).
+/// Stores a prepared checkpoint (its record columns given) and its new values atomically,
+/// but those `cache` knows are stored already (see [`stored_already`]). A re-put keeps the
+/// first parent. Returns, per value, whether it was stored now (a version that already had a
+/// value keeps it).
 pub(crate) fn put(
     conn: &mut Connection,
     put: &PreparedPut,
     checkpoint: &[u8],
     metadata: &[u8],
+    cache: &BlobCache,
 ) -> Result<Vec<bool>> {
-    let tx = conn.transaction().map_err(sqlite_error)?;
-    let stored = put_in(&tx, put, checkpoint, metadata)?;
+    // Immediate: `data_version` must be read under the write lock (see `stored_already`).
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(sqlite_error)?;
+    let skip = stored_already(&tx, put, cache)?;
+    let stored = put_in(&tx, put, checkpoint, metadata, &skip)?;
     tx.commit().map_err(sqlite_error)?;
     Ok(stored)
+}
+
+/// Which of `put`'s values are stored already, as far as `cache`'s marks of the writer's
+/// commits tell while no other connection has written (`tx` holds the write lock, so none
+/// can until it ends); storing them again would be ignored. Values a caller hands over at
+/// their current version (every channel of most puts) need no statement then.
+pub(crate) fn stored_already(
+    tx: &Connection,
+    put: &PreparedPut,
+    cache: &BlobCache,
+) -> Result<Vec<bool>> {
+    let marked: Vec<bool> = put
+        .values
+        .iter()
+        .map(|v| {
+            cache.committed(&(
+                put.thread_id.clone(),
+                put.checkpoint_ns.clone(),
+                v.channel.clone(),
+                v.version.to_string(),
+            ))
+        })
+        .collect();
+    if !marked.contains(&true) {
+        return Ok(marked);
+    }
+    let data_version: i64 = tx
+        .prepare_cached("PRAGMA data_version")
+        .and_then(|mut q| q.query_row([], |r| r.get(0)))
+        .map_err(sqlite_error)?;
+    if cache.still_exact(data_version) {
+        Ok(marked)
+    } else {
+        Ok(vec![false; marked.len()])
+    }
 }
 
 /// The newest checkpoint id of `put`'s thread and namespace other than its own.
@@ -66,13 +107,14 @@ pub(crate) fn newest_other(tx: &Connection, put: &PreparedPut) -> Result<Option<
     .map_err(sqlite_error)
 }
 
-/// The statements of [`put`], inside the caller's transaction; as [`put`], which values
-/// were stored.
+/// The statements of [`put`], inside the caller's transaction, leaving out the values `skip`
+/// marks (stored already); as [`put`], which values were stored now.
 pub(crate) fn put_in(
     tx: &Connection,
     put: &PreparedPut,
     checkpoint: &[u8],
     metadata: &[u8],
+    skip: &[bool],
 ) -> Result<Vec<bool>> {
     let mut stored = Vec::with_capacity(put.values.len());
     {
@@ -82,7 +124,11 @@ pub(crate) fn put_in(
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )
             .map_err(sqlite_error)?;
-        for v in &put.values {
+        for (v, skip) in put.values.iter().zip(skip) {
+            if *skip {
+                stored.push(false);
+                continue;
+            }
             let (tag, bytes) = match &v.value {
                 Some(value) => (value.type_tag.as_ref(), Some(&value.bytes[..])),
                 None => (EMPTY, None),

@@ -86,7 +86,8 @@ impl SqliteSaver {
                         PreparedSave::Put(put) => {
                             let checkpoint = record::encode_checkpoint(&put.checkpoint);
                             let metadata = record::encode_metadata(&put.metadata);
-                            stored.push(queries::put_in(&tx, put, &checkpoint, &metadata)?);
+                            let skip = queries::stored_already(&tx, put, &cache)?;
+                            stored.push(queries::put_in(&tx, put, &checkpoint, &metadata, &skip)?);
                         }
                         PreparedSave::Writes(w) => queries::put_writes_in(&tx, w)?,
                     }
@@ -215,17 +216,22 @@ fn json_text(value: &impl serde::Serialize) -> Result<String> {
     serde_json::to_string(value).map_err(|e| Error::serialization("json", e))
 }
 
-/// Writes a committed put's values through to the blob cache, those `stored` says it stored
-/// (a version that had a value kept it); never before the commit, so the cache never holds
-/// uncommitted data.
+/// Writes a committed put's values through to the blob cache, marked as committed, those
+/// `stored` says it stored; marks the cached entries of the others (their rows were stored
+/// before, and a version that had a value kept it). Never before the commit, so the cache
+/// never holds uncommitted data.
 fn cache_blobs(cache: &BlobCache, put: PreparedPut, stored: &[bool]) {
-    for (v, _) in put.values.into_iter().zip(stored).filter(|(_, s)| **s) {
+    for (v, stored) in put.values.into_iter().zip(stored) {
         let key = (
             put.thread_id.clone(),
             put.checkpoint_ns.clone(),
             v.channel.clone(),
             v.version.to_string(),
         );
+        if !stored {
+            cache.mark_committed(&key);
+            continue;
+        }
         let blob = match v.value {
             Some(value) => RawBlob {
                 channel: v.channel,
@@ -235,7 +241,7 @@ fn cache_blobs(cache: &BlobCache, put: PreparedPut, stored: &[bool]) {
             },
             None => RawBlob::empty(v.channel, v.version.to_string()),
         };
-        cache.insert(key, Some(blob));
+        cache.insert_committed(key, Some(blob));
     }
 }
 
@@ -330,7 +336,7 @@ impl CheckpointSaver for SqliteSaver {
                 let Some(done) = put.as_ref() else {
                     return Ok(());
                 };
-                let stored = queries::put(conn, done, &checkpoint, &metadata)?;
+                let stored = queries::put(conn, done, &checkpoint, &metadata, &cache)?;
                 put.take()
                     .into_iter()
                     .for_each(|put| cache_blobs(&cache, put, &stored));

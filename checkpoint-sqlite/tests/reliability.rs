@@ -423,6 +423,61 @@ async fn setup_is_idempotent_and_concurrent_safe() -> waypoint_checkpoint::Resul
     Ok(())
 }
 
+/// A put hands every channel's value over, one of them versioned anew: this process knows the
+/// others are stored and may skip them, but only while no other connection has written. After
+/// a delete of the thread by another connection (or by this saver), the values handed over
+/// again are stored again, and the next checkpoint reads back whole.
+#[tokio::test]
+async fn values_handed_over_again_are_stored_again_after_a_delete()
+-> waypoint_checkpoint::Result<()> {
+    let db = temp_db();
+    let a = SqliteSaver::from_path(&db).await?;
+    let b = SqliteSaver::from_path(&db).await?;
+    let serde = Serde::default();
+    for (round, deleter) in [&b, &a].into_iter().enumerate() {
+        let thread = format!("t{round}");
+        let mut parent = CheckpointConfig::new(thread.as_str()).with_ns("");
+        let mut versions: BTreeMap<String, ChannelVersion> = BTreeMap::new();
+        for step in 0..4u64 {
+            if step == 3 {
+                deleter.delete_thread(&thread).await?;
+            }
+            let mut cp = Checkpoint::new(step as i64);
+            let mut new_versions = BTreeMap::new();
+            for (i, channel) in CHANNELS.iter().enumerate() {
+                if step == 0 || step % 3 == i as u64 {
+                    let v = a.next_version(versions.get(*channel))?;
+                    versions.insert((*channel).to_owned(), v.clone());
+                    new_versions.insert((*channel).to_owned(), v);
+                }
+                let value = serde.dumps(&value_at(channel, step))?;
+                cp.channel_values.insert((*channel).to_owned(), value);
+            }
+            cp.channel_versions = versions.clone();
+            let meta = CheckpointMetadata::new(CheckpointSource::Loop, step as i64);
+            parent = a.put(&parent, cp, meta, new_versions).await?;
+        }
+        for reader in [&a, &b, &SqliteSaver::from_path(&db).await?] {
+            let tuple = reader
+                .get_tuple(&parent)
+                .await?
+                .expect("the last checkpoint");
+            for channel in CHANNELS {
+                let value = tuple.checkpoint.channel_values.get(channel);
+                let value = value
+                    .map(|v| serde.loads::<serde_json::Value>(v))
+                    .transpose()?;
+                assert_eq!(
+                    value,
+                    Some(value_at(channel, 3)),
+                    "round {round}, {channel}"
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A write that meets another connection's write lock waits for it (up to the busy timeout)
 /// instead of failing, on both runtime flavours; nothing is lost.
 async fn a_held_write_lock_delays_a_put(saver: SqliteSaver, db: &Path) {
