@@ -612,7 +612,8 @@ impl CheckpointSaver for InMemorySaver {
                     .find(|(_, version, _)| record::encode_version(version) == encoded)
                     .map(|&(_, version, value)| (version, value))
             };
-            // The ancestors down to the one holding a value (or the root), newest first.
+            // The ancestors down to the one holding a value (or the root), newest first. With
+            // no stored value for the channel, no record needs reading.
             let mut ancestors: Vec<&str> = Vec::new();
             let mut next = target.parent.as_deref();
             while let Some(id) = next {
@@ -620,9 +621,11 @@ impl CheckpointSaver for InMemorySaver {
                     break;
                 };
                 ancestors.push(id);
-                let seed = match record::channel_version_encoded(&ancestor.record, channel)? {
-                    Some(encoded) => find(encoded),
-                    None => None,
+                let seed = match stored.is_empty() {
+                    true => None,
+                    false => {
+                        record::channel_version_encoded(&ancestor.record, channel)?.and_then(find)
+                    }
                 };
                 if let Some((version, value)) = seed {
                     let slot = Slot::Channel {
@@ -636,6 +639,7 @@ impl CheckpointSaver for InMemorySaver {
                 }
                 next = ancestor.parent.as_deref();
             }
+            history.writes.reserve(ancestors.len());
             for &id in ancestors.iter().rev() {
                 let Some(writes) = ns.writes.get(id) else {
                     continue;
