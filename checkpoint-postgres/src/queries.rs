@@ -207,9 +207,8 @@ impl ListQuery {
 /// channel whose version this checkpoint keeps and this put does not store, so continuing a
 /// Python-written thread never drops them.
 ///
-/// With a `fence` (thread, lease token), every row is written only while that lease still
-/// holds the thread, checked in the same statement (the lease row is locked `FOR SHARE`
-/// until it ends); returns whether it was written. `heads` ([`expected_heads_json`], or
+/// With a [`Fence`], every row is written only while the lease allows it, checked in the same
+/// statement; returns whether it was written. `heads` ([`expected_heads_json`], or
 /// empty) is set for the transaction before the checkpoint row is inserted, so the
 /// `waypoint_checkpoint_head` trigger refuses a put whose expected head moved (SQLSTATE
 /// `WP409`).
@@ -220,21 +219,26 @@ pub(crate) async fn put<'a>(
     put: &'a PreparedPut,
     checkpoint: &'a str,
     metadata: &'a str,
-    fence: Option<(&'a str, &'a str)>,
+    fence: Fence<'a>,
     heads: &'a str,
     via: Via<'_>,
 ) -> sqlx::Result<bool> {
     // The child record's rows (none without one) are one more data-modifying CTE: it runs
     // whether or not the main insert reads it, in the statement's snapshot, so under a fence
     // each insert is gated on the lease itself.
-    fn sql(fenced: bool, on_child_conflict: &str) -> String {
-        let (fence, held) = if fenced {
-            (
-                "fence AS (SELECT 1 FROM waypoint_thread_leases WHERE thread_id = $21 AND token = $22 FOR SHARE), ",
-                " WHERE EXISTS (SELECT 1 FROM fence)",
-            )
-        } else {
-            ("", "")
+    fn sql(fence: usize, on_child_conflict: &str) -> String {
+        const HELD: &str = "fence AS (SELECT 1 FROM waypoint_thread_leases WHERE thread_id = $21 AND token = $22 FOR SHARE), ";
+        // Claimed already lapsed: the row (inserted, or locked when a lapsed lease is taken
+        // over) keeps a claim made meanwhile waiting until the commit, and then lets it in.
+        const CLAIM: &str = "fence AS (INSERT INTO waypoint_thread_leases (thread_id, token, expires_at)
+        VALUES ($21, $22, '-infinity')
+        ON CONFLICT (thread_id) DO UPDATE SET token = excluded.token, expires_at = excluded.expires_at
+        WHERE waypoint_thread_leases.expires_at <= now()
+        RETURNING 1), ";
+        let (fence, held) = match fence {
+            0 => ("", ""),
+            1 => (HELD, " WHERE EXISTS (SELECT 1 FROM fence)"),
+            _ => (CLAIM, " WHERE EXISTS (SELECT 1 FROM fence)"),
         };
         format!(
             "WITH {fence}blobs AS (
@@ -261,14 +265,9 @@ pub(crate) async fn put<'a>(
     DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata"
         )
     }
-    static SQL: OnceLock<[String; 4]> = OnceLock::new();
+    static SQL: OnceLock<[[String; 2]; 3]> = OnceLock::new();
     let statements = SQL.get_or_init(|| {
-        [
-            sql(false, "DO NOTHING"),
-            sql(false, REPLACE_WRITE),
-            sql(true, "DO NOTHING"),
-            sql(true, REPLACE_WRITE),
-        ]
+        [0, 1, 2].map(|fence| [sql(fence, "DO NOTHING"), sql(fence, REPLACE_WRITE)])
     });
     let n = put.values.len();
     let (mut channels, mut versions) = (Vec::with_capacity(n), Vec::with_capacity(n));
@@ -290,7 +289,12 @@ pub(crate) async fn put<'a>(
     let child = put.child.as_ref();
     let rows = child.map(WriteColumns::of).unwrap_or_default();
     let replace = child.is_some_and(|c| c.replace);
-    let sql = &statements[usize::from(fence.is_some()) * 2 + usize::from(replace)];
+    let (kind, lease) = match fence {
+        Fence::None => (0, None),
+        Fence::Held(thread, token) => (1, Some((thread, token))),
+        Fence::Claim(thread, token) => (2, Some((thread, token))),
+    };
+    let sql = &statements[kind][usize::from(replace)];
     let text = |s: &'a str| Param::Text(Some(s));
     let of_child = |f: fn(&'a PreparedWrites) -> &'a str| Param::Text(child.map(f));
     let mut params = vec![
@@ -315,7 +319,7 @@ pub(crate) async fn put<'a>(
         Param::Blobs(rows.blobs.into_iter().map(Some).collect()),
         text(heads),
     ];
-    if let Some((thread_id, token)) = fence {
+    if let Some((thread_id, token)) = lease {
         params.extend([text(thread_id), text(token)]);
     }
     let done = match via {
@@ -329,6 +333,19 @@ pub(crate) async fn put<'a>(
         }
     };
     Ok(done.rows_affected() > 0)
+}
+
+/// What lets a put write.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Fence<'a> {
+    /// Nothing: the put writes.
+    None,
+    /// The lease `(thread, token)` still holds the thread (expired but not taken over
+    /// included); its row stays locked `FOR SHARE` until the statement's transaction ends.
+    Held(&'a str, &'a str),
+    /// No live lease holds the thread: the put claims it under `(thread, token)`, already
+    /// lapsed (a lapsed lease is taken over), as one statement.
+    Claim(&'a str, &'a str),
 }
 
 /// How a statement reaches the server.

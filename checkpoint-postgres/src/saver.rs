@@ -26,7 +26,7 @@ use crate::error::{DbError, pg_error};
 use crate::input::{check_lookup, check_nul};
 use crate::lease;
 use crate::pool::{Pool, on_conn};
-use crate::queries::{self, ListQuery, Via};
+use crate::queries::{self, Fence, ListQuery, Via};
 use crate::schema;
 
 /// A checkpointer on a PostgreSQL database, in the tables langgraph-checkpoint-postgres
@@ -240,7 +240,7 @@ impl Batch {
                     put,
                     checkpoint,
                     metadata,
-                    None,
+                    Fence::None,
                     heads,
                     Via::Bound { persistent },
                 )
@@ -406,11 +406,40 @@ impl CheckpointSaver for PostgresSaver {
         let via = Via::of(self.pool.pooled_settings(), self.config().persistent());
         // One message, one transaction of its own: behind a pooler too (see `Via`).
         on_conn!(self.pool, retry = true, pinned = false, |conn| async {
-            queries::put(conn, &put, &checkpoint, &metadata, None, "", via)
+            queries::put(conn, &put, &checkpoint, &metadata, Fence::None, "", via)
                 .await
                 .map_err(pg_error)
         })?;
         Ok(put.config())
+    }
+
+    /// One statement: the thread is claimed, already lapsed, in the put's own transaction,
+    /// so it costs what a put costs and leaves no live lease behind.
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "postgres",
+        thread_id = %config.thread_id, checkpoint_ns = config.ns(), checkpoint_id = %checkpoint.id,
+        bytes = Empty))]
+    async fn put_unleased(
+        &self,
+        config: &CheckpointConfig,
+        checkpoint: Checkpoint,
+        mut metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> Result<Option<CheckpointConfig>> {
+        self.storable_metadata(&mut metadata);
+        let put = PreparedPut::new(&self.serde, config, checkpoint, metadata, new_versions)?;
+        check_nul("thread_id", &put.thread_id)?;
+        record_put(&put);
+        let (checkpoint, metadata) = (json_text(&put.checkpoint)?, json_text(&put.metadata)?);
+        let via = Via::of(self.pool.pooled_settings(), self.config().persistent());
+        // One token for every attempt: a retry after a lost reply finds the row it wrote.
+        let token = Lease::new_token();
+        let fence = Fence::Claim(&put.thread_id, &token);
+        let written = on_conn!(self.pool, retry = true, pinned = false, |conn| async {
+            queries::put(conn, &put, &checkpoint, &metadata, fence, "", via)
+                .await
+                .map_err(pg_error)
+        })?;
+        Ok(written.then(|| put.config()))
     }
 
     #[tracing::instrument(level = "info", skip_all, fields(backend = "postgres",
@@ -468,7 +497,7 @@ impl CheckpointSaver for PostgresSaver {
         if let ([PreparedSave::Put(put)], [(checkpoint, metadata)]) =
             (&batch.saves[..], &batch.texts[..])
         {
-            let fence = Some((lease.thread_id.as_str(), lease.token.as_str()));
+            let fence = Fence::Held(&lease.thread_id, &lease.token);
             let via = Via::of(self.pool.pooled_settings(), persistent);
             let written = on_conn!(self.pool, retry = true, pinned = false, |conn| async {
                 queries::put(conn, put, checkpoint, metadata, fence, &heads, via)

@@ -287,6 +287,47 @@ pub trait CheckpointSaver: Send + Sync + Debug {
         Err(self.unsupported("save_fenced"))
     }
 
+    /// Stores a checkpoint as [`put`](Self::put) does unless a live lease holds its thread:
+    /// `Ok(None)` then, with nothing written. For writes that need no lease of their own
+    /// (an update forking a named checkpoint) but must never land under a running writer.
+    ///
+    /// The check and the write are one atomic step: a lapsed lease is taken over (its holder's
+    /// next fenced write fails), and a claim made meanwhile waits for it. The default claims a
+    /// lease, puts under it and releases it; backends with leases may do it in one statement.
+    async fn put_unleased(
+        &self,
+        config: &CheckpointConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> Result<Option<CheckpointConfig>> {
+        if !self.capabilities().leases {
+            return self
+                .put(config, checkpoint, metadata, new_versions)
+                .await
+                .map(Some);
+        }
+        let lease = match self
+            .acquire_lease(&config.thread_id, Duration::from_secs(30))
+            .await
+        {
+            Ok(lease) => lease,
+            Err(Error::Conflict(_)) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let stored = CheckpointConfig::of(&config.thread_id, config.ns(), &checkpoint.id);
+        let save = Save::Put {
+            config: config.clone(),
+            checkpoint,
+            metadata,
+            new_versions,
+        };
+        let saved = self.save_fenced(&lease, vec![save]).await;
+        // A failed release leaves the lease to lapse; the write stands either way.
+        let _ = self.release_lease(&lease).await;
+        saved.map(|()| Some(stored))
+    }
+
     /// The version that follows `current` for a channel (LangGraph's string form).
     fn next_version(&self, current: Option<&ChannelVersion>) -> Result<ChannelVersion> {
         ChannelVersion::next(current)
@@ -542,6 +583,15 @@ macro_rules! forward_saver {
                 new_versions: ChannelVersions,
             ) -> Result<CheckpointConfig> {
                 (**self).put(config, checkpoint, metadata, new_versions).await
+            }
+            async fn put_unleased(
+                &self,
+                config: &CheckpointConfig,
+                checkpoint: Checkpoint,
+                metadata: CheckpointMetadata,
+                new_versions: ChannelVersions,
+            ) -> Result<Option<CheckpointConfig>> {
+                (**self).put_unleased(config, checkpoint, metadata, new_versions).await
             }
             async fn put_writes(
                 &self,

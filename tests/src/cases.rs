@@ -1065,6 +1065,21 @@ pub async fn one_writer_per_thread(saver: Saver) -> TestResult {
         .update_state(&config("x"), Some(obj(json!({"log": ["x"]}))), Some("slow"))
         .await;
     assert!(matches!(update, Err(Error::Conflict(_))), "{update:?}");
+    // A fork of a named checkpoint (the run's first, stored by now) waits for no lease of
+    // its own, and is refused all the same.
+    let stored = graph
+        .get_state_history(&config(""), &ListOptions::default())
+        .await?;
+    if let Some(oldest) = stored.last() {
+        let fork = graph
+            .update_state(
+                &oldest.config,
+                Some(obj(json!({"log": ["x"]}))),
+                Some("slow"),
+            )
+            .await;
+        assert!(matches!(fork, Err(Error::Conflict(_))), "{fork:?}");
+    }
     first.await??;
 
     // Waiting: the third run starts once the second is done, on top of its last checkpoint.

@@ -155,6 +155,53 @@ pub async fn fenced_save_after_lapse_without_takeover(saver: &dyn CheckpointSave
     Ok(())
 }
 
+/// `put_unleased` stores nothing while a live lease holds the thread; once the thread is
+/// free, or its lease lapsed (taken over: the old holder's next fenced write is refused), it
+/// stores as `put` does and leaves no live lease behind.
+pub async fn put_unleased_refused_while_leased(saver: &dyn CheckpointSaver) -> Result<()> {
+    let t = thread();
+    let put = |step: i64| {
+        let cp = checkpoint(step, &[("x", json!(step))], &[("x", step as u64 + 1)]);
+        let stored = CheckpointConfig::of(&t, "", &cp.id);
+        let metadata = meta(CheckpointSource::Update, step);
+        (cp, metadata, versions(&[("x", step as u64 + 1)]), stored)
+    };
+    let (cp, metadata, new_versions, first) = put(0);
+    let stored = saver
+        .put_unleased(&cfg(&t, ""), cp, metadata, new_versions)
+        .await?;
+    assert_eq!(stored.as_ref(), Some(&first));
+    if !saver.capabilities().leases {
+        return Ok(());
+    }
+    let held = saver.acquire_lease(&t, LONG).await?;
+    let (cp, metadata, new_versions, refused) = put(1);
+    let stored = saver
+        .put_unleased(&first, cp, metadata, new_versions)
+        .await?;
+    assert_eq!(stored, None);
+    assert!(saver.get_tuple(&refused).await?.is_none());
+    saver.release_lease(&held).await?;
+
+    let lapsed = saver.acquire_lease(&t, SHORT).await?;
+    tokio::time::sleep(PAST_SHORT).await;
+    let (cp, metadata, new_versions, second) = put(2);
+    let stored = saver
+        .put_unleased(&first, cp, metadata, new_versions)
+        .await?;
+    assert_eq!(stored.as_ref(), Some(&second));
+    assert_eq!(
+        values_of(&saver.get_tuple(&second).await?.expect("stored"))["x"],
+        json!(2)
+    );
+    let (late, late_cfg) = put_save(&second, 3, json!("late"));
+    assert!(is_conflict(&saver.save_fenced(&lapsed, vec![late]).await));
+    assert!(saver.get_tuple(&late_cfg).await?.is_none());
+    let next = saver.acquire_lease(&t, LONG).await?;
+    saver.release_lease(&next).await?;
+    Ok(())
+}
+
 /// A save for another thread cannot ride on a lease: `InvalidConfig`, and nothing of the
 /// batch is written.
 pub async fn fenced_save_rejects_other_thread(saver: &dyn CheckpointSaver) -> Result<()> {

@@ -147,6 +147,7 @@ macro_rules! __checkpoint_cases {
             fenced_save_refused_after_release fenced_save_after_lapse_without_takeover
             fenced_save_rejects_other_thread
             fenced_put_refused_when_another_writer_moved_the_head
+            put_unleased_refused_while_leased
         }
     };
 }

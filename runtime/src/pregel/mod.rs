@@ -26,8 +26,8 @@ use futures::Stream;
 use futures::future::BoxFuture;
 use tracing::Instrument;
 use waypoint_checkpoint::{
-    BoxError, CheckpointConfig, CheckpointMetadata, CheckpointSaver, CheckpointSource, ListOptions,
-    channels,
+    BoxError, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSaver,
+    CheckpointSource, ListOptions, channels,
 };
 use waypoint_store::Store;
 
@@ -287,29 +287,47 @@ impl<S: State> CompiledGraph<S> {
     ) -> Result<RunConfig> {
         let saver = self.require_saver()?;
         let thread = self.inner.thread_of(config)?.unwrap_or_default().to_owned();
-        // Like a run, an update holds the thread's lease while it writes. A named checkpoint
-        // never changes, so it is read while the lease is being claimed; the latest is read
-        // under the lease, or another writer could move it between the read and the put.
         let (wait, ttl) = (config.wait_for_thread, config.lease_ttl);
-        let claim = LeaseGuard::acquire(saver, &thread, wait, ttl);
-        let (lease, frame) = if config.checkpoint_id.is_some() {
-            let (lease, frame) = tokio::join!(claim, self.update_base(saver, &thread, config));
-            (lease?, Some(frame))
-        } else {
-            (claim.await?, None)
-        };
+        // A named checkpoint never changes: the update is built from it without a lease and
+        // stored in one step that refuses while a run holds the thread (`put_unleased`, no
+        // claim and release of its own); only then does it wait for the lease, as below.
+        if config.checkpoint_id.is_some() {
+            let frame = self.update_base(saver, &thread, config).await?;
+            let update = self.build_update(saver, thread, config, frame, values, as_node)?;
+            let Update(parent, checkpoint, metadata, new_versions) = &update;
+            let stored = saver
+                .put_unleased(
+                    parent,
+                    checkpoint.clone(),
+                    metadata.clone(),
+                    new_versions.clone(),
+                )
+                .await?;
+            if let Some(stored) = stored {
+                return Ok(stored_config(config, &stored));
+            }
+            let lease = LeaseGuard::acquire(saver, &parent.thread_id, wait, ttl).await?;
+            let writer = lease
+                .as_ref()
+                .map_or_else(|| Arc::clone(saver), LeaseGuard::fenced);
+            let result = update.put(&writer, config).await;
+            if let Some(lease) = lease {
+                lease.release().await;
+            }
+            return result;
+        }
+        // Like a run, an update of the latest checkpoint holds the thread's lease while it
+        // reads and writes, or another writer could move the latest between the read and the
+        // put.
+        let lease = LeaseGuard::acquire(saver, &thread, wait, ttl).await?;
         let writer = lease
             .as_ref()
             .map_or_else(|| Arc::clone(saver), LeaseGuard::fenced);
-        let result = match frame {
-            Some(frame) => frame,
-            None => self.update_base(&writer, &thread, config).await,
-        };
-        let result = match result {
-            Ok(frame) => {
-                self.update_state_held(&writer, thread, config, frame, values, as_node)
-                    .await
-            }
+        let result = match self.update_base(&writer, &thread, config).await {
+            Ok(frame) => match self.build_update(&writer, thread, config, frame, values, as_node) {
+                Ok(update) => update.put(&writer, config).await,
+                Err(err) => Err(err),
+            },
             Err(err) => Err(err),
         };
         if let Some(lease) = lease {
@@ -336,9 +354,8 @@ impl<S: State> CompiledGraph<S> {
         }
     }
 
-    /// [`Self::update_state`] from `frame` once the thread's lease is held: `saver` writes
-    /// under it.
-    async fn update_state_held(
+    /// The checkpoint [`Self::update_state`] stores, built from `frame`.
+    fn build_update(
         &self,
         saver: &Arc<dyn CheckpointSaver>,
         thread: String,
@@ -346,7 +363,7 @@ impl<S: State> CompiledGraph<S> {
         mut frame: Frame<S>,
         values: Option<S::Update>,
         as_node: Option<&str>,
-    ) -> Result<RunConfig> {
+    ) -> Result<Update> {
         let graph = &*self.inner;
         let as_node = match as_node {
             Some(name) => name.to_owned(),
@@ -409,13 +426,7 @@ impl<S: State> CompiledGraph<S> {
             checkpoint_ns: Some(config.checkpoint_ns.clone()),
             checkpoint_id: parent_id,
         };
-        let stored = saver
-            .put(&parent, checkpoint, metadata, new_versions)
-            .await?;
-        Ok(RunConfig {
-            configurable: config.configurable.clone(),
-            ..RunConfig::from(&stored)
-        })
+        Ok(Update(parent, checkpoint, metadata, new_versions))
     }
 
     /// The checkpointer, or an error saying the graph was compiled without one.
@@ -423,6 +434,34 @@ impl<S: State> CompiledGraph<S> {
         self.inner.checkpointer.as_ref().ok_or_else(|| {
             Error::InvalidConfig("this graph has no checkpointer: compile it with one".into())
         })
+    }
+}
+
+/// A checkpoint `update_state` stores: its parent's config, the checkpoint, its metadata and
+/// the channels it changed.
+struct Update(
+    CheckpointConfig,
+    Checkpoint,
+    CheckpointMetadata,
+    ChannelVersions,
+);
+
+impl Update {
+    /// Stores the update with `saver`.
+    async fn put(self, saver: &Arc<dyn CheckpointSaver>, config: &RunConfig) -> Result<RunConfig> {
+        let Update(parent, checkpoint, metadata, new_versions) = self;
+        let stored = saver
+            .put(&parent, checkpoint, metadata, new_versions)
+            .await?;
+        Ok(stored_config(config, &stored))
+    }
+}
+
+/// The config of a stored update: `stored`, with `config`'s configurable entries.
+fn stored_config(config: &RunConfig, stored: &CheckpointConfig) -> RunConfig {
+    RunConfig {
+        configurable: config.configurable.clone(),
+        ..RunConfig::from(stored)
     }
 }
 
