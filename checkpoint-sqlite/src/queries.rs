@@ -66,16 +66,22 @@ pub(crate) fn stored_already(
     put: &PreparedPut,
     cache: &BlobCache,
 ) -> Result<Vec<bool>> {
+    // One key, refilled per value: no allocation per lookup.
+    let mut key: BlobKey = (
+        put.thread_id.clone(),
+        put.checkpoint_ns.clone(),
+        String::new(),
+        String::new(),
+    );
     let marked: Vec<bool> = put
         .values
         .iter()
         .map(|v| {
-            cache.committed(&(
-                put.thread_id.clone(),
-                put.checkpoint_ns.clone(),
-                v.channel.clone(),
-                v.version.to_string(),
-            ))
+            key.2.clear();
+            key.2.push_str(&v.channel);
+            key.3.clear();
+            key.3.push_str(v.version.as_str());
+            cache.committed(&key)
         })
         .collect();
     if !marked.contains(&true) {

@@ -221,17 +221,28 @@ fn json_text(value: &impl serde::Serialize) -> Result<String> {
 /// before, and a version that had a value kept it). Never before the commit, so the cache
 /// never holds uncommitted data.
 fn cache_blobs(cache: &BlobCache, put: PreparedPut, stored: &[bool]) {
+    // One key to mark with, refilled per value: no allocation per lookup.
+    let mut seen = (
+        put.thread_id.clone(),
+        put.checkpoint_ns.clone(),
+        String::new(),
+        String::new(),
+    );
     for (v, stored) in put.values.into_iter().zip(stored) {
+        if !stored {
+            seen.2.clear();
+            seen.2.push_str(&v.channel);
+            seen.3.clear();
+            seen.3.push_str(v.version.as_str());
+            cache.mark_committed(&seen);
+            continue;
+        }
         let key = (
             put.thread_id.clone(),
             put.checkpoint_ns.clone(),
             v.channel.clone(),
             v.version.to_string(),
         );
-        if !stored {
-            cache.mark_committed(&key);
-            continue;
-        }
         let blob = match v.value {
             Some(value) => RawBlob {
                 channel: v.channel,
