@@ -1056,6 +1056,8 @@ pub(crate) async fn fetch_values(
 /// stored value under the version the checkpoint names (not `empty`), or a value inline in
 /// `channel_values` (LangGraph's primitives). Each step is a `LIMIT 1` probe by key: with
 /// stale statistics the planner would otherwise hash the thread's rows on every step. The
+/// row's JSON (compressed when over 2 kB) is expanded once per step (`|| '{}'`) for both of
+/// its lookups, rather than decompressed for each (a quarter of the walk's time). The
 /// always-true `$4[i] = channel` tells the planner the channel list is short (it guesses ten
 /// entries for an array parameter), so the generic plan costs what custom plans do and is
 /// cached, rather than the statement being planned again on every call (about 0.5 ms).
@@ -1078,7 +1080,8 @@ const DELTA_HISTORY: &str = r#"WITH RECURSIVE chain AS (
                 AND b.type <> 'empty' AND b.blob IS NOT NULL
             LIMIT 1) IS NOT NULL
     FROM chain CROSS JOIN LATERAL (
-        SELECT checkpoint_id, parent_checkpoint_id, checkpoint FROM checkpoints
+        SELECT checkpoint_id, parent_checkpoint_id, checkpoint || '{}'::jsonb AS checkpoint
+        FROM checkpoints
         WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = chain.parent_checkpoint_id
         LIMIT 1) c
     WHERE NOT chain.seeded
