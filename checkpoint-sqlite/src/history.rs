@@ -18,7 +18,7 @@ use serde_json::Value;
 use waypoint_checkpoint::serde::record;
 use waypoint_checkpoint::{ChannelVersion, Error, Result};
 
-use crate::convert::{RawBlob, RawWrite, record_at};
+use crate::convert::{RawBlob, RawWrite};
 use crate::error::sqlite_error;
 
 /// For each channel, its writes (oldest first) and seed, walking parent links from the
@@ -241,13 +241,13 @@ fn linear_delta_history(
             let Some(row) = row else {
                 break;
             };
-            let stored = record_at(row, 2).map_err(sqlite_error)?;
+            // The record is read in place, and only while a channel may still find its seed.
             for channel in out.keys() {
                 let Some(seeds) = seeds.get(channel).filter(|_| !seeded.contains_key(channel))
                 else {
                     continue;
                 };
-                if let Some(version) = seeds.found_in(&stored, channel)? {
+                if let Some(version) = seeds.found_in(bytes_at(row, 2)?, channel)? {
                     seeded.insert(channel.clone(), (chain.len(), version));
                 }
             }
@@ -319,10 +319,13 @@ fn linear_delta_history(
 
 /// Column `i` of `row` as text (a checkpoint's JSON may also be stored as a blob).
 fn text_at<'r>(row: &'r rusqlite::Row<'_>, i: usize) -> Result<&'r str> {
+    std::str::from_utf8(bytes_at(row, i)?).map_err(|e| Error::serialization("json", e))
+}
+
+/// Column `i` of `row` as the bytes of its text or blob, in place.
+fn bytes_at<'r>(row: &'r rusqlite::Row<'_>, i: usize) -> Result<&'r [u8]> {
     match row.get_ref(i).map_err(sqlite_error)? {
-        ValueRef::Text(bytes) | ValueRef::Blob(bytes) => {
-            std::str::from_utf8(bytes).map_err(|e| Error::serialization("json", e))
-        }
+        ValueRef::Text(bytes) | ValueRef::Blob(bytes) => Ok(bytes),
         other => Err(Error::backend(
             "sqlite",
             format!("expected text in column {i}, found {:?}", other.data_type()),

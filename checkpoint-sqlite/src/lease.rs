@@ -27,6 +27,13 @@ const RELEASE: &str = "DELETE FROM waypoint_thread_leases WHERE thread_id = ?1 A
 const HOLDS: &str =
     "SELECT EXISTS (SELECT 1 FROM waypoint_thread_leases WHERE thread_id = ?1 AND token = ?2)";
 
+/// Takes over a lapsed lease of the thread (its holder's next fenced write fails).
+const TAKE_LAPSED: &str =
+    "DELETE FROM waypoint_thread_leases WHERE thread_id = ?1 AND expires_at <= ?2";
+
+/// Whether a live lease holds the thread (run after [`TAKE_LAPSED`]).
+const LEASED: &str = "SELECT EXISTS (SELECT 1 FROM waypoint_thread_leases WHERE thread_id = ?1)";
+
 /// Microseconds since the Unix epoch, the column's unit.
 fn micros(t: SystemTime) -> Result<i64> {
     let since = t
@@ -137,5 +144,30 @@ pub(crate) fn release(conn: &mut Connection, thread_id: &str, token: &str) -> Re
 pub(crate) fn holds(conn: &Connection, lease: &Lease) -> Result<bool> {
     conn.prepare_cached(HOLDS)
         .and_then(|mut s| s.query_row(params![lease.thread_id, lease.token], |r| r.get(0)))
+        .map_err(sqlite_error)
+}
+
+/// What a write transaction checks about the thread's lease before it writes.
+pub(crate) enum Fence {
+    /// Nothing: a plain save.
+    None,
+    /// That this lease still holds its thread.
+    Held(Lease),
+    /// That no live lease holds this thread (a lapsed one is taken over): a write that needs
+    /// no lease of its own but must never land under a running writer.
+    Unleased(String),
+}
+
+/// Whether no live lease holds `thread_id`, after taking over a lapsed one; run inside the
+/// write transaction it guards.
+pub(crate) fn unleased(conn: &Connection, thread_id: &str) -> Result<bool> {
+    let now = micros(SystemTime::now())?;
+    conn.prepare_cached(TAKE_LAPSED)
+        .and_then(|mut s| s.execute(params![thread_id, now]))
+        .and_then(|_| {
+            conn.prepare_cached(LEASED)?
+                .query_row(params![thread_id], |r| r.get::<_, bool>(0))
+        })
+        .map(|leased| !leased)
         .map_err(sqlite_error)
 }

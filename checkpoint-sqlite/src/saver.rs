@@ -22,7 +22,7 @@ use crate::cache::BlobCache;
 use crate::config::SqliteConfig;
 use crate::convert::{RawBlob, RawWrite, tag};
 use crate::error::{DbError, sqlite_error};
-use crate::lease::{self, Claim};
+use crate::lease::{self, Claim, Fence};
 use crate::pool::Database;
 use crate::queries::{self, CopiedValue, ListQuery};
 use crate::schema;
@@ -41,35 +41,39 @@ pub struct SqliteSaver {
 }
 
 impl SqliteSaver {
-    /// Writes a batch in one transaction (one commit); with a `fence`, only while that lease
-    /// still holds the thread, checked inside the same transaction.
-    async fn save_prepared(&self, fence: Option<&Lease>, saves: Vec<Save>) -> Result<()> {
+    /// Writes a batch in one transaction (one commit), only if its `fence` passes, checked
+    /// inside the same transaction: a held lease still holds the thread (`Conflict`
+    /// otherwise), or no live lease holds it (`Ok(false)` otherwise, nothing written).
+    async fn save_prepared(&self, fence: Fence, saves: Vec<Save>) -> Result<bool> {
         // Prepared (validated, sealed) here, then written in one transaction.
         let prepared = PreparedSave::batch(&self.serde, saves)?;
         record_batch(&prepared);
-        if prepared.is_empty() && fence.is_none() {
-            return Ok(());
+        if prepared.is_empty() && matches!(fence, Fence::None) {
+            return Ok(true);
         }
         let cache = self.cache.clone();
-        let fence = fence.cloned();
         let mut prepared = Some(prepared);
         self.db
             .writer
             .run_quick(move |conn| {
                 let Some(saves) = prepared.as_ref() else {
-                    return Ok(());
+                    return Ok(true);
                 };
                 // Immediate: the write lock is taken before the lease is read, so no other
                 // process can claim the thread between the check and the commit.
                 let tx = conn
                     .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
                     .map_err(sqlite_error)?;
-                if let Some(lease) = &fence
-                    && !lease::holds(&tx, lease)?
-                {
-                    return Err(lease_lost(lease));
+                match &fence {
+                    Fence::Held(lease) if !lease::holds(&tx, lease)? => {
+                        return Err(lease_lost(lease));
+                    }
+                    Fence::Unleased(thread_id) if !lease::unleased(&tx, thread_id)? => {
+                        return Ok(false);
+                    }
+                    _ => {}
                 }
-                if fence.is_some() {
+                if !matches!(fence, Fence::None) {
                     for save in saves {
                         if let PreparedSave::Put(put) = save
                             && let Some(parent) = put.expected_head()
@@ -104,7 +108,7 @@ impl SqliteSaver {
                 for (put, stored) in puts.zip(&stored) {
                     cache_blobs(&cache, put, stored);
                 }
-                Ok(())
+                Ok(true)
             })
             .await
     }
@@ -361,7 +365,7 @@ impl CheckpointSaver for SqliteSaver {
         thread_id = saves.first().map(Save::thread_id),
         checkpoint_ns = Empty, checkpoint_id = Empty, rows = Empty, bytes = Empty))]
     async fn save_batch(&self, saves: Vec<Save>) -> Result<()> {
-        self.save_prepared(None, saves).await
+        self.save_prepared(Fence::None, saves).await.map(drop)
     }
 
     #[tracing::instrument(level = "info", skip_all, fields(backend = "sqlite",
@@ -369,7 +373,32 @@ impl CheckpointSaver for SqliteSaver {
         bytes = Empty))]
     async fn save_fenced(&self, lease: &Lease, saves: Vec<Save>) -> Result<()> {
         check_fenced_saves(lease, &saves)?;
-        self.save_prepared(Some(lease), saves).await
+        self.save_prepared(Fence::Held(lease.clone()), saves)
+            .await
+            .map(drop)
+    }
+
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "sqlite",
+        thread_id = %config.thread_id, checkpoint_ns = Empty, checkpoint_id = Empty, rows = Empty,
+        bytes = Empty))]
+    async fn put_unleased(
+        &self,
+        config: &CheckpointConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> Result<Option<CheckpointConfig>> {
+        // One transaction: no lease of its own to claim and release.
+        let stored = CheckpointConfig::of(&config.thread_id, config.ns(), &checkpoint.id);
+        let fence = Fence::Unleased(config.thread_id.clone());
+        let save = Save::Put {
+            config: config.clone(),
+            checkpoint,
+            metadata,
+            new_versions,
+        };
+        let saved = self.save_prepared(fence, vec![save]).await?;
+        Ok(saved.then_some(stored))
     }
 
     #[tracing::instrument(level = "info", skip_all, fields(backend = "sqlite",
