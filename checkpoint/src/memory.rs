@@ -141,13 +141,15 @@ impl InMemorySaver {
                 .entry(v.version)
                 .or_insert(v.value);
         }
-        let id = put.checkpoint.id.clone();
+        let record = record::encode_checkpoint(&put.checkpoint).into();
+        // Encoded: the id moves into the key.
+        let id = std::mem::take(&mut put.checkpoint.id);
         let parent = match ns.checkpoints.get(&id) {
             Some(existing) => existing.parent.clone(),
             None => put.parent,
         };
         let stored = Stored {
-            record: record::encode_checkpoint(&put.checkpoint).into(),
+            record,
             metadata: record::encode_metadata(&put.metadata).into(),
             parent,
         };
@@ -165,14 +167,21 @@ impl InMemorySaver {
             .writes
             .entry(w.checkpoint_id)
             .or_default();
-        for row in w.rows {
-            let key = (w.task_id.clone(), row.idx);
+        let (mut task_id, mut task_path) = (w.task_id, w.task_path);
+        let last = w.rows.len().saturating_sub(1);
+        for (i, row) in w.rows.into_iter().enumerate() {
+            // The last row takes the call's task id and path instead of copies.
+            let (id, path) = if i == last {
+                (std::mem::take(&mut task_id), std::mem::take(&mut task_path))
+            } else {
+                (task_id.clone(), task_path.clone())
+            };
+            let key = (id, row.idx);
             if w.replace || !by_task.contains_key(&key) {
-                let task_path = w.task_path.clone();
                 let stored = StoredWrite {
                     channel: row.channel,
                     value: row.value,
-                    task_path,
+                    task_path: path,
                 };
                 by_task.insert(key, stored);
             }

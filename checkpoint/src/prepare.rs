@@ -73,17 +73,29 @@ impl PreparedPut {
     pub fn new(
         serde: &Serde,
         config: &CheckpointConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> Result<Self> {
+        Self::from_owned(serde, config.clone(), checkpoint, metadata, new_versions)
+    }
+
+    /// [`PreparedPut::new`] of a config the caller gives up: its strings are kept, not
+    /// copied.
+    pub fn from_owned(
+        serde: &Serde,
+        config: CheckpointConfig,
         mut checkpoint: Checkpoint,
         mut metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> Result<Self> {
-        let thread_id = config.require_thread("put")?.to_owned();
-        let checkpoint_ns = config.ns().to_owned();
+        let thread_id = config.require_thread("put")?;
+        let checkpoint_ns = config.ns();
         if checkpoint.id.is_empty() {
             return Err(Error::InvalidConfig("checkpoint id is empty".into()));
         }
-        check_id("thread_id", &thread_id)?;
-        check_id("checkpoint_ns", &checkpoint_ns)?;
+        check_id("thread_id", thread_id)?;
+        check_id("checkpoint_ns", checkpoint_ns)?;
         check_id("checkpoint id", &checkpoint.id)?;
         check_id(
             "parent checkpoint_id",
@@ -91,20 +103,31 @@ impl PreparedPut {
         )?;
         for (channel, version) in checkpoint.channel_versions.iter().chain(&new_versions) {
             check_id("channel name", channel)?;
-            check_id("channel version", version.as_str())?;
+            // A version made from its parts renders as digits, dots and a sign, under 400
+            // bytes (an f64's longest text is ~330): its text need not be made to be checked.
+            if version.known_parts().is_none() {
+                check_id("channel version", version.as_str())?;
+            }
         }
         metadata.strip_nul();
         let mut values = Vec::with_capacity(new_versions.len());
         for (channel, version) in new_versions {
-            let slot = Slot::Channel {
-                thread_id: &thread_id,
-                checkpoint_ns: &checkpoint_ns,
-                channel: &channel,
-                version: version.as_str(),
-            };
-            let value = match checkpoint.channel_values.remove(&channel) {
-                Some(value) => Some(serde.seal(&value, &slot)?),
-                None => serde.seal_empty(&slot)?,
+            let value = checkpoint.channel_values.remove(&channel);
+            // Without a keyring nothing is sealed: the slot (and the version's text) is
+            // needed only to seal.
+            let value = if serde.is_encrypted() {
+                let slot = Slot::Channel {
+                    thread_id,
+                    checkpoint_ns,
+                    channel: &channel,
+                    version: version.as_str(),
+                };
+                match value {
+                    Some(value) => Some(serde.seal(&value, &slot)?),
+                    None => serde.seal_empty(&slot)?,
+                }
+            } else {
+                value
             };
             values.push(NewValue {
                 channel,
@@ -121,8 +144,8 @@ impl PreparedPut {
                 )));
             };
             let slot = Slot::Channel {
-                thread_id: &thread_id,
-                checkpoint_ns: &checkpoint_ns,
+                thread_id,
+                checkpoint_ns,
                 channel: &channel,
                 version: version.as_str(),
             };
@@ -133,12 +156,8 @@ impl PreparedPut {
                 value,
             });
         }
-        let parent_config = CheckpointConfig {
-            checkpoint_id: config.checkpoint_id.clone().filter(|p| !p.is_empty()),
-            ..config.clone()
-        };
-        let record =
-            serde.seal_record(&parent_config, &checkpoint.id, &checkpoint.channel_versions)?;
+        // The config as given: an empty parent id is no parent there either.
+        let record = serde.seal_record(&config, &checkpoint.id, &checkpoint.channel_versions)?;
         let child = match record {
             Some((seal, child)) => {
                 metadata.extra.insert(RECORD_KEY.to_owned(), seal);
@@ -146,11 +165,16 @@ impl PreparedPut {
             }
             None => None,
         };
-        Ok(PreparedPut {
-            child,
-            parent: config.checkpoint_id.clone().filter(|p| !p.is_empty()),
+        let CheckpointConfig {
             thread_id,
             checkpoint_ns,
+            checkpoint_id,
+        } = config;
+        Ok(PreparedPut {
+            child,
+            parent: checkpoint_id.filter(|p| !p.is_empty()),
+            thread_id,
+            checkpoint_ns: checkpoint_ns.unwrap_or_default(),
             checkpoint,
             metadata,
             values,
@@ -267,16 +291,29 @@ impl PreparedWrites {
         task_id: &str,
         task_path: &str,
     ) -> Result<Option<Self>> {
-        let thread_id = config.require_thread("put_writes")?.to_owned();
-        let checkpoint_id = config.require_id("put_writes")?.to_owned();
-        let checkpoint_ns = config.ns().to_owned();
+        let (task_id, task_path) = (task_id.to_owned(), task_path.to_owned());
+        Self::from_owned(serde, config.clone(), writes, task_id, task_path)
+    }
+
+    /// [`PreparedWrites::new`] of a config, task id and path the caller gives up: their
+    /// strings are kept, not copied.
+    pub fn from_owned(
+        serde: &Serde,
+        config: CheckpointConfig,
+        writes: Vec<(String, SerializedValue)>,
+        task_id: String,
+        task_path: String,
+    ) -> Result<Option<Self>> {
+        let thread_id = config.require_thread("put_writes")?;
+        let checkpoint_id = config.require_id("put_writes")?;
+        let checkpoint_ns = config.ns();
         if writes.is_empty() {
             return Ok(None);
         }
-        check_id("thread_id", &thread_id)?;
-        check_id("checkpoint_ns", &checkpoint_ns)?;
-        check_id("checkpoint_id", &checkpoint_id)?;
-        check_id("task_id", task_id)?;
+        check_id("thread_id", thread_id)?;
+        check_id("checkpoint_ns", checkpoint_ns)?;
+        check_id("checkpoint_id", checkpoint_id)?;
+        check_id("task_id", &task_id)?;
         if task_path.contains('\0') {
             return Err(Error::InvalidConfig(
                 "task_path contains a NUL character, which ids may not hold".into(),
@@ -292,10 +329,10 @@ impl PreparedWrites {
         for (position, (channel, value)) in writes.into_iter().enumerate() {
             let idx = channels::write_index(&channel, position);
             let slot = Slot::Write {
-                thread_id: &thread_id,
-                checkpoint_ns: &checkpoint_ns,
-                checkpoint_id: &checkpoint_id,
-                task_id,
+                thread_id,
+                checkpoint_ns,
+                checkpoint_id,
+                task_id: &task_id,
                 channel: &channel,
                 idx,
             };
@@ -306,12 +343,17 @@ impl PreparedWrites {
                 value,
             });
         }
-        Ok(Some(PreparedWrites {
+        let CheckpointConfig {
             thread_id,
             checkpoint_ns,
             checkpoint_id,
-            task_id: task_id.to_owned(),
-            task_path: task_path.to_owned(),
+        } = config;
+        Ok(Some(PreparedWrites {
+            thread_id,
+            checkpoint_ns: checkpoint_ns.unwrap_or_default(),
+            checkpoint_id: checkpoint_id.unwrap_or_default(),
+            task_id,
+            task_path,
             replace,
             rows,
         }))
@@ -338,9 +380,9 @@ impl PreparedSave {
                     checkpoint,
                     metadata,
                     new_versions,
-                } => out.push(PreparedSave::Put(Box::new(PreparedPut::new(
+                } => out.push(PreparedSave::Put(Box::new(PreparedPut::from_owned(
                     serde,
-                    &config,
+                    config,
                     checkpoint,
                     metadata,
                     new_versions,
@@ -352,7 +394,7 @@ impl PreparedSave {
                     task_path,
                 } => {
                     if let Some(w) =
-                        PreparedWrites::new(serde, &config, writes, &task_id, &task_path)?
+                        PreparedWrites::from_owned(serde, config, writes, task_id, task_path)?
                     {
                         out.push(PreparedSave::Writes(w));
                     }

@@ -89,10 +89,14 @@ impl ChannelVersion {
 
 /// `{counter:032}.{suffix:016}`, or the bare counter without a suffix.
 fn render(counter: u64, suffix: Option<f64>) -> String {
-    match suffix {
-        Some(s) => format!("{counter:032}.{s:016}"),
-        None => counter.to_string(),
-    }
+    use std::fmt::Write;
+    // 32 digits, the dot, and a suffix of up to 19 characters fit without growing.
+    let mut text = String::with_capacity(56);
+    let _ = match suffix {
+        Some(s) => write!(text, "{counter:032}.{s:016}"),
+        None => write!(text, "{counter}"),
+    };
+    text
 }
 
 impl PartialEq for ChannelVersion {
@@ -113,8 +117,11 @@ impl PartialEq for ChannelVersion {
 impl Eq for ChannelVersion {}
 
 impl Hash for ChannelVersion {
+    /// Hashes the counter alone: equal texts have equal counters, and a version made from
+    /// its parts is hashed without rendering its text (versions of one counter differ only
+    /// in forks of one parent, which are few).
     fn hash<H: Hasher>(&self, state: &mut H) {
-        self.as_str().hash(state)
+        self.counter().hash(state)
     }
 }
 

@@ -243,6 +243,23 @@ pub(crate) fn channel_slot<'a>(
     }
 }
 
+/// Seals a channel value for its slot at its current version; without a keyring the value
+/// is kept as it is, and no slot (nor the version's text) is made.
+pub(crate) fn seal_channel(
+    serde: &Serde,
+    value: SerializedValue,
+    (thread, ns, channel): (&str, &str, &str),
+    versions: &ChannelVersions,
+) -> Result<SerializedValue> {
+    if !serde.is_encrypted() {
+        return Ok(value);
+    }
+    let slot = channel_slot(thread, ns, channel, versions);
+    serde
+        .seal(&value, &slot)
+        .map_err(|e| crate::state::channel_error(channel, e))
+}
+
 /// Encodes one write.
 pub(crate) fn dump<T: serde::Serialize + ?Sized>(
     serde: &Serde,

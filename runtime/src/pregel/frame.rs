@@ -16,7 +16,9 @@ use crate::error::{Error, Result};
 use crate::interrupt::Interrupt;
 use crate::state::State;
 
-use super::codec::{SendPacket, SendRef, channel_slot, decode, is_control, null_value, open};
+use super::codec::{
+    SendPacket, SendRef, channel_slot, decode, is_control, null_value, open, seal_channel,
+};
 use super::graph::{BRANCH_PREFIX, Graph, INPUT, START};
 
 /// The channels of a thread at one checkpoint, decoded.
@@ -317,11 +319,7 @@ impl<S: State> Frame<S> {
                 None
             };
             if let Some(value) = value {
-                let slot = channel_slot(thread, ns, name, &self.versions);
-                let value = graph
-                    .serde
-                    .seal(&value, &slot)
-                    .map_err(|e| crate::state::channel_error(name, e))?;
+                let value = seal_channel(&graph.serde, value, (thread, ns, name), &self.versions)?;
                 values.insert(name.clone(), value);
             }
         }

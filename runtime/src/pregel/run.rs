@@ -94,7 +94,7 @@ pub(crate) async fn run<S: State>(
     }
     let result = run.execute(input).await;
     // Exit durability (and a failed run) still leave the thread where the run stopped.
-    let target = run.target();
+    let target = run.make_target();
     let finished = run
         .saves
         .finish(target.as_ref(), graph, &mut run.frame)
@@ -139,6 +139,10 @@ struct Run<'g, S: State> {
     replaying: bool,
     /// The last step the run may take under its recursion limit.
     stop: i64,
+    /// Where the run saves, made once the run knows its namespace and kept up to date with
+    /// each checkpoint's source and writes (the loop hands it to its saves several times a
+    /// step).
+    target: Option<Target>,
 }
 
 impl<'g, S: State> Run<'g, S> {
@@ -170,6 +174,7 @@ impl<'g, S: State> Run<'g, S> {
             nested,
             replaying: false,
             stop: i64::MAX,
+            target: None,
         })
     }
 
@@ -208,7 +213,7 @@ impl<'g, S: State> Run<'g, S> {
     }
 
     /// Where the run saves: `None` without a checkpointer.
-    fn target(&self) -> Option<Target> {
+    fn make_target(&self) -> Option<Target> {
         let (saver, thread) = self.saver()?;
         Some(Target {
             saver: Arc::clone(saver),
@@ -226,6 +231,7 @@ impl<'g, S: State> Run<'g, S> {
         if matches!(input, Input::Continue) {
             self.travel_into_subgraph().await?;
         }
+        self.target = self.make_target();
         let replaying = self.config.checkpoint_id.is_some();
         if let Some((saver, thread)) = self.saver().filter(|_| !self.nested.start_over) {
             let config = self.config.checkpoint_config(thread);
@@ -328,9 +334,9 @@ impl<'g, S: State> Run<'g, S> {
                 .run_tasks(&tasks, skip_done)
                 .instrument(span.clone())
                 .await;
-            let target = self.target();
             let checkpoint_id = self.frame.checkpoint_id.as_deref().unwrap_or("");
-            self.saves.barrier(target.as_ref(), checkpoint_id, unsaved);
+            self.saves
+                .barrier(self.target.as_ref(), checkpoint_id, unsaved);
             let outputs = match outputs? {
                 StepEnd::Done(outputs, delta_bytes) => {
                     for (channel, bytes) in delta_bytes {
@@ -372,6 +378,17 @@ impl<'g, S: State> Run<'g, S> {
                 self.emitter.interrupts(&[]);
                 return Ok(Some(Vec::new()));
             }
+        }
+    }
+
+    /// Brings the target's source and writes up to date with the frame's checkpoint.
+    fn retarget(&mut self) {
+        match &mut self.target {
+            Some(target) => {
+                target.source = self.last_source;
+                target.writes = self.last_writes.clone();
+            }
+            None => self.target = self.make_target(),
         }
     }
 
@@ -422,9 +439,9 @@ impl<'g, S: State> Run<'g, S> {
         self.last_source = CheckpointSource::Fork;
         self.last_writes = None;
         self.replaying = true;
-        let target = self.target();
+        self.retarget();
         self.saves
-            .checkpoint(target.as_ref(), self.graph, &mut self.frame)
+            .checkpoint(self.target.as_ref(), self.graph, &mut self.frame)
             .await
     }
 
@@ -607,8 +624,7 @@ impl<'g, S: State> Run<'g, S> {
             }
         }
         let checkpoint_id = self.frame.checkpoint_id.as_deref().unwrap_or("");
-        let target = self.target();
-        let target = target.as_ref();
+        let target = self.target.as_ref();
         let interrupted = if self.resume.is_some() {
             match self.pending_interrupts() {
                 Ok(interrupted) => interrupted,
@@ -861,11 +877,11 @@ impl<'g, S: State> Run<'g, S> {
         if command.graph == CommandGraph::Parent {
             return self.command_to_parent(node, command);
         }
-        match step::route(
+        match step::route_update(
             self.graph,
             node,
             &self.frame.state,
-            command.update.as_ref(),
+            command.update,
             command.goto,
         ) {
             Ok(output) => TaskEnd::Done(output),
@@ -933,7 +949,7 @@ impl<'g, S: State> Run<'g, S> {
             }
         };
         let goto = command.goto.into_iter().map(Goto::Node).collect();
-        match step::route(self.graph, node, &self.frame.state, update.as_ref(), goto) {
+        match step::route_update(self.graph, node, &self.frame.state, update, goto) {
             Ok(output) => TaskEnd::Done(output),
             Err(err) => TaskEnd::Failed(err),
         }
@@ -1017,9 +1033,9 @@ impl<'g, S: State> Run<'g, S> {
         self.resume = None;
         self.last_source = source;
         self.last_writes = writes.map(Arc::new);
-        let target = self.target();
+        self.retarget();
         self.saves
-            .checkpoint(target.as_ref(), self.graph, &mut self.frame)
+            .checkpoint(self.target.as_ref(), self.graph, &mut self.frame)
             .await?;
         self.emitter.debug(|| self.checkpoint_event());
         Ok(())

@@ -11,7 +11,7 @@
 //! A step folds its tasks' writes in LangGraph's order, by task path: triggered nodes by name,
 //! then pending sends by index.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -172,14 +172,12 @@ pub(crate) fn task_id(
     kind: &TaskKind,
     trigger: &str,
 ) -> String {
-    let step = step.to_string();
-    let index;
+    let mut step_digits = Digits::default();
+    let step = step_digits.of(step);
+    let mut index_digits = Digits::default();
     let (marker, last) = match kind {
         TaskKind::Pull => (PULL, trigger),
-        TaskKind::Push(i) => {
-            index = i.to_string();
-            (PUSH, index.as_str())
-        }
+        TaskKind::Push(i) => (PUSH, index_digits.of(*i as i64)),
     };
     // The scoped name `{ns}|{name}` (`name` in the root graph) comes first.
     let scope: [&str; 2] = if ns.is_empty() {
@@ -187,7 +185,7 @@ pub(crate) fn task_id(
     } else {
         [ns, NS_SEP]
     };
-    let parts = [scope[0], scope[1], name, step.as_str(), name, marker, last];
+    let parts = [scope[0], scope[1], name, step, name, marker, last];
     let digest: [u8; 16] = if legacy {
         let mut sha = sha1_smol::Sha1::new();
         sha.update(checkpoint);
@@ -199,15 +197,41 @@ pub(crate) fn task_id(
         first.copy_from_slice(&full[..16]);
         first
     } else {
-        let len = checkpoint.len() + parts.iter().map(|p| p.len()).sum::<usize>();
-        let mut bytes = Vec::with_capacity(len);
-        bytes.extend_from_slice(checkpoint);
+        let mut xxh3 = xxhash_rust::xxh3::Xxh3::new();
+        xxh3.update(checkpoint);
         for part in parts {
-            bytes.extend_from_slice(part.as_bytes());
+            xxh3.update(part.as_bytes());
         }
-        xxhash_rust::xxh3::xxh3_128(&bytes).to_be_bytes()
+        xxh3.digest128().to_be_bytes()
     };
     uuid_text(&digest)
+}
+
+/// The decimal digits of an integer, written on the stack.
+#[derive(Default)]
+struct Digits {
+    buf: [u8; 20],
+}
+
+impl Digits {
+    /// `n` in decimal, as `to_string` writes it.
+    fn of(&mut self, n: i64) -> &str {
+        let mut rest = n.unsigned_abs();
+        let mut at = self.buf.len();
+        loop {
+            at -= 1;
+            self.buf[at] = b'0' + (rest % 10) as u8;
+            rest /= 10;
+            if rest == 0 {
+                break;
+            }
+        }
+        if n < 0 {
+            at -= 1;
+            self.buf[at] = b'-';
+        }
+        std::str::from_utf8(&self.buf[at..]).unwrap_or("")
+    }
 }
 
 /// 16 bytes in a uuid's text form (`8-4-4-4-12` lowercase hex digits).
@@ -228,18 +252,27 @@ fn uuid_text(bytes: &[u8; 16]) -> String {
 /// triggered node, `~__pregel_push, {index:010}, 0000000000` for a pending send.
 pub(crate) fn task_path(name: &str, kind: &TaskKind) -> String {
     match kind {
-        TaskKind::Pull => format!("~{PULL}, {name}"),
+        TaskKind::Pull => concat(&["~", PULL, ", ", name]),
         TaskKind::Push(i) => format!("~{PUSH}, {i:010}, {:010}", 0),
     }
+}
+
+/// `parts` joined into one string, allocated once.
+fn concat(parts: &[&str]) -> String {
+    let mut out = String::with_capacity(parts.iter().map(|p| p.len()).sum());
+    for part in parts {
+        out.push_str(part);
+    }
+    out
 }
 
 /// A task's own checkpoint namespace: `{graph ns}|{name}:{task id}` (`{name}:{task id}` in
 /// the root graph), where its subgraphs checkpoint and which its interrupt ids hash.
 pub(crate) fn task_ns(ns: &str, name: &str, task_id: &str) -> String {
     if ns.is_empty() {
-        format!("{name}{NS_END}{task_id}")
+        concat(&[name, NS_END, task_id])
     } else {
-        format!("{ns}{NS_SEP}{name}{NS_END}{task_id}")
+        concat(&[ns, NS_SEP, name, NS_END, task_id])
     }
 }
 
@@ -283,15 +316,26 @@ pub(crate) fn route<S: State>(
     update: Option<&S::Update>,
     gotos: Vec<Goto<S>>,
 ) -> Result<TaskOutput<S>> {
+    route_update(graph, node, state, update.cloned(), gotos)
+}
+
+/// [`route`] of an update the caller gives up (the output takes it without a copy).
+pub(crate) fn route_update<S: State>(
+    graph: &Graph<S>,
+    node: &Node<S>,
+    state: &S,
+    update: Option<S::Update>,
+    gotos: Vec<Goto<S>>,
+) -> Result<TaskOutput<S>> {
     let mut out = TaskOutput {
-        update: update.cloned(),
+        update: None,
         triggers: node.edges.clone(),
         sends: Vec::new(),
     };
     let mut all = gotos;
     if !node.branches.is_empty() {
         let routed_state;
-        let view = match update {
+        let view = match &update {
             Some(update) => {
                 let mut next = state.clone();
                 fold(&mut next, update.clone(), Some(&node.name))?;
@@ -346,6 +390,7 @@ pub(crate) fn route<S: State>(
             }
         }
     }
+    out.update = update;
     Ok(out)
 }
 
@@ -493,11 +538,14 @@ pub(crate) fn apply<S: State>(
             (Some(_), TaskKind::Push(_)) => channels::TASKS,
         };
         if let Some(seen_version) = frame.versions.get(trigger) {
-            frame
-                .seen
-                .entry(task.name.clone())
-                .or_default()
-                .insert(trigger.to_owned(), seen_version.clone());
+            let seen_version = seen_version.clone();
+            match frame.seen.get_mut(&task.name) {
+                Some(seen) => set(seen, trigger, seen_version),
+                None => {
+                    let seen = BTreeMap::from([(trigger.to_owned(), seen_version)]);
+                    frame.seen.insert(task.name.clone(), seen);
+                }
+            }
         }
         let consumed = match (task.node, &task.kind) {
             (None, _) => frame.input.take().is_some(),
@@ -526,10 +574,20 @@ pub(crate) fn apply<S: State>(
         }
     }
     for name in &changed {
-        frame.versions.insert(name.clone(), version.clone());
+        set(&mut frame.versions, name, version.clone());
     }
     frame.dirty.extend(changed.iter().cloned());
     Ok(changed)
+}
+
+/// Sets `key` to `value`, copying the key only when the map does not hold it yet.
+fn set<V>(map: &mut BTreeMap<String, V>, key: &str, value: V) {
+    match map.get_mut(key) {
+        Some(old) => *old = value,
+        None => {
+            map.insert(key.to_owned(), value);
+        }
+    }
 }
 
 /// Where a panic outside a node's function happened, for its error.
