@@ -4,8 +4,9 @@
 //! The bookkeeping keys ([`BOOKKEEPING`]) stay in the stored metadata, where the runtime's
 //! delta history and the savers' `prune` read them (so every stored thread stays readable),
 //! but the runtime never shows them: a `StateSnapshot`'s metadata (`get_state`,
-//! `get_state_history`) leaves them out. They are only written for channels stored as deltas,
-//! which LangGraph mode (the default on PostgreSQL) turns off, so Python never reads them.
+//! `get_state_history`) leaves them out. They are only written for channels stored as deltas
+//! and for checkpoints whose `writes` what they store anyway gives back, neither of which
+//! LangGraph mode (the default on PostgreSQL) does, so Python never reads them.
 
 /// What made the checkpoint: `input`, `loop`, `update` or `fork`.
 pub const SOURCE: &str = "source";
@@ -23,6 +24,11 @@ pub const FORKED_FROM: &str = "forked_from";
 pub const DELTA_COUNTERS: &str = "counters_since_delta_snapshot";
 /// Each appending channel's `[bytes since snapshot, snapshot bytes]` (Waypoint).
 pub const DELTA_BYTES: &str = "delta_bytes_since_snapshot";
-/// Waypoint's delta-history bookkeeping keys, which the runtime hides from the metadata it
-/// shows.
-pub const BOOKKEEPING: [&str; 2] = [DELTA_COUNTERS, DELTA_BYTES];
+/// Where [`WRITES`] is rebuilt from instead of being stored (Waypoint): a node's name for
+/// the parent checkpoint's pending writes of that node's task, `__start__` for this
+/// checkpoint's own input. The runtime stores it where it checked, when saving, that the
+/// rebuilt value is exactly the one it would have stored, and rebuilds `writes` when it
+/// shows the metadata.
+pub const WRITES_FROM: &str = "writes_from";
+/// Waypoint's bookkeeping keys, which the runtime hides from the metadata it shows.
+pub const BOOKKEEPING: [&str; 3] = [DELTA_COUNTERS, DELTA_BYTES, WRITES_FROM];

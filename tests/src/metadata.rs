@@ -8,7 +8,8 @@ use waypoint_checkpoint::{
     CheckpointConfig, CheckpointSaver, InMemorySaver, Keyring, ListOptions, Serde, metadata,
 };
 use waypoint_runtime::{
-    CompileOptions, Context, END, JsonSchema, JsonState, RunConfig, START, Send, StateGraph,
+    CompileOptions, Context, Durability, END, JsonSchema, JsonState, RunConfig, START, Send,
+    StateGraph,
 };
 
 use crate::graphs::{Calls, documented_json};
@@ -146,5 +147,100 @@ pub async fn writes_list_sends_and_stay_sealed(saver: Arc<dyn CheckpointSaver>) 
         let expected = recorded.then_some(&visits);
         assert_eq!(latest.get(metadata::WRITES), expected, "{latest:?}");
     }
+    Ok(())
+}
+
+/// A step whose node only appends (a chat's reply) stores its `writes` once: the parent's
+/// pending writes hold the update, the checkpoint only the node's name (a hidden marker).
+/// Every snapshot shows the very `writes` that exit durability (which saves no step writes)
+/// stores inline: latest, past, and in a history whether or not it lists the parent.
+pub async fn writes_stored_once_show_as_recorded(saver: Arc<dyn CheckpointSaver>) -> TestResult {
+    let mut graph = StateGraph::json(JsonSchema::new().append("log"));
+    graph.add_node("talk", |s: JsonState, _c: Context| async move {
+        let turn = s.get("log").and_then(Value::as_array).map_or(0, Vec::len);
+        let reply = json!({"role": "ai", "content": format!("reply {turn}"), "n": turn});
+        Ok(obj(json!({"log": [reply]})))
+    });
+    graph.add_edge(START, "talk").add_edge("talk", END);
+    let graph = graph.compile(CompileOptions::default().checkpointer(Arc::clone(&saver)))?;
+    let dropped = saver.backend() == "postgres" && saver.langgraph_values();
+    let input = |turn: usize| obj(json!({"log": [{"role": "user", "content": turn}]}));
+
+    let thread_id = thread();
+    let config = RunConfig::thread(thread_id.clone());
+    for turn in 0..3 {
+        graph.invoke(Some(input(turn)), &config).await?;
+    }
+    let history = graph
+        .get_state_history(&config, &ListOptions::default())
+        .await?;
+    let reply = json!({"talk": {"log": [{"role": "ai", "content": "reply 5", "n": 5}]}});
+    let expected = (!dropped).then_some(&reply);
+    let latest = graph.get_state(&config).await?.metadata.to_json();
+    assert_eq!(latest.get(metadata::WRITES), expected, "{latest:?}");
+    assert_eq!(latest, history[0].metadata.to_json());
+    for (at, snapshot) in history.iter().enumerate() {
+        let shown = snapshot.metadata.to_json();
+        let past = graph.get_state(&snapshot.config).await?.metadata.to_json();
+        assert_eq!(past, shown, "get_state of history[{at}]");
+        // Listed without its parent: the parent's writes are read.
+        let one = ListOptions::default().limit(1);
+        let alone = graph.get_state_history(&snapshot.config, &one).await?;
+        if let (Some(listed), Some(parent)) = (alone.first(), history.get(at + 1)) {
+            assert_eq!(
+                listed.metadata,
+                parent.metadata,
+                "history[{}] alone",
+                at + 1
+            );
+        }
+    }
+    let steps: Vec<_> = history.iter().map(|s| s.metadata.step).collect();
+    assert_eq!(steps.len(), 9, "{steps:?}");
+    for snapshot in history.iter().filter(|s| s.metadata.step == Some(1)) {
+        let shown = snapshot.metadata.to_json();
+        assert!(
+            !dropped || !shown.contains_key(metadata::WRITES),
+            "{shown:?}"
+        );
+        if !dropped {
+            let content = &shown[metadata::WRITES]["talk"]["log"][0]["content"];
+            assert!(content.as_str().is_some_and(|c| c.starts_with("reply")));
+        }
+    }
+
+    // Stored: the marker instead of the value, where the parent's writes are stored.
+    let stored = saver
+        .get_tuple(&CheckpointConfig::new(thread_id))
+        .await?
+        .ok_or("the thread has a checkpoint")?;
+    let marker = stored.metadata.extra.get(metadata::WRITES_FROM);
+    let inline = stored.metadata.extra.get(metadata::WRITES);
+    match dropped {
+        true => assert_eq!((marker, inline), (None, None)),
+        false => assert_eq!((marker, inline), (Some(&json!("talk")), None)),
+    }
+
+    let inputs = saver
+        .list(
+            Some(&CheckpointConfig::new(stored.config.thread_id.clone())),
+            &ListOptions::default()
+                .filter(json!({"source": "input"}))
+                .limit(1),
+        )
+        .await?;
+    let marker = inputs
+        .first()
+        .map(|t| t.metadata.extra.get(metadata::WRITES_FROM));
+    let from_input = (!dropped).then(|| json!("__start__"));
+    assert_eq!(marker, Some(from_input.as_ref()), "the input's writes");
+
+    // The same turns in exit durability store the value inline; it shows the same.
+    let exit = RunConfig::thread(thread()).durability(Durability::Exit);
+    for turn in 0..3 {
+        graph.invoke(Some(input(turn)), &exit).await?;
+    }
+    let inline = graph.get_state(&exit).await?.metadata.to_json();
+    assert_eq!(inline, latest);
     Ok(())
 }

@@ -31,7 +31,7 @@ const FORMAT: u8 = 1;
 const METADATA_FORMAT: u8 = 2;
 
 /// Metadata keys stored by their position (append only: a key's position is its code).
-const KEYS: [&str; 8] = [
+const KEYS: [&str; 9] = [
     metadata::SOURCE,
     metadata::STEP,
     metadata::PARENTS,
@@ -40,6 +40,7 @@ const KEYS: [&str; 8] = [
     metadata::DELTA_COUNTERS,
     metadata::DELTA_BYTES,
     "run_id",
+    metadata::WRITES_FROM,
 ];
 
 /// The compact record of `checkpoint` (its `channel_values` are not part of it).

@@ -15,7 +15,7 @@ use super::{Target, parse_filters, print_json};
 use crate::backend::{self, Open};
 use crate::table::{Table, ellipsize};
 use waypoint_runtime::stored::{
-    Decoded, changed_channels, channel_values, interrupts, is_internal, next_nodes,
+    Decoded, changed_channels, channel_values, interrupts, is_internal, metadata_of, next_nodes,
 };
 
 /// The runtime's companion of LangGraph's delta counters.
@@ -384,12 +384,8 @@ async fn show(target: &Target, thread_id: &str, ns: &str, id: Option<&str>) -> R
         .parent_config
         .as_ref()
         .and_then(|p| p.checkpoint_id.clone());
-    // Waypoint's delta-history bookkeeping is the saver's business, not shown metadata.
-    let mut metadata = tuple.metadata.to_json();
-    for key in metadata::BOOKKEEPING {
-        metadata.remove(key);
-    }
-    let metadata = Value::Object(metadata);
+    // As snapshots show it: no bookkeeping keys, `writes` rebuilt where the parent holds it.
+    let metadata = Value::Object(metadata_of(saver.as_ref(), &tuple).await?.to_json());
     if target.json {
         let values: serde_json::Map<String, Value> = visible
             .iter()

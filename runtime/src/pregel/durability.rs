@@ -20,6 +20,15 @@
 //! checkpoint is saved, with its own step's writes). Two exceptions: under encryption it is
 //! left out (the metadata is plaintext; the values are sealed), and LangGraph's PostgreSQL
 //! saver, like Waypoint's in LangGraph mode, drops it when storing.
+//!
+//! Where the step's writes saved against the parent checkpoint give that value back exactly
+//! ([`crate::stored::rebuild_writes`]: one node's update, every channel of it saved, as in a
+//! chat whose node appends a message), the checkpoint stores only the node's name
+//! ([`metadata::WRITES_FROM`]) and reads rebuild `writes` from the parent; an input
+//! checkpoint likewise names `__start__`, the channel that stores its input. Each value is
+//! then stored once, not twice. A parent that held writes before the step (a resumed step),
+//! exit durability (the parent's writes are not saved), encryption and LangGraph mode keep
+//! it inline.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -34,8 +43,8 @@ use waypoint_checkpoint::{
 use crate::config::Durability;
 use crate::error::{Error, Result};
 use crate::pregel::frame::Frame;
-use crate::pregel::graph::Graph;
-use crate::pregel::step::{Task, TaskOutput};
+use crate::pregel::graph::{Graph, INPUT};
+use crate::pregel::step::{self, Task, TaskOutput};
 use crate::state::State;
 
 /// Saves at most this many calls in one batch (one transaction).
@@ -81,15 +90,32 @@ impl Target {
     }
 }
 
+/// The `writes` metadata reads rebuild for the next checkpoint from the writes a step saved
+/// against its parent.
+pub(crate) struct Rebuilt {
+    /// The checkpoint the writes were saved against.
+    parent: String,
+    /// The node whose update they are.
+    node: String,
+    /// `writes` as [`crate::stored::rebuild_writes`] gives it back.
+    writes: Value,
+}
+
 /// A run's saves in its durability mode, with what the mode holds between them.
 pub(crate) enum Saves {
     /// Each save completes before the run goes on.
     Sync {
         /// Writes that go with the next checkpoint, in its transaction.
         with_checkpoint: Vec<Save>,
+        /// What the last step's saved writes rebuild.
+        rebuilt: Option<Rebuilt>,
     },
     /// Saves go, in order, to a background writer started with the first.
-    Async { writer: Option<Writer> },
+    Async {
+        writer: Option<Writer>,
+        /// What the last step's saved writes rebuild.
+        rebuilt: Option<Rebuilt>,
+    },
     /// Nothing is saved before the run ends.
     Exit {
         /// Writes of the tasks since the last checkpoint.
@@ -103,8 +129,12 @@ impl Saves {
         match durability {
             Durability::Sync => Saves::Sync {
                 with_checkpoint: Vec::new(),
+                rebuilt: None,
             },
-            Durability::Async => Saves::Async { writer: None },
+            Durability::Async => Saves::Async {
+                writer: None,
+                rebuilt: None,
+            },
             Durability::Exit => Saves::Exit { kept: Vec::new() },
         }
     }
@@ -134,20 +164,29 @@ impl Saves {
     }
 
     /// A step's tasks are done; `unsaved` are their writes not saved yet, in task order,
-    /// against checkpoint `checkpoint_id`: sync writes them with the step's checkpoint, async
-    /// queues them, exit keeps them until the end.
+    /// against checkpoint `checkpoint_id`, which held no writes before the step unless
+    /// `held_writes`: sync writes them with the step's checkpoint, async queues them, exit
+    /// keeps them until the end.
     pub(crate) fn barrier(
         &mut self,
         to: Option<&Target>,
         checkpoint_id: &str,
         unsaved: Vec<TaskWrites>,
+        held_writes: bool,
     ) {
-        if let Saves::Exit { kept } = self {
-            kept.extend(unsaved);
-            return;
-        }
+        let rebuilt = match self {
+            Saves::Exit { kept } => {
+                kept.extend(unsaved);
+                return;
+            }
+            Saves::Sync { rebuilt, .. } | Saves::Async { rebuilt, .. } => rebuilt,
+        };
         let Some(to) = to else {
             return;
+        };
+        *rebuilt = match held_writes || to.saver.langgraph_values() || to.saver.sealed() {
+            true => None,
+            false => rebuild(checkpoint_id, &unsaved),
         };
         let config = to.at(checkpoint_id);
         for TaskWrites {
@@ -163,8 +202,10 @@ impl Saves {
                 task_path,
             };
             match self {
-                Saves::Sync { with_checkpoint } => with_checkpoint.push(save),
-                Saves::Async { writer } => Writer::send(writer, to, save),
+                Saves::Sync {
+                    with_checkpoint, ..
+                } => with_checkpoint.push(save),
+                Saves::Async { writer, .. } => Writer::send(writer, to, save),
                 Saves::Exit { .. } => {}
             }
         }
@@ -190,18 +231,22 @@ impl Saves {
         let put = self.put(to, graph, frame, changed)?;
         let span = to.save_span(frame);
         match self {
-            Saves::Sync { with_checkpoint } if with_checkpoint.is_empty() => {
+            Saves::Sync {
+                with_checkpoint, ..
+            } if with_checkpoint.is_empty() => {
                 to.saver
                     .put(&put.parent, put.checkpoint, put.metadata, put.new_versions)
                     .instrument(span)
                     .await?;
             }
-            Saves::Sync { with_checkpoint } => {
+            Saves::Sync {
+                with_checkpoint, ..
+            } => {
                 let mut batch = std::mem::take(with_checkpoint);
                 batch.push(put.into_save());
                 to.saver.save_batch(batch).instrument(span).await?;
             }
-            Saves::Async { writer } => Writer::send(writer, to, put.into_save()),
+            Saves::Async { writer, .. } => Writer::send(writer, to, put.into_save()),
             Saves::Exit { .. } => {}
         }
         frame.persisted_id = frame.checkpoint_id.clone();
@@ -218,7 +263,7 @@ impl Saves {
     ) -> Result<()> {
         let kept = match self {
             Saves::Sync { .. } => return Ok(()),
-            Saves::Async { writer } => {
+            Saves::Async { writer, .. } => {
                 return match writer.take() {
                     Some(writer) => writer.close().await,
                     None => Ok(()),
@@ -256,7 +301,7 @@ impl Saves {
     /// The put of the frame's checkpoint with `changed` channels changed since the last one
     /// stored, its parent that one.
     fn put<S: State>(
-        &self,
+        &mut self,
         to: &Target,
         graph: &Graph<S>,
         frame: &mut Frame<S>,
@@ -276,8 +321,16 @@ impl Saves {
         if let Some(run_id) = &to.run_id {
             metadata = metadata.with_run_id(run_id.clone());
         }
+        let rebuilt = match self {
+            Saves::Sync { rebuilt, .. } | Saves::Async { rebuilt, .. } => rebuilt.take(),
+            Saves::Exit { .. } => None,
+        };
         if let Some(writes) = &to.writes {
-            record_writes(graph, &*to.saver, &mut metadata, Value::clone(writes));
+            let from = writes_from(to, frame, &checkpoint, rebuilt, writes);
+            match from.filter(|_| !graph.serde.is_encrypted()) {
+                Some(from) => metadata = metadata.with(metadata::WRITES_FROM, from),
+                None => record_writes(graph, &*to.saver, &mut metadata, Value::clone(writes)),
+            }
         }
         Ok(Put {
             parent: CheckpointConfig {
@@ -290,6 +343,60 @@ impl Saves {
             new_versions,
         })
     }
+}
+
+/// Where reads can rebuild `writes`, the `writes` metadata of the frame's `checkpoint`, from
+/// instead of it being stored ([`metadata::WRITES_FROM`]): the node of `rebuilt` when the
+/// step's writes saved against the checkpoint's parent give it back, `__start__` when the
+/// input it stores does (an input checkpoint). `None`: stored as it is.
+fn writes_from<S: State>(
+    to: &Target,
+    frame: &Frame<S>,
+    checkpoint: &Checkpoint,
+    rebuilt: Option<Rebuilt>,
+    writes: &Value,
+) -> Option<String> {
+    if let Some(rebuilt) = rebuilt
+        && frame.persisted_id.as_deref() == Some(rebuilt.parent.as_str())
+        && rebuilt.writes == *writes
+    {
+        return Some(rebuilt.node);
+    }
+    let input = checkpoint.channel_values.get(INPUT);
+    let kept = !to.saver.langgraph_values() && !to.saver.sealed();
+    (kept && to.source == CheckpointSource::Input)
+        .then(|| input.and_then(crate::stored::rebuild_input))
+        .flatten()
+        .filter(|input| input == writes)
+        .map(|_| INPUT.to_owned())
+}
+
+/// What reads rebuild as the `writes` of the checkpoint after `parent` from the step's
+/// writes `unsaved`, saved against it: the update of the node whose task wrote its state
+/// channels, if one did (see [`crate::stored::rebuild_writes`]).
+fn rebuild(parent: &str, unsaved: &[TaskWrites]) -> Option<Rebuilt> {
+    let writer = unsaved.iter().find(|task| {
+        task.writes
+            .iter()
+            .any(|(channel, _)| !crate::stored::is_internal(channel))
+    })?;
+    // A triggered node's task path: `~__pregel_pull, {node}`.
+    let node = writer
+        .task_path
+        .strip_prefix('~')
+        .and_then(|path| path.strip_prefix(step::PULL))
+        .and_then(|path| path.strip_prefix(", "))
+        .filter(|node| *node != INPUT)?;
+    let writes = unsaved.iter().flat_map(|task| {
+        task.writes
+            .iter()
+            .map(|(channel, value)| (task.task_id.as_str(), channel.as_str(), value))
+    });
+    Some(Rebuilt {
+        parent: parent.to_owned(),
+        node: node.to_owned(),
+        writes: crate::stored::rebuild_writes(node, writes)?,
+    })
 }
 
 /// LangGraph's `writes` metadata of a step's checkpoint: each node's update as the `updates`

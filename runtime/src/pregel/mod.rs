@@ -221,7 +221,7 @@ impl<S: State> CompiledGraph<S> {
         let thread = self.inner.thread_of(config)?.unwrap_or_default();
         match saver.get_tuple(&config.checkpoint_config(thread)).await? {
             Some(tuple) => {
-                let head = Head::of(&tuple);
+                let head = Head::read(saver.as_ref(), &tuple).await?;
                 let frame = Frame::load(&self.inner, saver, tuple, false).await?;
                 Ok(snapshot::snapshot(&self.inner, head, frame))
             }

@@ -335,8 +335,9 @@ impl<'g, S: State> Run<'g, S> {
                 .instrument(span.clone())
                 .await;
             let checkpoint_id = self.frame.checkpoint_id.as_deref().unwrap_or("");
+            let held = !self.frame.pending.is_empty();
             self.saves
-                .barrier(self.target.as_ref(), checkpoint_id, unsaved);
+                .barrier(self.target.as_ref(), checkpoint_id, unsaved, held);
             let outputs = match outputs? {
                 StepEnd::Done(outputs, delta_bytes) => {
                     for (channel, bytes) in delta_bytes {

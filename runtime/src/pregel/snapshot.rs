@@ -27,18 +27,30 @@ use crate::stored::{self, Decoded};
 pub(crate) struct Head {
     config: RunConfig,
     parent_config: Option<RunConfig>,
+    /// As users see it ([`stored::shown_metadata`]).
     metadata: CheckpointMetadata,
     created_at: String,
 }
 
 impl Head {
-    pub(crate) fn of(tuple: &CheckpointTuple) -> Self {
+    /// The head of `tuple`, whose parent checkpoint holds `parent_writes` (needed where the
+    /// metadata's `writes` is rebuilt from them).
+    fn of(tuple: &CheckpointTuple, parent_writes: Option<&[PendingWrite]>) -> Self {
         Head {
             config: RunConfig::from(&tuple.config),
             parent_config: tuple.parent_config.as_ref().map(RunConfig::from),
-            metadata: tuple.metadata.clone(),
+            metadata: stored::shown_metadata(tuple, parent_writes),
             created_at: tuple.checkpoint.ts.clone(),
         }
+    }
+
+    /// The head of `tuple`, reading its parent's writes from `saver` where needed.
+    pub(crate) async fn read(saver: &dyn CheckpointSaver, tuple: &CheckpointTuple) -> Result<Self> {
+        let metadata = stored::metadata_of(saver, tuple).await?;
+        Ok(Head {
+            metadata,
+            ..Head::of(tuple, None)
+        })
     }
 }
 
@@ -167,7 +179,6 @@ pub(crate) fn snapshot<S: State>(
         metadata,
         created_at,
     } = head;
-    let metadata = shown(metadata);
     let mut interrupts = frame.pending_interrupts(graph);
     let tasks: Vec<TaskInfo> = step::prepare(graph, &frame, &config.checkpoint_ns)
         .into_iter()
@@ -202,14 +213,6 @@ pub(crate) fn snapshot<S: State>(
         parent_config,
         tasks,
     }
-}
-
-/// `metadata` as users see it, without Waypoint's bookkeeping keys.
-fn shown(mut metadata: CheckpointMetadata) -> CheckpointMetadata {
-    for key in metadata::BOOKKEEPING {
-        metadata.extra.remove(key);
-    }
-    metadata
 }
 
 /// A subgraph checkpoint [`subgraph`] found: its config and its snapshot.
@@ -256,8 +259,8 @@ async fn stored_snapshot(
         .filter(|(name, _)| !stored::is_internal(name))
         .map(|(name, value)| (name, value.to_json()))
         .collect();
-    let head = Head::of(&tuple);
-    let metadata = shown(head.metadata);
+    let head = Head::read(saver.as_ref(), &tuple).await?;
+    let metadata = head.metadata;
     let ns = head.config.checkpoint_ns.clone();
     let step = metadata.step.unwrap_or(-1) + 1;
     let base = metadata
@@ -343,12 +346,17 @@ pub(crate) async fn history<S: State>(
         .map(|t| (t.checkpoint.id.clone(), t.pending_writes.clone()))
         .collect();
     for tuple in tuples.into_iter().rev() {
-        let head = Head::of(&tuple);
         let id = tuple.checkpoint.id.clone();
         let parent = tuple
             .parent_config
             .as_ref()
             .and_then(|p| p.checkpoint_id.clone());
+        // The parent's writes, for `writes` metadata rebuilt from them: the listing's own
+        // (its next-older checkpoint, usually), else read.
+        let head = match parent.as_ref().and_then(|p| writes_of.get(p)) {
+            Some(writes) => Head::of(&tuple, Some(writes)),
+            None => Head::read(saver.as_ref(), &tuple).await?,
+        };
         let frame = match parent
             .as_ref()
             .and_then(|p| rebuilt.get(p).map(|&i| (p, i)))

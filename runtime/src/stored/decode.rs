@@ -90,6 +90,23 @@ impl Decoded {
     }
 }
 
+/// A value the runtime wrote, JSON or MessagePack, as JSON (the runtime's compact messages in
+/// their dict form, as [`Decoded::of`] shows them, Python objects as they are); `None` for
+/// any other or bytes that do not decode. Metadata rebuilt from stored values reads them so
+/// (see [`super::writes`]): what it gives for given bytes must never change.
+pub(crate) fn runtime_json(value: &SerializedValue) -> Option<Value> {
+    let bytes = value.bytes.as_ref();
+    match value.type_tag.as_ref() {
+        TAG_NULL => Some(Value::Null),
+        TAG_JSON => serde_json::from_slice(bytes).ok(),
+        TAG_MSGPACK => waypoint_checkpoint::Format::MsgPack
+            .decode(bytes)
+            .ok()
+            .map(|decoded| runtime_messages(value, decoded)),
+        _ => None,
+    }
+}
+
 /// The runtime stores chat messages in a compact array form; a value shaped like a list of
 /// them (each an array starting with a kind from 0 to 4) that the runtime's own `Message`
 /// decodes is shown in LangChain's dict form instead. Anything else stays as it is.

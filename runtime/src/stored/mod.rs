@@ -16,8 +16,12 @@ use crate::error::Result;
 use crate::{Interrupt, Message, add_messages};
 
 mod decode;
+mod writes;
 
 pub use decode::Decoded;
+pub use writes::{
+    metadata_of, rebuild as rebuild_writes, rebuild_input, shown_metadata, writes_from,
+};
 
 /// The input channel, which is also the START node's trigger.
 const START: &str = "__start__";
