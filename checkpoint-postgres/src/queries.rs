@@ -931,6 +931,12 @@ async fn ids_to_keep(
     else {
         return Ok(keep);
     };
+    if let (true, Some(parent)) = (
+        metadata::writes_from_parent(meta.get(metadata::WRITES_FROM)),
+        &next,
+    ) {
+        keep.insert(parent.clone());
+    }
     let mut open: Vec<String> = Vec::new();
     if let Some(Value::Object(counters)) = meta.get(metadata::DELTA_COUNTERS) {
         for channel in counters.keys() {

@@ -183,6 +183,7 @@ impl NsState {
         waypoint_checkpoint::raw::ids_to_keep(
             latest_id,
             latest.metadata.get(metadata::DELTA_COUNTERS),
+            latest.metadata.get(metadata::WRITES_FROM),
             |id| self.checkpoints.get(id).map(|c| c.parent.as_deref()),
             |id, channel| {
                 self.checkpoints

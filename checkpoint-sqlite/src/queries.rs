@@ -705,6 +705,12 @@ fn ids_to_keep(conn: &Connection, thread_id: &str, ns: &str) -> Result<BTreeSet<
     let Some((mut next, cp, meta)) = checkpoint_at(conn, thread_id, ns, &latest)? else {
         return Ok(keep);
     };
+    if let (true, Some(parent)) = (
+        metadata::writes_from_parent(meta.get(metadata::WRITES_FROM)),
+        &next,
+    ) {
+        keep.insert(parent.clone());
+    }
     let mut open: Vec<String> = Vec::new();
     if let Some(Value::Object(counters)) = meta.get(metadata::DELTA_COUNTERS) {
         for channel in counters.keys() {

@@ -335,6 +335,9 @@ impl Namespace {
             latest_metadata
                 .as_ref()
                 .and_then(|m| m.extra.get(metadata::DELTA_COUNTERS)),
+            latest_metadata
+                .as_ref()
+                .and_then(|m| m.extra.get(metadata::WRITES_FROM)),
             |id| self.checkpoints.get(id).map(|c| c.parent.as_deref()),
             // A record that does not decode has no value: the walk keeps going back.
             |id, channel| {

@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::version::ChannelVersion;
 use crate::{
     ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointTuple, Error,
-    PendingWrite, Result, SerializedValue,
+    PendingWrite, Result, SerializedValue, metadata,
 };
 
 /// Options of [`CheckpointSaver::list`].
@@ -438,18 +438,24 @@ pub fn lease_lost(lease: &Lease) -> Error {
     ))
 }
 
-/// The checkpoint ids [`PruneStrategy::KeepLatest`] keeps in one namespace: the latest, and
-/// the ancestors its delta channels (the keys of its metadata's `counters` entry, LangGraph's
-/// counters since each channel's last snapshot) still need to rebuild their values.
-/// `parent(id)` is the parent of a stored checkpoint (`None` when `id` is not stored: the
-/// walk ends) and `has_value(id, channel)` whether that checkpoint stores the channel's value.
+/// The checkpoint ids [`PruneStrategy::KeepLatest`] keeps in one namespace: the latest, its
+/// parent when the latest's `writes` metadata is rebuilt from the parent's pending writes
+/// (`writes_from`, see [`metadata::writes_from_parent`]), and the ancestors its delta
+/// channels (the keys of its metadata's `counters` entry, LangGraph's counters since each
+/// channel's last snapshot) still need to rebuild their values. `parent(id)` is the parent
+/// of a stored checkpoint (`None` when `id` is not stored: the walk ends) and
+/// `has_value(id, channel)` whether that checkpoint stores the channel's value.
 pub fn ids_to_keep<'s>(
     latest: &'s str,
     counters: Option<&serde_json::Value>,
+    writes_from: Option<&serde_json::Value>,
     parent: impl Fn(&str) -> Option<Option<&'s str>>,
     has_value: impl Fn(&str, &str) -> bool,
 ) -> BTreeSet<String> {
     let mut keep = BTreeSet::from([latest.to_owned()]);
+    if let (true, Some(Some(id))) = (metadata::writes_from_parent(writes_from), parent(latest)) {
+        keep.insert(id.to_owned());
+    }
     let mut open: Vec<&str> = match counters {
         Some(serde_json::Value::Object(counters)) => counters
             .keys()

@@ -5,11 +5,12 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use waypoint_checkpoint::{
-    CheckpointConfig, CheckpointSaver, InMemorySaver, Keyring, ListOptions, Serde, metadata,
+    CheckpointConfig, CheckpointSaver, InMemorySaver, Keyring, ListOptions, PruneStrategy, Serde,
+    metadata,
 };
 use waypoint_runtime::{
-    CompileOptions, Context, Durability, END, JsonSchema, JsonState, RunConfig, START, Send,
-    StateGraph,
+    CompileOptions, Context, DeltaPolicy, Durability, END, JsonSchema, JsonState, RunConfig, START,
+    Send, StateGraph,
 };
 
 use crate::graphs::{Calls, documented_json};
@@ -242,5 +243,58 @@ pub async fn writes_stored_once_show_as_recorded(saver: Arc<dyn CheckpointSaver>
     }
     let inline = graph.get_state(&exit).await?.metadata.to_json();
     assert_eq!(inline, latest);
+    Ok(())
+}
+
+/// A thread pruned to its latest checkpoint keeps the parent whose pending writes that
+/// checkpoint's `writes` is rebuilt from, even where every channel is stored whole (no delta
+/// ancestor is kept): the metadata shows the same before and after.
+pub async fn prune_keeps_where_writes_come_from(saver: Arc<dyn CheckpointSaver>) -> TestResult {
+    let mut graph = StateGraph::json(JsonSchema::new().append("log"));
+    graph.add_node("talk", |s: JsonState, _c: Context| async move {
+        let turn = s.get("log").and_then(Value::as_array).map_or(0, Vec::len);
+        Ok(obj(json!({"log": [{"role": "ai", "n": turn}]})))
+    });
+    graph.add_edge(START, "talk").add_edge("talk", END);
+    // Every change stores the whole value: the latest checkpoint needs no ancestor.
+    let whole = DeltaPolicy {
+        min_snapshot_bytes: 0,
+        growth: 0,
+        ..DeltaPolicy::default()
+    };
+    let options = CompileOptions::default()
+        .checkpointer(Arc::clone(&saver))
+        .delta(whole);
+    let graph = graph.compile(options)?;
+    let dropped = saver.backend() == "postgres" && saver.langgraph_values();
+
+    let thread_id = thread();
+    let config = RunConfig::thread(thread_id.clone());
+    for turn in 0..3 {
+        let input = obj(json!({"log": [{"role": "user", "n": turn}]}));
+        graph.invoke(Some(input), &config).await?;
+    }
+    let before = graph.get_state(&config).await?.metadata.to_json();
+    let stored = saver
+        .get_tuple(&CheckpointConfig::new(thread_id.clone()))
+        .await?
+        .ok_or("the thread has a checkpoint")?;
+    let marker = stored.metadata.extra.get(metadata::WRITES_FROM);
+    assert_eq!(marker, (!dropped).then(|| json!("talk")).as_ref());
+    let counters = stored.metadata.extra.get(metadata::DELTA_COUNTERS);
+    let since = counters.and_then(Value::as_object).into_iter().flatten();
+    assert!(since.map(|(_, n)| n).all(|n| n == 0), "{counters:?}");
+
+    saver
+        .prune(std::slice::from_ref(&thread_id), PruneStrategy::KeepLatest)
+        .await?;
+    let after = graph.get_state(&config).await?.metadata.to_json();
+    assert_eq!(after, before, "after prune");
+    let reply = json!({"talk": {"log": [{"role": "ai", "n": 5}]}});
+    assert_eq!(after.get(metadata::WRITES), (!dropped).then_some(&reply));
+    let left = graph
+        .get_state_history(&config, &ListOptions::default())
+        .await?;
+    assert_eq!(left.len(), if dropped { 1 } else { 2 }, "kept after prune");
     Ok(())
 }
