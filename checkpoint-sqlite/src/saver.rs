@@ -389,14 +389,8 @@ impl CheckpointSaver for SqliteSaver {
         new_versions: ChannelVersions,
     ) -> Result<Option<CheckpointConfig>> {
         // One transaction: no lease of its own to claim and release.
-        let stored = CheckpointConfig::of(&config.thread_id, config.ns(), &checkpoint.id);
         let fence = Fence::Unleased(config.thread_id.clone());
-        let save = Save::Put {
-            config: config.clone(),
-            checkpoint,
-            metadata,
-            new_versions,
-        };
+        let (stored, save) = Save::put(config, checkpoint, metadata, new_versions);
         let saved = self.save_prepared(fence, vec![save]).await?;
         Ok(saved.then_some(stored))
     }

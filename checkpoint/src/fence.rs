@@ -75,13 +75,7 @@ impl CheckpointSaver for Fenced {
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> Result<CheckpointConfig> {
-        let returned = CheckpointConfig::of(&config.thread_id, config.ns(), &checkpoint.id);
-        let save = Save::Put {
-            config: config.clone(),
-            checkpoint,
-            metadata,
-            new_versions,
-        };
+        let (returned, save) = Save::put(config, checkpoint, metadata, new_versions);
         self.inner.save_fenced(&self.lease, vec![save]).await?;
         Ok(returned)
     }

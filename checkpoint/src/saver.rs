@@ -315,13 +315,7 @@ pub trait CheckpointSaver: Send + Sync + Debug {
             Err(Error::Conflict(_)) => return Ok(None),
             Err(e) => return Err(e),
         };
-        let stored = CheckpointConfig::of(&config.thread_id, config.ns(), &checkpoint.id);
-        let save = Save::Put {
-            config: config.clone(),
-            checkpoint,
-            metadata,
-            new_versions,
-        };
+        let (stored, save) = Save::put(config, checkpoint, metadata, new_versions);
         let saved = self.save_fenced(&lease, vec![save]).await;
         // A failed release leaves the lease to lapse; the write stands either way.
         let _ = self.release_lease(&lease).await;
@@ -408,6 +402,23 @@ pub trait CheckpointSaver: Send + Sync + Debug {
 }
 
 impl Save {
+    /// The put of `checkpoint` after `config`, and the config it is stored under.
+    pub fn put(
+        config: &CheckpointConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> (CheckpointConfig, Save) {
+        let stored = CheckpointConfig::of(&config.thread_id, config.ns(), &checkpoint.id);
+        let save = Save::Put {
+            config: config.clone(),
+            checkpoint,
+            metadata,
+            new_versions,
+        };
+        (stored, save)
+    }
+
     /// The thread the save writes to.
     pub fn thread_id(&self) -> &str {
         match self {
