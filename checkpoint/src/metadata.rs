@@ -36,5 +36,5 @@ pub const BOOKKEEPING: [&str; 3] = [DELTA_COUNTERS, DELTA_BYTES, WRITES_FROM];
 /// Whether a checkpoint whose metadata holds `writes_from` (its [`WRITES_FROM`] value)
 /// rebuilds `writes` from its parent's pending writes, so that pruning keeps the parent.
 pub fn writes_from_parent(writes_from: Option<&serde_json::Value>) -> bool {
-    matches!(writes_from, Some(serde_json::Value::String(node)) if node != "__start__")
+    matches!(writes_from, Some(serde_json::Value::String(node)) if node != crate::channels::START)
 }

@@ -221,6 +221,8 @@ pub mod channels {
     pub const RESUME: &str = "__resume__";
     /// Pending `Send` packets for the next super-step.
     pub const TASKS: &str = "__pregel_tasks";
+    /// The input channel, which is also the START node's trigger.
+    pub const START: &str = "__start__";
     /// Task id for writes that no task produced (resume values, `update_state`).
     pub const NULL_TASK_ID: &str = "00000000-0000-0000-0000-000000000000";
 

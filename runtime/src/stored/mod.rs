@@ -10,7 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use waypoint_checkpoint::metadata;
 
 use serde_json::{Value, json};
-use waypoint_checkpoint::{CheckpointSaver, CheckpointTuple, SerializedValue, channels};
+use waypoint_checkpoint::channels::{self, START};
+use waypoint_checkpoint::{CheckpointSaver, CheckpointTuple, SerializedValue};
 
 use crate::error::Result;
 use crate::{Interrupt, Message, add_messages};
@@ -23,8 +24,6 @@ pub use writes::{
     metadata_of, rebuild as rebuild_writes, rebuild_input, shown_metadata, writes_from,
 };
 
-/// The input channel, which is also the START node's trigger.
-const START: &str = "__start__";
 /// The prefix of a node's trigger channel.
 const BRANCH_PREFIX: &str = "branch:to:";
 /// LangGraph's channel naming the node that raised an error.

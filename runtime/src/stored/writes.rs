@@ -99,7 +99,7 @@ pub async fn metadata_of(
     saver: &dyn CheckpointSaver,
     tuple: &CheckpointTuple,
 ) -> Result<CheckpointMetadata> {
-    let from_parent = writes_from(&tuple.metadata).is_some_and(|from| from != START);
+    let from_parent = metadata::writes_from_parent(tuple.metadata.extra.get(metadata::WRITES_FROM));
     let parent = match (from_parent, &tuple.parent_config) {
         (true, Some(parent)) => saver.get_tuple(parent).await?,
         _ => None,
