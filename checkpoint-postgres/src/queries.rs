@@ -223,10 +223,12 @@ pub(crate) async fn put<'a>(
     heads: &'a str,
     via: Via<'_>,
 ) -> sqlx::Result<bool> {
-    // The child record's rows (none without one) are one more data-modifying CTE: it runs
-    // whether or not the main insert reads it, in the statement's snapshot, so under a fence
-    // each insert is gated on the lease itself.
-    fn sql(fence: usize, on_child_conflict: &str) -> String {
+    // The child record's rows are one more data-modifying CTE: it runs whether or not the
+    // main insert reads it, in the statement's snapshot, so under a fence each insert is
+    // gated on the lease itself. Without a child record (`on_child_conflict` none) the
+    // statement has no such CTE: an empty one cost ~15 us of server time per put. Its
+    // parameters ($11 to $19) are bound all the same, unused.
+    fn sql(fence: usize, on_child_conflict: Option<&str>) -> String {
         const HELD: &str = "fence AS (SELECT 1 FROM waypoint_thread_leases WHERE thread_id = $21 AND token = $22 FOR SHARE), ";
         // Claimed already lapsed: the row (inserted, or locked when a lapsed lease is taken
         // over) keeps a claim made meanwhile waiting until the commit, and then lets it in.
@@ -240,18 +242,19 @@ pub(crate) async fn put<'a>(
             1 => (HELD, " WHERE EXISTS (SELECT 1 FROM fence)"),
             _ => (CLAIM, " WHERE EXISTS (SELECT 1 FROM fence)"),
         };
+        let child = on_child_conflict.map_or_else(String::new, |on_conflict| format!(", child AS (
+        INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
+        SELECT $11::text, $12::text, $13::text, $14::text, $15::text, w.idx, w.channel, w.type, w.blob
+        FROM unnest($16::int4[], $17::text[], $18::text[], $19::bytea[]) AS w(idx, channel, type, blob){held}
+        ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) {on_conflict}
+    )"));
         format!(
             "WITH {fence}blobs AS (
         INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
         SELECT $1, $2, v.channel, v.version, v.type, v.blob
         FROM unnest($3::text[], $4::text[], $5::text[], $6::bytea[]) AS v(channel, version, type, blob){held}
         ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
-    ), child AS (
-        INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
-        SELECT $11::text, $12::text, $13::text, $14::text, $15::text, w.idx, w.channel, w.type, w.blob
-        FROM unnest($16::int4[], $17::text[], $18::text[], $19::bytea[]) AS w(idx, channel, type, blob){held}
-        ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) {on_child_conflict}
-    )
+    ){child}
     INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
     SELECT $1, $2, $7, $8, jsonb_set($9::jsonb, '{{channel_values}}', coalesce((
         SELECT jsonb_object_agg(e.key, e.value)
@@ -265,9 +268,11 @@ pub(crate) async fn put<'a>(
     DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata"
         )
     }
-    static SQL: OnceLock<[[String; 2]; 3]> = OnceLock::new();
+    static SQL: OnceLock<[[String; 3]; 3]> = OnceLock::new();
     let statements = SQL.get_or_init(|| {
-        [0, 1, 2].map(|fence| [sql(fence, "DO NOTHING"), sql(fence, REPLACE_WRITE)])
+        [0, 1, 2].map(|fence| {
+            [None, Some("DO NOTHING"), Some(REPLACE_WRITE)].map(|child| sql(fence, child))
+        })
     });
     let n = put.values.len();
     let (mut channels, mut versions) = (Vec::with_capacity(n), Vec::with_capacity(n));
@@ -288,13 +293,13 @@ pub(crate) async fn put<'a>(
     }
     let child = put.child.as_ref();
     let rows = child.map(WriteColumns::of).unwrap_or_default();
-    let replace = child.is_some_and(|c| c.replace);
+    let child_kind = child.map_or(0, |c| 1 + usize::from(c.replace));
     let (kind, lease) = match fence {
         Fence::None => (0, None),
         Fence::Held(thread, token) => (1, Some((thread, token))),
         Fence::Claim(thread, token) => (2, Some((thread, token))),
     };
-    let sql = &statements[kind][usize::from(replace)];
+    let sql = &statements[kind][child_kind];
     let text = |s: &'a str| Param::Text(Some(s));
     let of_child = |f: fn(&'a PreparedWrites) -> &'a str| Param::Text(child.map(f));
     let mut params = vec![
