@@ -11,6 +11,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use bytes::Bytes;
+use memchr::memmem;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Deserialize;
@@ -43,12 +44,39 @@ struct Seeds {
     /// The same versions by counter, so a compact record's version is compared (encoded)
     /// only with the few of its counter, and nothing is encoded for the others.
     by_counter: HashMap<Option<u64>, Vec<String>>,
+    /// What a compact record holds where it names one of `versions`, while few enough to
+    /// search for: a record without any of these bytes names none (see [`Seeds::found_in`]).
+    searched: Option<Vec<memmem::Finder<'static>>>,
 }
+
+/// Distinct searched bytes (see [`Seeds::searched`]) up to which a record is searched
+/// before it is decoded.
+const SEARCHED: usize = 8;
 
 impl Seeds {
     /// Adds a stored version.
     fn insert(&mut self, version: String) {
-        let counter = ChannelVersion::new(version.clone()).counter();
+        let version = ChannelVersion::new(version);
+        if self.versions.is_empty() {
+            self.searched = Some(Vec::new());
+        }
+        if let Some(searched) = &mut self.searched {
+            // A prefix of the encoding is found wherever the encoding is: the versions a
+            // fork or a snapshot stores share their counter (the prefix) and differ in
+            // the suffix's 8 bytes, which are left out here.
+            let mut encoded = record::encode_version(&version);
+            if encoded.len() > 9 {
+                encoded.truncate(encoded.len() - 8);
+            }
+            if !searched.iter().any(|f| f.needle() == encoded.as_slice()) {
+                searched.push(memmem::Finder::new(&encoded).into_owned());
+            }
+            if searched.len() > SEARCHED {
+                self.searched = None;
+            }
+        }
+        let counter = version.counter();
+        let version = version.as_str().to_owned();
         self.by_counter
             .entry(counter)
             .or_default()
@@ -60,6 +88,13 @@ impl Seeds {
     /// earlier versions) names, when it is stored.
     fn found_in(&self, stored: &[u8], channel: &str) -> Result<Option<String>> {
         if record::is_compact(stored) {
+            // The version a record names is a slice of it: without any stored version's
+            // bytes, the record names none (most ancestors of a long delta history).
+            if let Some(searched) = &self.searched
+                && !searched.iter().any(|f| f.find(stored).is_some())
+            {
+                return Ok(None);
+            }
             let Some(encoded) = record::channel_version_encoded(stored, channel)? else {
                 return Ok(None);
             };
@@ -205,10 +240,10 @@ fn linear_delta_history(
         }
     }
 
-    // The ancestors, parent first; each channel's walk ends at its seed (an index into it).
+    // The ancestors, parent first (ids falling); each channel's walk ends at its seed (an
+    // index into it).
     let mut chain: Vec<String> = Vec::new();
     let mut seeded: BTreeMap<String, (usize, String)> = BTreeMap::new();
-    let mut child = target_id;
     let mut next = parent;
     {
         let mut stmt = conn
@@ -219,21 +254,21 @@ fn linear_delta_history(
             )
             .map_err(sqlite_error)?;
         let mut rows = stmt
-            .query(params![thread_id, ns, child])
+            .query(params![thread_id, ns, target_id])
             .map_err(sqlite_error)?;
         while let Some(wanted) = next.take() {
-            if wanted >= child {
+            if wanted >= *chain.last().unwrap_or(&target_id) {
                 return Ok(None);
             }
             // Rows newer than the wanted id are other branches; older ones mean it is missing.
             let row = loop {
                 match rows.next().map_err(sqlite_error)? {
                     Some(row) => {
-                        let id = text_at(row, 0)?;
-                        if id > wanted.as_str() {
+                        let id = bytes_at(row, 0)?;
+                        if id > wanted.as_bytes() {
                             continue;
                         }
-                        break (id == wanted.as_str()).then_some(row);
+                        break (id == wanted.as_bytes()).then_some(row);
                     }
                     None => break None,
                 }
@@ -252,8 +287,7 @@ fn linear_delta_history(
                 }
             }
             next = row.get(1).map_err(sqlite_error)?;
-            chain.push(wanted.clone());
-            child = wanted;
+            chain.push(wanted);
             if seeded.len() == out.len() {
                 break;
             }
@@ -267,32 +301,51 @@ fn linear_delta_history(
             None => &chain[..],
         };
         if let (Some(oldest), Some(newest)) = (ancestors.last(), ancestors.first()) {
-            let members: HashSet<&str> = ancestors.iter().map(String::as_str).collect();
+            // Rows come by id, oldest first, as the ancestors read backwards (`ancestors[..left]`
+            // are those not passed yet): a merge picks the ancestors' rows from those of
+            // other branches in the range, without hashing.
+            let mut left = ancestors.len();
             let mut stmt = conn
                 .prepare_cached(
-                    "SELECT checkpoint_id, task_id, idx, type, blob FROM checkpoint_writes
+                    "SELECT checkpoint_id, task_path, task_id, idx, type, blob
+                     FROM checkpoint_writes
                      WHERE thread_id = ?1 AND checkpoint_ns = ?2
                          AND checkpoint_id BETWEEN ?3 AND ?4 AND channel = ?5
-                     ORDER BY checkpoint_id, task_path, task_id, idx",
+                     ORDER BY checkpoint_id",
                 )
                 .map_err(sqlite_error)?;
             let mut rows = stmt
                 .query(params![thread_id, ns, oldest, newest, channel])
                 .map_err(sqlite_error)?;
+            // (task_path, ancestor, write): ordered below as `get_tuple` orders a checkpoint's
+            // writes, which the index does not give (SQLite would sort each checkpoint's
+            // rows in a temporary b-tree).
+            let mut found: Vec<(String, String, RawWrite)> = Vec::new();
             while let Some(row) = rows.next().map_err(sqlite_error)? {
-                let at = text_at(row, 0)?;
-                if !members.contains(at) {
+                let at = bytes_at(row, 0)?;
+                while left > 0 && ancestors[left - 1].as_bytes() < at {
+                    left -= 1;
+                }
+                let Some(ancestor) = left.checked_sub(1).map(|i| &ancestors[i]) else {
+                    break;
+                };
+                if ancestor.as_bytes() != at {
                     continue;
                 }
                 let write = RawWrite {
-                    task_id: row.get(1).map_err(sqlite_error)?,
-                    idx: row.get(2).map_err(sqlite_error)?,
+                    task_id: row.get(2).map_err(sqlite_error)?,
+                    idx: row.get(3).map_err(sqlite_error)?,
                     channel: channel.clone(),
-                    type_tag: row.get(3).map_err(sqlite_error)?,
-                    blob: row.get(4).map_err(sqlite_error)?,
+                    type_tag: row.get(4).map_err(sqlite_error)?,
+                    blob: row.get(5).map_err(sqlite_error)?,
                 };
-                history.writes.push((at.to_owned(), write));
+                found.push((row.get(1).map_err(sqlite_error)?, ancestor.clone(), write));
             }
+            // Stable and nearly sorted already: one comparison per write.
+            found.sort_by(|(path_a, at_a, a), (path_b, at_b, b)| {
+                (at_a, path_a, &a.task_id, a.idx).cmp(&(at_b, path_b, &b.task_id, b.idx))
+            });
+            history.writes = found.into_iter().map(|(_, at, w)| (at, w)).collect();
         }
         if let Some((_, version)) = seed {
             history.seed = conn
@@ -315,11 +368,6 @@ fn linear_delta_history(
         }
     }
     Ok(Some(out))
-}
-
-/// Column `i` of `row` as text (a checkpoint's JSON may also be stored as a blob).
-fn text_at<'r>(row: &'r rusqlite::Row<'_>, i: usize) -> Result<&'r str> {
-    std::str::from_utf8(bytes_at(row, i)?).map_err(|e| Error::serialization("json", e))
 }
 
 /// Column `i` of `row` as the bytes of its text or blob, in place.
