@@ -272,28 +272,37 @@ pub(crate) async fn run(args: Args) -> Result<()> {
         .iter()
         .map(|group| progress.add(bar(*group, &targets)))
         .collect();
-    let mut tables = Vec::new();
-    for (group, bar) in groups.iter().zip(&bars) {
-        let began = Instant::now();
-        let table = match group {
-            Group::Serde => codec::run(&scale, bar, &mut peers).await?,
-            Group::Checkpoint => checkpoint::run(&targets, &scale, bar, &mut peers).await?,
-            Group::Store => store::run(&targets, &scale, bar, &mut peers).await?,
-            Group::Hnsw => {
-                let bar = bar.clone();
-                tokio::task::spawn_blocking(move || hnsw::run(&scale, &bar)).await??
-            }
-            Group::Runtime => runtime::run(&targets, &scale, bar, &mut peers).await?,
-            Group::Fork => fork::run(&targets, &scale, bar, &mut peers).await?,
-            Group::Limits => limits::run(&targets, &scale, bar).await?,
-            Group::Embed => run_embed(scale, model.clone(), bar.clone()).await?,
-            Group::Recall => recall::run(model.as_deref(), bar).await?,
-        };
-        let mut table = table;
-        table.seconds = began.elapsed().as_secs_f64();
-        bar.finish_with_message(format!("done in {:.1} s", table.seconds));
-        tables.push(table);
+    // What the groups made on the servers is dropped whether they succeed or not.
+    let measured: Result<Vec<Table>> = async {
+        let mut tables = Vec::new();
+        for (group, bar) in groups.iter().zip(&bars) {
+            let began = Instant::now();
+            let table = match group {
+                Group::Serde => codec::run(&scale, bar, &mut peers).await?,
+                Group::Checkpoint => checkpoint::run(&targets, &scale, bar, &mut peers).await?,
+                Group::Store => store::run(&targets, &scale, bar, &mut peers).await?,
+                Group::Hnsw => {
+                    let bar = bar.clone();
+                    tokio::task::spawn_blocking(move || hnsw::run(&scale, &bar)).await??
+                }
+                Group::Runtime => runtime::run(&targets, &scale, bar, &mut peers).await?,
+                Group::Fork => fork::run(&targets, &scale, bar, &mut peers).await?,
+                Group::Limits => limits::run(&targets, &scale, bar).await?,
+                Group::Embed => run_embed(scale, model.clone(), bar.clone()).await?,
+                Group::Recall => recall::run(model.as_deref(), bar).await?,
+            };
+            let mut table = table;
+            table.seconds = began.elapsed().as_secs_f64();
+            bar.finish_with_message(format!("done in {:.1} s", table.seconds));
+            tables.push(table);
+        }
+        Ok(tables)
     }
+    .await;
+    for line in targets::drop_created().await {
+        eprintln!("waypoint bench: {line}");
+    }
+    let tables = measured?;
 
     let backends = targets.list.iter().map(|t| t.name().to_owned()).collect();
     let mut header = report::Header::now(scale.name, backends, targets.skipped.clone());

@@ -156,3 +156,77 @@ async fn reachable(kind: Kind, url: Option<&str>) -> Result<()> {
     }
     backend::saver(url, Open::Existing).await.map(drop)
 }
+
+/// How long dropping what one server's fresh handles made may take.
+const DROP_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Drops every schema and key prefix the run's fresh handles made on the servers, so a run
+/// leaves them as it found them; one line per server it could not clean.
+pub(crate) async fn drop_created() -> Vec<String> {
+    let mut failed = Vec::new();
+    for created in servers::take_created() {
+        let outcome = tokio::time::timeout(DROP_TIMEOUT, drop_one(&created))
+            .await
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("timed out")));
+        if let Err(e) = outcome {
+            let (url, what) = match &created {
+                servers::Created::Schema { url, name } => (url, format!("schema `{name}`")),
+                servers::Created::Prefix { url, name } => (url, format!("key prefix `{name}`")),
+            };
+            failed.push(format!(
+                "cannot drop the {what} on {}: {}",
+                redact(url),
+                crate::one_line(&e)
+            ));
+        }
+    }
+    failed
+}
+
+/// Drops one schema or key prefix.
+async fn drop_one(created: &servers::Created) -> Result<()> {
+    match created {
+        servers::Created::Schema { url, name } => drop_schema(url, name).await,
+        servers::Created::Prefix { url, name } => drop_prefix(url, name).await,
+    }
+}
+
+/// `DROP SCHEMA name CASCADE` on the PostgreSQL server at `url`.
+async fn drop_schema(url: &str, name: &str) -> Result<()> {
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(url).await?;
+    let quoted = format!("\"{}\"", name.replace('"', "\"\""));
+    sqlx::raw_sql(&format!("DROP SCHEMA IF EXISTS {quoted} CASCADE"))
+        .execute(&mut conn)
+        .await?;
+    conn.close().await?;
+    Ok(())
+}
+
+/// Unlinks every key under `prefix` (`<prefix>:*`) on the Redis server at `url`.
+async fn drop_prefix(url: &str, prefix: &str) -> Result<()> {
+    let client = redis::Client::open(url)?;
+    let mut conn = client.get_multiplexed_async_connection().await?;
+    let pattern = format!("{prefix}:*");
+    let mut cursor: u64 = 0;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(&pattern)
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(&mut conn)
+            .await?;
+        if !keys.is_empty() {
+            redis::cmd("UNLINK")
+                .arg(&keys)
+                .query_async::<()>(&mut conn)
+                .await?;
+        }
+        if next == 0 {
+            return Ok(());
+        }
+        cursor = next;
+    }
+}
