@@ -479,6 +479,107 @@ async fn langgraph_inline_values_are_read() -> Result<()> {
     Ok(())
 }
 
+/// Values up to a page are stored in their row (migration 8), and a database set up before,
+/// whose values went out of line, migrates and reads them as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn values_up_to_a_page_stay_in_the_row_and_older_ones_still_read() -> Result<()> {
+    let Some(saver) = common::saver(Serde::default()).await? else {
+        return Ok(());
+    };
+    let pool = saver.pool();
+    let run = async |sql: &str| {
+        sqlx::query(sql)
+            .execute(pool)
+            .await
+            .expect(sql)
+            .rows_affected()
+    };
+    // Rows in the values' TOAST table: values stored out of line.
+    let toasted = async || -> i64 {
+        let toast: String = sqlx::query_scalar(
+            "SELECT reltoastrelid::regclass::text FROM pg_class WHERE oid = 'checkpoint_blobs'::regclass",
+        )
+        .fetch_one(pool)
+        .await
+        .expect("toast table");
+        sqlx::query_scalar(&format!("SELECT count(*) FROM {toast}"))
+            .fetch_one(pool)
+            .await
+            .expect("count")
+    };
+    // The schema as the version before left it.
+    for table in ["checkpoint_blobs", "checkpoint_writes"] {
+        let columns: String = sqlx::query_scalar(
+            "SELECT string_agg(format('ALTER COLUMN %I SET STORAGE EXTENDED', attname), ', ')
+             FROM pg_attribute WHERE attrelid = $1::regclass AND attstorage = 'm'",
+        )
+        .bind(table)
+        .fetch_one(pool)
+        .await
+        .expect("columns");
+        run(&format!("ALTER TABLE {table} {columns}")).await;
+    }
+    run("DELETE FROM waypoint_migrations WHERE v >= 8").await;
+    // ~3.6 KB of hex digits, which neither pglz nor lz4 shrinks under 2 KB.
+    let text = |seed: u8| {
+        (0..100)
+            .map(|i| format!("{seed}{i:03}{}", uuid::Uuid::new_v4().simple()))
+            .collect::<String>()
+    };
+    let mut chain = Chain::new("toast");
+    let serde = Serde::default();
+    let mut put = async |saver: &PostgresSaver, value: &str| {
+        let step = chain.step;
+        let v = saver.next_version(chain.versions.get("big"))?;
+        let mut cp = Checkpoint::new(step);
+        cp.channel_versions.insert("big".into(), v.clone());
+        cp.channel_values
+            .insert("big".into(), serde.dumps(&json!(value))?);
+        let meta = CheckpointMetadata::new(CheckpointSource::Loop, step);
+        let stored = saver
+            .put(
+                &chain.parent,
+                cp,
+                meta,
+                [("big".to_owned(), v.clone())].into(),
+            )
+            .await?;
+        chain.versions.insert("big".into(), v);
+        chain.parent = stored.clone();
+        chain.step += 1;
+        Result::Ok(stored)
+    };
+    let (old_value, new_value) = (text(1), text(2));
+    let old = put(&saver, &old_value).await?;
+    let out_of_line = toasted().await;
+    assert!(
+        out_of_line > 0,
+        "the old settings store the value out of line"
+    );
+    saver.setup().await?;
+    let not_main: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_attribute WHERE attnum > 0 AND attstorage <> 'm'
+         AND atttypid IN ('text'::regtype, 'bytea'::regtype)
+         AND attrelid IN ('checkpoint_blobs'::regclass, 'checkpoint_writes'::regclass)",
+    )
+    .fetch_one(pool)
+    .await
+    .expect("storage");
+    assert_eq!(not_main, 0);
+    let new = put(&saver, &new_value).await?;
+    assert_eq!(
+        toasted().await,
+        out_of_line,
+        "the new value is stored in its row"
+    );
+    for (config, value) in [(old, old_value), (new, new_value)] {
+        let tuple = saver.get_tuple(&config).await?.expect("stored");
+        let read: Value = serde.loads(&tuple.checkpoint.channel_values["big"])?;
+        assert_eq!(read, json!(value));
+    }
+    Ok(())
+}
+
 /// Stored bytes that are not what their tag says fail the read with a clear error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn corrupt_rows_fail_reads_clearly() -> Result<()> {
