@@ -4,7 +4,9 @@ use crate::metadata;
 use crate::raw::{
     PreparedPut, PreparedSave, PreparedWrites, record_batch, record_put, record_read, record_writes,
 };
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, btree_map};
+use std::ops::Bound;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use tracing::field::Empty;
 
@@ -62,6 +64,9 @@ struct Namespace {
     /// Checkpoint id to its writes by `(task_id, idx)` (read in [`step_order`]); may precede
     /// the checkpoint.
     writes: HashMap<String, BTreeMap<(String, i64), StoredWrite>>,
+    /// The channel names of the last checkpoint stored, shared by the [`Versions`] of every
+    /// checkpoint with the same channels.
+    names: Arc<[String]>,
 }
 
 #[derive(Clone, Debug)]
@@ -71,6 +76,36 @@ struct Stored {
     /// The metadata as a compact record.
     metadata: Box<[u8]>,
     parent: Option<String>,
+    /// The record's channel versions, so that delta walks, prunes and garbage collection
+    /// read them without decoding the record.
+    versions: Versions,
+}
+
+/// A checkpoint's channel versions: its channel names (sorted, shared) and their versions.
+#[derive(Clone, Debug)]
+struct Versions {
+    names: Arc<[String]>,
+    /// `versions[i]` is the version of `names[i]`.
+    versions: Box<[ChannelVersion]>,
+}
+
+impl Versions {
+    /// Where `channel` is in `names`, if the checkpoint names it.
+    fn position(&self, channel: &str) -> Option<usize> {
+        self.names
+            .binary_search_by(|name| name.as_str().cmp(channel))
+            .ok()
+    }
+
+    /// The version of `channel`, if the checkpoint names it.
+    fn get(&self, channel: &str) -> Option<&ChannelVersion> {
+        self.versions.get(self.position(channel)?)
+    }
+
+    /// Each channel with its version.
+    fn iter(&self) -> impl Iterator<Item = (&String, &ChannelVersion)> {
+        self.names.iter().zip(self.versions.iter())
+    }
 }
 
 impl Stored {
@@ -142,8 +177,9 @@ impl InMemorySaver {
                 .or_insert(v.value);
         }
         let record = record::encode_checkpoint(&put.checkpoint).into();
-        // Encoded: the id moves into the key.
+        // Encoded: the id moves into the key, the versions into the index.
         let id = std::mem::take(&mut put.checkpoint.id);
+        let versions = ns.versions(std::mem::take(&mut put.checkpoint.channel_versions));
         let parent = match ns.checkpoints.get(&id) {
             Some(existing) => existing.parent.clone(),
             None => put.parent,
@@ -152,6 +188,7 @@ impl InMemorySaver {
             record,
             metadata: record::encode_metadata(&put.metadata).into(),
             parent,
+            versions,
         };
         ns.checkpoints.insert(id, stored);
     }
@@ -217,7 +254,6 @@ impl InMemorySaver {
         let pending_writes = match ns.writes.get(id) {
             None => Vec::new(),
             Some(writes) => step_order(writes.iter())
-                .into_iter()
                 .map(|((task_id, idx), w)| {
                     let slot = write_slot(thread_id, ns_name, id, task_id, &w.channel, *idx);
                     Ok(PendingWrite {
@@ -251,15 +287,24 @@ impl InMemorySaver {
         for (ns_name, ns) in thread.namespaces.iter_mut() {
             for (channel, versions) in ns.blobs.iter_mut() {
                 for (version, value) in versions.iter_mut() {
-                    if let Some(value) = value {
-                        let slot = |thread_id| Slot::Channel {
-                            thread_id,
-                            checkpoint_ns: ns_name,
-                            channel,
-                            version: version.as_str(),
-                        };
+                    let Some(value) = value else {
+                        continue;
+                    };
+                    let slot = |thread_id| Slot::Channel {
+                        thread_id,
+                        checkpoint_ns: ns_name,
+                        channel,
+                        version: version.as_str(),
+                    };
+                    if is_value(value) {
                         let plain = self.serde.open(value, &slot(from))?;
                         *value = self.serde.seal(&plain, &slot(to))?;
+                    } else {
+                        // A versioned channel's empty marker is sealed for its slot too.
+                        self.serde.open_channel(Some(value), &slot(from))?;
+                        if let Some(sealed) = self.serde.seal_empty(&slot(to))? {
+                            *value = sealed;
+                        }
                     }
                 }
             }
@@ -277,19 +322,31 @@ impl InMemorySaver {
 
 /// A checkpoint's writes in the order a step applied them, LangGraph's `writes_sort_key`:
 /// `(task_path, task_id, idx)`.
-fn step_order<'w>(
-    writes: impl Iterator<Item = (&'w (String, i64), &'w StoredWrite)>,
-) -> Vec<(&'w (String, i64), &'w StoredWrite)> {
-    let mut ordered: Vec<_> = writes.collect();
-    // The map gives `(task_id, idx)` order; a stable sort by path puts the path first (and
-    // is skipped when all share one path, as one task's writes do).
-    if ordered
-        .windows(2)
-        .any(|p| p[0].1.task_path != p[1].1.task_path)
-    {
-        ordered.sort_by(|a, b| a.1.task_path.cmp(&b.1.task_path));
-    }
-    ordered
+fn step_order<'w, I>(writes: I) -> impl Iterator<Item = (&'w (String, i64), &'w StoredWrite)>
+where
+    I: Iterator<Item = (&'w (String, i64), &'w StoredWrite)> + Clone,
+{
+    // The map gives `(task_id, idx)` order; a stable sort by path puts the path first. When
+    // all share one path (one task's writes do), the map's order is the step's, and nothing
+    // is collected.
+    let mut paths = writes.clone().map(|(_, w)| &w.task_path);
+    let first = paths.next();
+    let sorted = match paths.all(|path| Some(path) == first) {
+        true => None,
+        false => {
+            let mut ordered: Vec<_> = writes.clone().collect();
+            ordered.sort_by(|a, b| a.1.task_path.cmp(&b.1.task_path));
+            Some(ordered)
+        }
+    };
+    let (in_map_order, sorted) = match sorted {
+        None => (Some(writes), None),
+        Some(sorted) => (None, Some(sorted.into_iter())),
+    };
+    in_map_order
+        .into_iter()
+        .flatten()
+        .chain(sorted.into_iter().flatten())
 }
 
 fn write_slot<'a>(
@@ -315,13 +372,77 @@ fn is_value(value: &SerializedValue) -> bool {
     value.type_tag != TAG_EMPTY
 }
 
+/// A blob `found` among a channel's, if it is a value (not a versioned channel's empty
+/// marker), with its version.
+fn stored_value<'b>(
+    found: Option<(&'b ChannelVersion, &'b Option<SerializedValue>)>,
+) -> Option<(&'b ChannelVersion, &'b SerializedValue)> {
+    match found? {
+        (version, Some(value)) if is_value(value) => Some((version, value)),
+        _ => None,
+    }
+}
+
 impl Namespace {
-    fn has_value(&self, checkpoint: &Checkpoint, channel: &str) -> bool {
-        checkpoint
-            .channel_versions
-            .get(channel)
-            .and_then(|v| self.blobs.get(channel)?.get(v))
-            .is_some_and(|value| value.as_ref().is_some_and(is_value))
+    /// `versions` as a checkpoint's index, sharing the names of the last one stored when
+    /// they are the same.
+    fn versions(&mut self, versions: ChannelVersions) -> Versions {
+        if !self.names.iter().eq(versions.keys()) {
+            self.names = versions.keys().cloned().collect();
+        }
+        Versions {
+            names: Arc::clone(&self.names),
+            versions: versions.into_values().collect(),
+        }
+    }
+
+    /// The value `stored` holds for `channel` (not a versioned channel's empty marker),
+    /// with its version.
+    fn value<'n>(
+        &'n self,
+        stored: &Stored,
+        channel: &str,
+    ) -> Option<(&'n ChannelVersion, &'n SerializedValue)> {
+        let version = stored.versions.get(channel)?;
+        stored_value(self.blobs.get(channel)?.get_key_value(version))
+    }
+
+    /// The stored ancestors of `from`, parent first.
+    ///
+    /// A parent's id is usually just below its child's (ids sort in creation order), so the
+    /// walk steps back through the map from the last one found, a few entries at most,
+    /// before it looks an id up.
+    fn ancestors<'n>(&'n self, from: &'n Stored) -> impl Iterator<Item = (&'n str, &'n Stored)> {
+        /// Entries stepped over (siblings, their descendants) before looking up.
+        const STEPS: usize = 4;
+        let mut next = from.parent.as_deref();
+        let mut below: Option<btree_map::Range<'n, String, Stored>> = None;
+        std::iter::from_fn(move || {
+            let id = next?;
+            let stepped = below.as_mut().and_then(|below| {
+                below
+                    .by_ref()
+                    .rev()
+                    .take(STEPS)
+                    .take_while(|(k, _)| k.as_str() >= id)
+                    .find(|(k, _)| k.as_str() == id)
+            });
+            let (id, stored) = match stepped {
+                Some(found) => found,
+                None => {
+                    let found = self.checkpoints.get_key_value(id)?;
+                    below = Some(
+                        self.checkpoints
+                            .range::<str, _>((Bound::Unbounded, Bound::Excluded(id))),
+                    );
+                    found
+                }
+            };
+            next = stored.parent.as_deref();
+            Some((id.as_str(), stored))
+        })
+        // Parent links that loop (a put naming its own id as parent) end the walk.
+        .take(self.checkpoints.len())
     }
 
     /// The ids `KeepLatest` keeps (see [`crate::raw::ids_to_keep`]).
@@ -339,32 +460,29 @@ impl Namespace {
                 .as_ref()
                 .and_then(|m| m.extra.get(metadata::WRITES_FROM)),
             |id| self.checkpoints.get(id).map(|c| c.parent.as_deref()),
-            // A record that does not decode has no value: the walk keeps going back.
             |id, channel| {
                 self.checkpoints
                     .get(id)
-                    .and_then(|c| c.checkpoint().ok())
-                    .is_some_and(|c| self.has_value(&c, channel))
+                    .is_some_and(|c| self.value(c, channel).is_some())
             },
         )
     }
 
     /// Drops values no remaining checkpoint refers to.
     fn collect_garbage(&mut self) {
-        let mut live: HashMap<String, HashSet<ChannelVersion>> = HashMap::new();
+        let mut live: HashMap<&str, HashSet<&ChannelVersion>> = HashMap::new();
         for stored in self.checkpoints.values() {
-            // A record that does not decode might name any value: none is dropped.
-            let Ok(checkpoint) = stored.checkpoint() else {
-                return;
-            };
-            for (channel, version) in checkpoint.channel_versions {
+            for (channel, version) in stored.versions.iter() {
                 live.entry(channel).or_default().insert(version);
             }
         }
         let mut dead: Vec<(String, ChannelVersion)> = Vec::new();
         for (channel, versions) in &self.blobs {
             for version in versions.keys() {
-                if !live.get(channel).is_some_and(|l| l.contains(version)) {
+                if !live
+                    .get(channel.as_str())
+                    .is_some_and(|l| l.contains(version))
+                {
                     dead.push((channel.clone(), version.clone()));
                 }
             }
@@ -595,50 +713,29 @@ impl CheckpointSaver for InMemorySaver {
             return Ok(out);
         };
         for (channel, history) in out.iter_mut() {
-            // The channel's stored values sorted by counter: an ancestor's version is found
-            // among the few with its counter, then matched by its record's bytes, with no
-            // text rendered and nothing encoded for the others.
-            let mut stored: Vec<(Option<u64>, &ChannelVersion, &SerializedValue)> = ns
-                .blobs
-                .get(channel)
-                .into_iter()
-                .flatten()
-                .filter_map(|(version, value)| {
-                    let value = value.as_ref().filter(|value| is_value(value))?;
-                    Some((version.counter(), version, value))
-                })
-                .collect();
-            stored.sort_unstable_by_key(|(counter, _, _)| *counter);
-            let find = |encoded: &[u8]| {
-                // A version stored as text may have any counter: look at all of them.
-                let candidates = match record::encoded_version_counter(encoded) {
-                    Some(counter) => {
-                        let start = stored.partition_point(|(c, _, _)| *c < Some(counter));
-                        let end = stored.partition_point(|(c, _, _)| *c <= Some(counter));
-                        &stored[start..end]
-                    }
-                    None => &stored[..],
-                };
-                candidates
-                    .iter()
-                    .find(|(_, version, _)| record::encode_version(version) == encoded)
-                    .map(|&(_, version, value)| (version, value))
-            };
-            // The ancestors down to the one holding a value (or the root), newest first. With
-            // no stored value for the channel, no record needs reading.
+            // The ancestors down to the one holding a value (or the root), newest first: no
+            // record is read, and the channel's place among the names is found again only
+            // where they change.
+            let blobs = ns.blobs.get(channel);
+            let mut place: Option<(&Arc<[String]>, Option<usize>)> = None;
             let mut ancestors: Vec<&str> = Vec::new();
-            let mut next = target.parent.as_deref();
-            while let Some(id) = next {
-                let Some(ancestor) = ns.checkpoints.get(id) else {
-                    break;
-                };
+            for (id, ancestor) in ns.ancestors(target) {
                 ancestors.push(id);
-                let seed = match stored.is_empty() {
-                    true => None,
-                    false => {
-                        record::channel_version_encoded(&ancestor.record, channel)?.and_then(find)
+                let Some(blobs) = blobs else {
+                    continue;
+                };
+                let versions = &ancestor.versions;
+                let at = match place {
+                    Some((names, at)) if Arc::ptr_eq(names, &versions.names) => at,
+                    _ => {
+                        let at = versions.position(channel);
+                        place = Some((&versions.names, at));
+                        at
                     }
                 };
+                let seed = at
+                    .and_then(|i| versions.versions.get(i))
+                    .and_then(|version| stored_value(blobs.get_key_value(version)));
                 if let Some((version, value)) = seed {
                     let slot = Slot::Channel {
                         thread_id,
@@ -649,7 +746,6 @@ impl CheckpointSaver for InMemorySaver {
                     history.seed = Some(self.serde.open(value, &slot)?);
                     break;
                 }
-                next = ancestor.parent.as_deref();
             }
             history.writes.reserve(ancestors.len());
             for &id in ancestors.iter().rev() {
