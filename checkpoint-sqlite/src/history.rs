@@ -694,6 +694,83 @@ mod tests {
         );
     }
 
+    /// Many stored versions (more than a record is searched for, see `SEARCHED`), versions
+    /// with and without a suffix, and several forks of one checkpoint (stored versions that
+    /// share a counter): the range walk answers as the generic walk at every checkpoint.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn range_walk_agrees_with_many_stored_versions() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let saver = SqliteSaver::from_path(dir.path().join("d.db"))
+            .await
+            .expect("open");
+        let wanted = ["m".to_owned()];
+        for snapshot_every in [3i64, 7, 1000] {
+            let thread = format!("t{snapshot_every}");
+            let mut parent = CheckpointConfig::new(thread.as_str()).with_ns("");
+            let mut version: Option<ChannelVersion> = None;
+            let mut configs = Vec::new();
+            for step in 0..40i64 {
+                let before = version.clone();
+                let next = match step % 2 {
+                    0 => ChannelVersion::next(version.as_ref()).expect("version"),
+                    _ => ChannelVersion::from((step + 1) as u64 * 10),
+                };
+                version = Some(next.clone());
+                let mut cp = Checkpoint::new(step);
+                if step % snapshot_every == 0 {
+                    cp.channel_values
+                        .insert("m".to_owned(), val(&format!("snapshot {step}")));
+                }
+                cp.channel_versions.insert("m".to_owned(), next.clone());
+                let meta = CheckpointMetadata::new(CheckpointSource::Loop, step);
+                let new_versions = ChannelVersions::from([("m".to_owned(), next)]);
+                let config = saver
+                    .put(&parent, cp.clone(), meta.clone(), new_versions.clone())
+                    .await
+                    .expect("put");
+                saver
+                    .put_writes(
+                        &config,
+                        vec![("m".to_owned(), val(&format!("w {step}")))],
+                        "t",
+                        "",
+                    )
+                    .await
+                    .expect("writes");
+                if step % 10 == 5 {
+                    // A fork of the parent: a sibling holding a snapshot at the same counter.
+                    let mut fork = Checkpoint::new(step);
+                    let forked = ChannelVersion::next(before.as_ref()).expect("version");
+                    fork.channel_values.insert("m".to_owned(), val("fork"));
+                    fork.channel_versions.insert("m".to_owned(), forked.clone());
+                    let fork_config = saver
+                        .put(
+                            &parent,
+                            fork,
+                            meta,
+                            ChannelVersions::from([("m".to_owned(), forked)]),
+                        )
+                        .await
+                        .expect("fork");
+                    configs.push(fork_config);
+                }
+                configs.push(config.clone());
+                parent = config;
+            }
+            configs.push(CheckpointConfig::new(thread.as_str()).with_ns(""));
+            for config in &configs {
+                let fast = saver
+                    .delta_channel_history(config, &wanted)
+                    .await
+                    .expect("history");
+                let slow = walk_delta_history(&saver, config, &wanted)
+                    .await
+                    .expect("walk");
+                assert_eq!(fast, slow, "at {config:?}");
+            }
+        }
+    }
+
     /// Versions stored as JSON integers (older savers) find their values, as `get` finds them.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn delta_history_reads_integer_versions() {
