@@ -534,6 +534,22 @@ mod tests {
         SerializedValue::new("json", format!("{text:?}").into_bytes())
     }
 
+    /// The saver's delta history at `config` is the generic walk's.
+    async fn agrees_with_generic_walk(
+        saver: &SqliteSaver,
+        config: &CheckpointConfig,
+        wanted: &[String],
+    ) {
+        let fast = saver
+            .delta_channel_history(config, wanted)
+            .await
+            .expect("history");
+        let slow = walk_delta_history(saver, config, wanted)
+            .await
+            .expect("walk");
+        assert_eq!(fast, slow, "at {config:?}");
+    }
+
     /// Names a JSON path would need escaped, a channel nobody wrote, a repeated name, and task
     /// paths that order the tasks the other way round from their ids: the one-statement
     /// history agrees with the generic walk at every checkpoint.
@@ -582,14 +598,7 @@ mod tests {
         wanted.extend(["missing".to_owned(), "a.b".to_owned()]);
         configs.push(CheckpointConfig::new("t").with_ns(""));
         for config in &configs {
-            let fast = saver
-                .delta_channel_history(config, &wanted)
-                .await
-                .expect("history");
-            let slow = walk_delta_history(&saver, config, &wanted)
-                .await
-                .expect("walk");
-            assert_eq!(fast, slow, "at {config:?}");
+            agrees_with_generic_walk(&saver, config, &wanted).await;
         }
     }
 
@@ -679,14 +688,7 @@ mod tests {
                 }
                 None => fallbacks += 1,
             }
-            let fast = saver
-                .delta_channel_history(config, &wanted)
-                .await
-                .expect("history");
-            let slow = walk_delta_history(&saver, config, &wanted)
-                .await
-                .expect("walk");
-            assert_eq!(fast, slow, "at {config:?}");
+            agrees_with_generic_walk(&saver, config, &wanted).await;
         }
         assert!(
             linear > 10 && fallbacks > 0,
@@ -759,14 +761,7 @@ mod tests {
             }
             configs.push(CheckpointConfig::new(thread.as_str()).with_ns(""));
             for config in &configs {
-                let fast = saver
-                    .delta_channel_history(config, &wanted)
-                    .await
-                    .expect("history");
-                let slow = walk_delta_history(&saver, config, &wanted)
-                    .await
-                    .expect("walk");
-                assert_eq!(fast, slow, "at {config:?}");
+                agrees_with_generic_walk(&saver, config, &wanted).await;
             }
         }
     }
@@ -815,9 +810,6 @@ mod tests {
             fast["ch"].seed.as_ref().map(|s| s.bytes.to_vec()),
             Some(b"[0]".to_vec())
         );
-        let slow = walk_delta_history(&saver, &config, &wanted)
-            .await
-            .expect("walk");
-        assert_eq!(fast, slow);
+        agrees_with_generic_walk(&saver, &config, &wanted).await;
     }
 }
