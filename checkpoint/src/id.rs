@@ -61,16 +61,11 @@ fn uuid6_u128(timestamp: u64, clock_seq: u64, node: u64) -> u128 {
 }
 
 fn format_uuid(v: u128) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut text = String::with_capacity(36);
-    for i in 0..32 {
-        if matches!(i, 8 | 12 | 16 | 20) {
-            text.push('-');
-        }
-        let nibble = (v >> (124 - 4 * i)) & 0xF;
-        text.push(char::from(HEX[nibble as usize]));
-    }
-    text
+    let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
+    (*uuid::Uuid::from_u128(v)
+        .hyphenated()
+        .encode_lower(&mut text))
+    .to_owned()
 }
 
 #[cfg(test)]

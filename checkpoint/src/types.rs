@@ -149,7 +149,112 @@ impl Checkpoint {
 
 /// The current UTC time as RFC 3339 with microseconds, as LangGraph writes `ts`.
 pub fn now_rfc3339() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, false)
+    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    let micros = since_epoch.map(|d| i64::try_from(d.as_micros()));
+    match micros {
+        Ok(Ok(micros)) => rfc3339_text(micros),
+        _ => None,
+    }
+    .unwrap_or_else(|| chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, false))
+}
+
+/// [`rfc3339_micros`] as a `String`.
+pub(crate) fn rfc3339_text(micros: i64) -> Option<String> {
+    let text = rfc3339_micros(micros)?;
+    std::str::from_utf8(&text).ok().map(str::to_owned)
+}
+
+/// Microseconds in a day.
+const DAY_MICROS: i64 = 86_400_000_000;
+
+/// `micros` since the Unix epoch as [`now_rfc3339`] writes it, the text chrono renders
+/// (`2026-11-26T11:34:31.123456+00:00`), written by hand (a step writes one); `None`
+/// outside the years 0 to 9999, which chrono writes in other shapes.
+pub(crate) fn rfc3339_micros(micros: i64) -> Option<[u8; 32]> {
+    let (days, of_day) = (micros.div_euclid(DAY_MICROS), micros.rem_euclid(DAY_MICROS));
+    let (year, month, day) = civil_from_days(days);
+    if !(0..=9999).contains(&year) {
+        return None;
+    }
+    let seconds = of_day / 1_000_000;
+    let mut text = *b"0000-00-00T00:00:00.000000+00:00";
+    for (at, width, n) in [
+        (0, 4, year),
+        (5, 2, month),
+        (8, 2, day),
+        (11, 2, seconds / 3600),
+        (14, 2, seconds / 60 % 60),
+        (17, 2, seconds % 60),
+        (20, 6, of_day % 1_000_000),
+    ] {
+        let mut n = n;
+        for digit in text[at..at + width].iter_mut().rev() {
+            *digit = b'0' + (n % 10) as u8;
+            n /= 10;
+        }
+    }
+    Some(text)
+}
+
+/// The microseconds since the Unix epoch of a time in [`rfc3339_micros`]'s shape; `None`
+/// for any other text. A day the month does not have (`02-30`) reads as the days after the
+/// month's end: render the result to tell.
+pub(crate) fn parse_rfc3339_micros(text: &str) -> Option<i64> {
+    let b = text.as_bytes();
+    let shape = b.len() == 32
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b[10] == b'T'
+        && b[13] == b':'
+        && b[16] == b':'
+        && b[19] == b'.'
+        && &b[26..] == b"+00:00";
+    if !shape {
+        return None;
+    }
+    let number = |at: usize, width: usize| {
+        b[at..at + width].iter().try_fold(0i64, |n, &c| {
+            c.is_ascii_digit().then(|| n * 10 + i64::from(c - b'0'))
+        })
+    };
+    let (year, month, day) = (number(0, 4)?, number(5, 2)?, number(8, 2)?);
+    let (hour, minute, second) = (number(11, 2)?, number(14, 2)?, number(17, 2)?);
+    let fraction = number(20, 6)?;
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 {
+        return None;
+    }
+    if second > 59 {
+        return None;
+    }
+    let seconds = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second;
+    Some(seconds * 1_000_000 + fraction)
+}
+
+/// The proleptic Gregorian date of a day counted from 1970-01-01 (Howard Hinnant's
+/// `civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// The day, counted from 1970-01-01, of a proleptic Gregorian date (Howard Hinnant's
+/// `days_from_civil`).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let year = year - i64::from(month <= 2);
+    let era = year.div_euclid(400);
+    let yoe = year.rem_euclid(400);
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
 }
 
 /// Why a checkpoint was written.
@@ -164,6 +269,18 @@ pub enum CheckpointSource {
     Update,
     /// A copy of another checkpoint.
     Fork,
+}
+
+impl CheckpointSource {
+    /// The name it is stored as (`input`, `loop`, `update`, `fork`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckpointSource::Input => "input",
+            CheckpointSource::Loop => "loop",
+            CheckpointSource::Update => "update",
+            CheckpointSource::Fork => "fork",
+        }
+    }
 }
 
 /// Metadata stored beside a checkpoint, kept as the JSON the caller gave.
@@ -239,8 +356,7 @@ impl CheckpointMetadata {
     pub(crate) fn json_entries(&self) -> Vec<(&str, JsonEntry<'_>)> {
         let mut entries = Vec::with_capacity(self.extra.len() + 4);
         if let Some(source) = self.source {
-            let source = serde_json::to_value(source).unwrap_or(Value::Null);
-            entries.push(("source", JsonEntry::Value(source)));
+            entries.push(("source", JsonEntry::Str(source.as_str())));
         }
         if let Some(step) = self.step {
             entries.push(("step", JsonEntry::Value(step.into())));
@@ -358,11 +474,11 @@ impl<'de> Deserialize<'de> for CheckpointMetadata {
 /// One value of a metadata's JSON form, borrowed where the metadata holds it; it
 /// serializes as the JSON value would.
 pub(crate) enum JsonEntry<'a> {
-    /// A value made for the entry (`source`, `step`).
+    /// A value made for the entry (`step`).
     Value(Value),
     /// `parents`.
     Parents(&'a BTreeMap<String, String>),
-    /// `run_id`.
+    /// `source` or `run_id`.
     Str(&'a str),
     /// An extra key's value.
     Extra(&'a Value),
@@ -408,6 +524,71 @@ pub struct CheckpointTuple {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A source's name is the one serde stores.
+    #[test]
+    fn source_names_are_serdes() {
+        use CheckpointSource::*;
+        for source in [Input, Loop, Update, Fork] {
+            assert_eq!(serde_json::to_value(source).unwrap(), source.as_str());
+        }
+    }
+
+    /// The hand-written time text is chrono's, and reads back, from year 0 to 9999.
+    #[test]
+    fn rfc3339_micros_is_chronos_text() {
+        let chrono_text = |micros: i64| {
+            chrono::DateTime::from_timestamp_micros(micros)
+                .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Micros, false))
+        };
+        let first = -62_167_219_200_000_000; // 0000-01-01T00:00:00
+        let last = 253_402_300_799_999_999; // 9999-12-31T23:59:59.999999
+        let mut samples = vec![
+            first,
+            last,
+            0,
+            -1,
+            1,
+            951_782_400_000_000,
+            1_764_156_871_123_456,
+        ];
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            samples.push(first + (x % (last - first) as u64) as i64);
+        }
+        for micros in samples {
+            let text = rfc3339_micros(micros).expect("in range");
+            let text = std::str::from_utf8(&text).expect("ascii");
+            assert_eq!(Some(text.to_owned()), chrono_text(micros), "{micros}");
+            assert_eq!(parse_rfc3339_micros(text), Some(micros), "{text}");
+        }
+        assert_eq!(rfc3339_micros(first - 1), None);
+        assert_eq!(rfc3339_micros(last + 1), None);
+    }
+
+    /// Other shapes do not parse; a day the month lacks parses past its end.
+    #[test]
+    fn parse_rfc3339_micros_takes_one_shape() {
+        for text in [
+            "2026-11-26T11:34:31.123456Z",
+            "2026-11-26T11:34:31.123456+01:00",
+            "2026-11-26T11:34:31+00:00",
+            "2026-13-26T11:34:31.123456+00:00",
+            "2026-11-26T24:34:31.123456+00:00",
+            "2026-11-26T11:34:60.123456+00:00",
+            "2026-11-26 11:34:31.123456+00:00",
+            "2026-1a-26T11:34:31.123456+00:00",
+            "+2026-11-26T11:34:31.12345+00:00",
+        ] {
+            assert_eq!(parse_rfc3339_micros(text), None, "{text}");
+        }
+        let past_end = parse_rfc3339_micros("2023-02-30T00:00:00.000000+00:00").expect("shape");
+        let text = rfc3339_micros(past_end).expect("in range");
+        assert_eq!(&text, b"2023-03-02T00:00:00.000000+00:00");
+    }
 
     #[test]
     fn json_entries_encode_as_to_json() {

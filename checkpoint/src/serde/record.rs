@@ -16,6 +16,7 @@ use rmp::Marker;
 use serde_json::{Map, Value};
 
 use crate::metadata;
+use crate::types::{parse_rfc3339_micros, rfc3339_micros, rfc3339_text};
 use crate::version::ChannelVersion;
 use crate::{Checkpoint, CheckpointMetadata, Error, Result};
 
@@ -45,14 +46,19 @@ const KEYS: [&str; 9] = [
 
 /// The compact record of `checkpoint` (its `channel_values` are not part of it).
 pub fn encode_checkpoint(checkpoint: &Checkpoint) -> Vec<u8> {
-    let mut out = vec![RECORD_TAG, FORMAT];
+    // Room for the usual record (a channel's name and version, a node's name and seen
+    // entry, ~40 bytes each), so it is written without growing.
+    let entries = checkpoint.channel_versions.len() + checkpoint.versions_seen.len();
+    let mut out = Vec::with_capacity(64 + 40 * entries);
+    out.extend_from_slice(&[RECORD_TAG, FORMAT]);
     let w = &mut out;
     put_uint(w, u64::from(checkpoint.v));
     put_id(w, &checkpoint.id);
     put_ts(w, &checkpoint.ts);
-    let names: Vec<&String> = checkpoint.channel_versions.keys().collect();
-    put_map_len(w, names.len());
-    for (channel, version) in &checkpoint.channel_versions {
+    let current: Vec<(&String, &ChannelVersion)> = checkpoint.channel_versions.iter().collect();
+    let position = |channel: &str| current.binary_search_by(|(name, _)| name.as_str().cmp(channel));
+    put_map_len(w, current.len());
+    for (channel, version) in &current {
         put_str(w, channel);
         put_version(w, version);
     }
@@ -61,10 +67,10 @@ pub fn encode_checkpoint(checkpoint: &Checkpoint) -> Vec<u8> {
         put_str(w, node);
         put_map_len(w, seen.len());
         for (channel, version) in seen {
-            match names.binary_search(&channel) {
+            match position(channel) {
                 Ok(at) => {
                     put_uint(w, at as u64);
-                    if checkpoint.channel_versions.get(channel) == Some(version) {
+                    if current[at].1 == version {
                         put_nil(w);
                     } else {
                         put_version(w, version);
@@ -82,7 +88,7 @@ pub fn encode_checkpoint(checkpoint: &Checkpoint) -> Vec<u8> {
         Some(updated) => {
             put_array_len(w, updated.len());
             for channel in updated {
-                match names.binary_search(&channel) {
+                match position(channel) {
                     Ok(at) => put_uint(w, at as u64),
                     Err(_) => put_str(w, channel),
                 }
@@ -207,7 +213,9 @@ pub fn is_compact(bytes: &[u8]) -> bool {
 /// The compact record of `metadata`: its JSON object as MessagePack, well-known keys by
 /// their position in a fixed list.
 pub fn encode_metadata(metadata: &CheckpointMetadata) -> Vec<u8> {
-    let mut out = vec![RECORD_TAG, METADATA_FORMAT];
+    // Room for the usual metadata (source, step, parents, bookkeeping) without growing.
+    let mut out = Vec::with_capacity(160);
+    out.extend_from_slice(&[RECORD_TAG, METADATA_FORMAT]);
     let entries = metadata.json_entries();
     put_map_len(&mut out, entries.len());
     for (key, value) in &entries {
@@ -300,25 +308,36 @@ fn put_array_len(w: &mut Vec<u8>, n: usize) {
 
 /// A canonical (lowercase, hyphenated) UUID as 16 bytes, any other id as its text.
 fn put_id(w: &mut Vec<u8>, id: &str) {
+    let mut canonical = [0u8; uuid::fmt::Hyphenated::LENGTH];
     match uuid::Uuid::try_parse(id) {
-        Ok(uuid) if uuid.hyphenated().to_string() == id => {
+        Ok(uuid) if uuid.hyphenated().encode_lower(&mut canonical) == id => {
             let _ = rmp::encode::write_bin(w, uuid.as_bytes());
         }
         _ => put_str(w, id),
     }
 }
 
+/// A time stored as Unix microseconds as its text.
 fn ts_text(micros: i64) -> Option<String> {
+    if let Some(text) = rfc3339_text(micros) {
+        return Some(text);
+    }
     let t = chrono::DateTime::from_timestamp_micros(micros)?;
     Some(t.to_rfc3339_opts(chrono::SecondsFormat::Micros, false))
 }
 
 /// An RFC 3339 time in Waypoint's form as Unix microseconds, any other as its text.
 fn put_ts(w: &mut Vec<u8>, ts: &str) {
-    let micros = chrono::DateTime::parse_from_rfc3339(ts)
-        .ok()
-        .map(|t| t.timestamp_micros())
-        .filter(|m| ts_text(*m).as_deref() == Some(ts));
+    let micros = match parse_rfc3339_micros(ts) {
+        // Waypoint's own shape, read and checked without chrono (a step writes one).
+        Some(micros) => {
+            Some(micros).filter(|m| rfc3339_micros(*m).is_some_and(|t| t[..] == *ts.as_bytes()))
+        }
+        None => chrono::DateTime::parse_from_rfc3339(ts)
+            .ok()
+            .map(|t| t.timestamp_micros())
+            .filter(|m| ts_text(*m).as_deref() == Some(ts)),
+    };
     match micros {
         Some(m) => {
             let _ = rmp::encode::write_sint(w, m);
@@ -338,10 +357,10 @@ fn version_text(counter: u64, suffix: Option<f64>) -> String {
 /// A version in Waypoint's form (or a bare integer) as the counter and the suffix's `f64`
 /// (or nil); any other as its text.
 fn put_version(w: &mut Vec<u8>, version: &ChannelVersion) {
-    let text = version.as_str();
+    // A version made from its parts is written from them, its text never rendered.
     let parsed = match version.known_parts() {
         Some(parts) => Some(parts),
-        None => parse_version(text),
+        None => parse_version(version.as_str()),
     };
     match parsed {
         Some((counter, suffix)) => {
@@ -353,7 +372,7 @@ fn put_version(w: &mut Vec<u8>, version: &ChannelVersion) {
                 None => put_nil(w),
             }
         }
-        None => put_str(w, text),
+        None => put_str(w, version.as_str()),
     }
 }
 
