@@ -47,7 +47,7 @@ use crate::pregel::graph::{Graph, INPUT};
 use crate::pregel::step::{self, Task, TaskOutput};
 use crate::state::State;
 
-/// Saves at most this many calls in one batch (one transaction).
+/// A batch (one transaction) takes no more of the queue's saves once it holds this many.
 const MAX_BATCH: usize = 256;
 
 /// One task's writes not saved yet.
@@ -188,26 +188,28 @@ impl Saves {
             true => None,
             false => rebuild(checkpoint_id, &unsaved),
         };
+        if unsaved.is_empty() {
+            return;
+        }
         let config = to.at(checkpoint_id);
-        for TaskWrites {
-            task_id,
-            task_path,
-            writes,
-        } in unsaved
-        {
-            let save = Save::Writes {
+        let saves = unsaved.into_iter().map(
+            |TaskWrites {
+                 task_id,
+                 task_path,
+                 writes,
+             }| Save::Writes {
                 config: config.clone(),
                 writes,
                 task_id,
                 task_path,
-            };
-            match self {
-                Saves::Sync {
-                    with_checkpoint, ..
-                } => with_checkpoint.push(save),
-                Saves::Async { writer, .. } => Writer::send(writer, to, save),
-                Saves::Exit { .. } => {}
-            }
+            },
+        );
+        match self {
+            Saves::Sync {
+                with_checkpoint, ..
+            } => with_checkpoint.extend(saves),
+            Saves::Async { writer, .. } => Writer::send(writer, to, saves.collect()),
+            Saves::Exit { .. } => {}
         }
     }
 
@@ -246,7 +248,7 @@ impl Saves {
                 batch.push(put.into_save());
                 to.saver.save_batch(batch).instrument(span).await?;
             }
-            Saves::Async { writer, .. } => Writer::send(writer, to, put.into_save()),
+            Saves::Async { writer, .. } => Writer::send(writer, to, vec![put.into_save()]),
             Saves::Exit { .. } => {}
         }
         frame.persisted_id = frame.checkpoint_id.clone();
@@ -471,24 +473,27 @@ impl Put {
 /// The background writer of async durability: saves leave in order, and whatever queued
 /// up while the previous batch was being written goes out together in one `save_batch`
 /// (one commit), so a slow commit is shared by several steps.
+///
+/// The queue carries a barrier's or a checkpoint's saves as one `Vec`: the queue allocates
+/// its items in blocks of 32, and a block of `Save`s (kilobytes, allocated when each run's
+/// writer starts) cost as much as a few steps.
 pub(crate) struct Writer {
-    queue: tokio::sync::mpsc::UnboundedSender<Save>,
+    queue: tokio::sync::mpsc::UnboundedSender<Vec<Save>>,
     task: tokio::task::JoinHandle<Result<()>>,
 }
 
 impl Writer {
     fn spawn(saver: Arc<dyn CheckpointSaver>, thread_id: &str) -> Self {
-        let (queue, mut rx) = tokio::sync::mpsc::unbounded_channel::<Save>();
+        let (queue, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<Save>>();
         // Its own root (it outlives the step that starts it), linked to that step's span.
         let span = tracing::debug_span!(parent: None, "async_saves", thread_id);
         span.follows_from(tracing::Span::current());
         let task = tokio::spawn(
             async move {
-                while let Some(save) = rx.recv().await {
-                    let mut batch = vec![save];
+                while let Some(mut batch) = rx.recv().await {
                     while batch.len() < MAX_BATCH {
                         match rx.try_recv() {
-                            Ok(save) => batch.push(save),
+                            Ok(saves) => batch.extend(saves),
                             Err(_) => break,
                         }
                     }
@@ -503,11 +508,11 @@ impl Writer {
         Writer { queue, task }
     }
 
-    /// Queues a save on `writer`, starting it if needed; a writer that already failed
-    /// reports it when the run finishes.
-    fn send(writer: &mut Option<Writer>, to: &Target, save: Save) {
+    /// Queues `saves`, in order, on `writer`, starting it if needed; a writer that already
+    /// failed reports it when the run finishes.
+    fn send(writer: &mut Option<Writer>, to: &Target, saves: Vec<Save>) {
         let writer = writer.get_or_insert_with(|| Writer::spawn(Arc::clone(&to.saver), &to.thread));
-        let _ = writer.queue.send(save);
+        let _ = writer.queue.send(saves);
     }
 
     /// Waits until everything queued is saved.

@@ -737,10 +737,11 @@ impl<'g, S: State> Run<'g, S> {
             }
             .instrument(span)
         });
-        // A step's sole task runs right here: nothing to join.
+        // A step's sole task runs right here: nothing to join, and its future (kilobytes)
+        // is not moved into a list.
         let results = if sole {
-            let mut futures: Vec<_> = futures.collect();
-            match futures.pop() {
+            let mut futures = futures;
+            match futures.next() {
                 Some(only) => vec![only.await],
                 None => Vec::new(),
             }

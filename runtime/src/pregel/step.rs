@@ -140,7 +140,12 @@ impl<'a> TaskIds<'a> {
 /// The bytes of a checkpoint id as LangGraph hashes them: the uuid's 16 bytes (its hex digits
 /// without dashes); an id that is not hex is taken as its UTF-8 bytes.
 pub(crate) fn checkpoint_id_bytes(checkpoint_id: &str) -> Vec<u8> {
-    let digit = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+    let digit = |b: u8| match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    };
     let mut bytes = Vec::with_capacity(checkpoint_id.len() / 2);
     let mut high = None;
     for b in checkpoint_id.bytes().filter(|&b| b != b'-') {
