@@ -3,6 +3,8 @@
 //! record), on random branching threads: with ids in creation order and in random order,
 //! re-puts of existing ids, and after every call that removes or copies checkpoints.
 
+use rand::rngs::StdRng;
+use rand::{Rng as _, SeedableRng};
 use serde_json::json;
 use waypoint_checkpoint::raw::walk_delta_history;
 use waypoint_checkpoint::{
@@ -11,25 +13,25 @@ use waypoint_checkpoint::{
     Serde, SerializedValue,
 };
 
-/// SplitMix64: a seeded generator, so a failure replays.
-struct Rng(u64);
+/// A seeded generator (a failure replays) with the two draws the thread is made of.
+struct Rng(StdRng);
 
 impl Rng {
+    fn new(seed: u64) -> Self {
+        Rng(StdRng::seed_from_u64(seed))
+    }
+
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.random()
     }
 
     fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+        self.0.random_range(0..n)
     }
 
     /// True with probability `percent` / 100.
     fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
+        self.0.random_range(0..100) < percent
     }
 }
 
@@ -161,7 +163,7 @@ async fn agree(saver: &InMemorySaver, thread: &str) -> Result<(usize, usize)> {
 }
 
 async fn agrees_through_removals_and_copies(saver: InMemorySaver, seed: u64) -> Result<()> {
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     for (thread, random_ids) in [("ordered", false), ("unordered", true)] {
         for ns in ["", "inner"] {
             branching_thread(&saver, &mut rng, thread, ns, 150, random_ids).await?;
