@@ -42,8 +42,22 @@ pub(crate) struct RawWrite {
     pub(crate) task_id: String,
     pub(crate) idx: i64,
     pub(crate) channel: String,
-    pub(crate) type_tag: String,
+    pub(crate) type_tag: Cow<'static, str>,
     pub(crate) blob: Vec<u8>,
+}
+
+/// Column `i` of `row`, a value's type tag: borrowed when it is one of the usual ones, so a
+/// write read allocates nothing for its tag, nor does opening it (a clone).
+pub(crate) fn type_tag_at(
+    row: &rusqlite::Row<'_>,
+    i: usize,
+) -> rusqlite::Result<Cow<'static, str>> {
+    const USUAL: [&str; 4] = ["msgpack", "json", "null", EMPTY];
+    let tag = row.get_ref(i)?.as_str()?;
+    Ok(match USUAL.iter().find(|usual| **usual == tag) {
+        Some(usual) => Cow::Borrowed(usual),
+        None => Cow::Owned(tag.to_owned()),
+    })
 }
 
 /// A checkpoint row (decoded, still without values) with its values and writes, as read.

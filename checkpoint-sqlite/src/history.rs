@@ -19,7 +19,7 @@ use serde_json::Value;
 use waypoint_checkpoint::serde::record;
 use waypoint_checkpoint::{ChannelVersion, Error, Result};
 
-use crate::convert::{RawBlob, RawWrite};
+use crate::convert::{RawBlob, RawWrite, type_tag_at};
 use crate::error::sqlite_error;
 
 /// For each channel, its writes (oldest first) and seed, walking parent links from the
@@ -336,7 +336,7 @@ fn linear_delta_history(
                     task_id: row.get(2).map_err(sqlite_error)?,
                     idx: row.get(3).map_err(sqlite_error)?,
                     channel: channel.clone(),
-                    type_tag: row.get(4).map_err(sqlite_error)?,
+                    type_tag: type_tag_at(row, 4).map_err(sqlite_error)?,
                     blob: row.get(5).map_err(sqlite_error)?,
                 };
                 found.push((row.get(1).map_err(sqlite_error)?, ancestor.clone(), write));
@@ -475,7 +475,7 @@ fn chained_delta_history(
                     task_id,
                     idx: row.get(3).map_err(sqlite_error)?,
                     channel,
-                    type_tag: get(4)?,
+                    type_tag: type_tag_at(row, 4).map_err(sqlite_error)?,
                     blob: row.get(5).map_err(sqlite_error)?,
                 };
                 history.writes.push((get(6)?, write));

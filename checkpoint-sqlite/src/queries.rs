@@ -18,6 +18,7 @@ use waypoint_checkpoint::{Checkpoint, Result};
 use crate::cache::{BlobCache, BlobKey};
 use crate::convert::{
     EMPTY, RawBlob, RawCheckpoint, RawWrite, decode_checkpoint, decode_metadata, record_at,
+    type_tag_at,
 };
 use crate::error::sqlite_error;
 
@@ -291,7 +292,7 @@ fn writes(conn: &Connection, thread_id: &str, ns: &str, id: &str) -> Result<Vec<
             task_id: r.get(0)?,
             idx: r.get(1)?,
             channel: r.get(2)?,
-            type_tag: r.get(3)?,
+            type_tag: type_tag_at(r, 3)?,
             blob: r.get(4)?,
         })
     })
