@@ -200,7 +200,8 @@ impl ListQuery {
 
 /// Stores a checkpoint, its new values and (with an authenticated history) its child record
 /// on the parent in one statement: atomic, one round trip. Values already stored under the
-/// same version are kept; the checkpoint row is replaced except for its parent.
+/// same version are kept; the checkpoint row is replaced except for its parent. The row
+/// records where its delta channels' histories start ([`DELTA_SEEDS`]).
 ///
 /// Values the parent row holds inline (LangGraph keeps strings, numbers, booleans and null
 /// in `channel_values`, outside `checkpoint_blobs`) are carried into the new row for every
@@ -255,17 +256,18 @@ pub(crate) async fn put<'a>(
         FROM unnest($3::text[], $4::text[], $5::text[], $6::bytea[]) AS v(channel, version, type, blob){held}
         ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
     ){child}
-    INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
+    INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, waypoint_delta_seeds)
     SELECT $1, $2, $7, $8, jsonb_set($9::jsonb, '{{channel_values}}', coalesce((
         SELECT jsonb_object_agg(e.key, e.value)
         FROM checkpoints p, jsonb_each(p.checkpoint -> 'channel_values') AS e
         WHERE p.thread_id = $1 AND p.checkpoint_ns = $2 AND p.checkpoint_id = $8
             AND p.checkpoint -> 'channel_versions' -> e.key = $9::jsonb -> 'channel_versions' -> e.key
             AND e.key <> ALL($3::text[])
-    ), '{{}}'::jsonb)), $10::jsonb
+    ), '{{}}'::jsonb)), $10::jsonb, {DELTA_SEEDS}
     FROM (SELECT set_config('waypoint.expected_heads', $20, true)) AS heads{held}
     ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id)
-    DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata"
+    DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata,
+        waypoint_delta_seeds = EXCLUDED.waypoint_delta_seeds"
         )
     }
     static SQL: OnceLock<[[String; 3]; 3]> = OnceLock::new();
@@ -339,6 +341,36 @@ pub(crate) async fn put<'a>(
     };
     Ok(done.rows_affected() > 0)
 }
+
+/// A put's `waypoint_delta_seeds`: for each delta channel its metadata counts
+/// (`counters_since_delta_snapshot`, [`metadata::DELTA_COUNTERS`]), where its history starts
+/// as `[checkpoint id, version]`: this checkpoint when the put hands the channel's value over
+/// (or hands over the version the parent's seed has, whose stored value it shares); else the
+/// parent's entry; else, with no parent, this checkpoint, and under a parent that is its
+/// thread's first checkpoint, that parent, both with a null version (no value: the history
+/// starts empty). Otherwise (a parent written without the column) the entry is null: unknown.
+/// NULL without delta channels. [`delta_history`] checks the seed it names and walks the
+/// other way when an entry is missing or does not hold.
+const DELTA_SEEDS: &str = "(
+        SELECT jsonb_object_agg(d.channel, CASE
+            WHEN h.valued OR h.version = p.seeds -> d.channel ->> 1
+                THEN jsonb_build_array($7::text, h.version)
+            WHEN jsonb_typeof(p.seeds -> d.channel) = 'array' THEN p.seeds -> d.channel
+            WHEN $8::text IS NULL THEN jsonb_build_array($7::text, NULL::text)
+            WHEN p.found AND p.parent_checkpoint_id IS NULL THEN jsonb_build_array($8::text, NULL::text)
+        END)
+        FROM jsonb_object_keys(CASE
+            WHEN jsonb_typeof($10::jsonb -> 'counters_since_delta_snapshot') = 'object'
+            THEN $10::jsonb -> 'counters_since_delta_snapshot' END) AS d(channel)
+        LEFT JOIN LATERAL (
+            SELECT v.version, v.type <> 'empty' AND v.blob IS NOT NULL AS valued
+            FROM unnest($3::text[], $4::text[], $5::text[], $6::bytea[]) AS v(channel, version, type, blob)
+            WHERE v.channel = d.channel
+            LIMIT 1) h ON true
+        LEFT JOIN (
+            SELECT waypoint_delta_seeds AS seeds, parent_checkpoint_id, true AS found
+            FROM checkpoints WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $8) p ON true
+    )";
 
 /// What lets a put write.
 #[derive(Debug, Clone, Copy)]
@@ -678,8 +710,8 @@ pub(crate) async fn copy_thread(
         .await
         .map_err(pg_error)?;
     sqlx::query(
-        "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata)
-         SELECT $2, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata FROM checkpoints WHERE thread_id = $1",
+        "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata, waypoint_delta_seeds)
+         SELECT $2, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata, waypoint_delta_seeds FROM checkpoints WHERE thread_id = $1",
     )
     .persistent(persistent)
     .bind(source)
@@ -1118,21 +1150,208 @@ LEFT JOIN LATERAL (
 WHERE chain.seeded
 ORDER BY 1 DESC, 9, 3, 4"#;
 
+/// The delta history through the seed pointers the puts record ([`DELTA_SEEDS`]), in one
+/// statement of range reads, none recursive, returning one row of parallel arrays: the
+/// target; each wanted channel's seed entry with the seed's own version, stored value and
+/// inline value there (the one checkpoint whose JSON is read); every checkpoint's
+/// `(id, parent)` from the oldest seed to the target; and their writes to the channels, by
+/// checkpoint id and then in `get_tuple`'s order. The parent links are walked here.
+const DELTA_FROM_SEEDS: &str = r#"WITH t AS (
+    SELECT checkpoint_id, waypoint_delta_seeds AS seeds FROM checkpoints
+    WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = coalesce($3::text,
+        (SELECT max(checkpoint_id) FROM checkpoints WHERE thread_id = $1 AND checkpoint_ns = $2))
+), s AS (
+    SELECT o.channel, t.seeds -> o.channel ->> 0 AS seed, t.seeds -> o.channel ->> 1 AS named
+    FROM t CROSS JOIN unnest($4::text[]) WITH ORDINALITY o(channel, i)
+    WHERE ($4::text[])[o.i] = o.channel
+), lo AS (
+    SELECT min(seed) AS id FROM s HAVING count(*) = count(seed)
+), c AS (
+    SELECT c.checkpoint_id, c.parent_checkpoint_id FROM t, lo, checkpoints c
+    WHERE c.thread_id = $1 AND c.checkpoint_ns = $2
+        AND c.checkpoint_id >= lo.id AND c.checkpoint_id <= t.checkpoint_id
+), w AS (
+    SELECT w.checkpoint_id, w.task_id, w.channel, w.idx, w.type, w.blob, w.task_path
+    FROM t, lo, checkpoint_writes w
+    WHERE w.thread_id = $1 AND w.checkpoint_ns = $2 AND w.channel = ANY($4::text[])
+        AND w.checkpoint_id >= lo.id AND w.checkpoint_id < t.checkpoint_id
+), seeds AS (
+    SELECT s.channel, s.seed, s.named, x.version, b.type, b.blob, x.inline
+    FROM s LEFT JOIN LATERAL (
+        SELECT j -> 'channel_versions' ->> s.channel AS version,
+            (j -> 'channel_values' -> s.channel)::text AS inline
+        FROM (SELECT checkpoint || '{}'::jsonb AS j FROM checkpoints
+            WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = s.seed LIMIT 1) r
+    ) x ON true
+    LEFT JOIN LATERAL (
+        SELECT type, blob FROM checkpoint_blobs
+        WHERE thread_id = $1 AND checkpoint_ns = $2 AND channel = s.channel
+            AND version = x.version AND type <> 'empty' AND blob IS NOT NULL
+        LIMIT 1) b ON true
+)
+SELECT t.checkpoint_id,
+    (SELECT array_agg(channel) FROM seeds), (SELECT array_agg(seed) FROM seeds),
+    (SELECT array_agg(named) FROM seeds), (SELECT array_agg(version) FROM seeds),
+    (SELECT array_agg(type) FROM seeds), (SELECT array_agg(blob) FROM seeds),
+    (SELECT array_agg(inline) FROM seeds),
+    (SELECT array_agg(checkpoint_id) FROM c), (SELECT array_agg(parent_checkpoint_id) FROM c),
+    w.ids, w.tasks, w.channels, w.idxs, w.types, w.blobs
+FROM t CROSS JOIN LATERAL (
+    SELECT array_agg(checkpoint_id ORDER BY k) AS ids, array_agg(task_id ORDER BY k) AS tasks,
+        array_agg(channel ORDER BY k) AS channels, array_agg(idx ORDER BY k) AS idxs,
+        array_agg(type ORDER BY k) AS types, array_agg(blob ORDER BY k) AS blobs
+    FROM (SELECT *, row_number() OVER (ORDER BY checkpoint_id, task_path COLLATE "C",
+        task_id COLLATE "C", idx) AS k FROM w) w
+) w"#;
+
 /// For each channel, the writes (oldest first) and seed that rebuild it at checkpoint `id`
-/// of `(thread_id, ns)` (the latest without one), opened by `serde`; see [`DELTA_HISTORY`].
-/// An unknown target gives every channel an empty history.
+/// of `(thread_id, ns)` (the latest without one), opened by `serde`: read through the seed
+/// pointers ([`DELTA_FROM_SEEDS`]) where every channel has one that holds, else by walking
+/// parent links ([`DELTA_HISTORY`]). An unknown target gives every channel an empty history.
 pub(crate) async fn delta_history(
     conn: &mut PgConnection,
     serde: &Serde,
-    (thread_id, ns, id): (&str, &str, Option<&str>),
+    target: (&str, &str, Option<&str>),
     channels: &[String],
     persistent: bool,
 ) -> Result<BTreeMap<String, DeltaChannelHistory>> {
-    let mut out: BTreeMap<String, DeltaChannelHistory> = channels
+    let wanted: Vec<&str> = channels
         .iter()
-        .map(|c| (c.clone(), DeltaChannelHistory::default()))
+        .map(String::as_str)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
         .collect();
-    let wanted: Vec<&str> = out.keys().map(String::as_str).collect();
+    if let Some(out) = from_seeds(&mut *conn, serde, target, &wanted, persistent).await? {
+        return Ok(out);
+    }
+    walk_history(conn, serde, target, &wanted, persistent).await
+}
+
+/// Text arrays of a [`DELTA_FROM_SEEDS`] row (NULL: empty).
+type Texts = Vec<Option<String>>;
+
+/// The history read through the seed pointers ([`DELTA_FROM_SEEDS`]); `None` when a wanted
+/// channel has no entry, or its entry does not hold: the seed is not on the target's chain
+/// within the rows read, has no value at the version named, or, named without one, is not
+/// its thread's first checkpoint or has a value.
+async fn from_seeds(
+    conn: &mut PgConnection,
+    serde: &Serde,
+    (thread_id, ns, id): (&str, &str, Option<&str>),
+    wanted: &[&str],
+    persistent: bool,
+) -> Result<Option<BTreeMap<String, DeltaChannelHistory>>> {
+    let row = sqlx::query(DELTA_FROM_SEEDS)
+        .persistent(persistent)
+        .bind(thread_id)
+        .bind(ns)
+        .bind(id)
+        .bind(wanted)
+        .fetch_optional(conn)
+        .await
+        .map_err(pg_error)?;
+    let mut out: BTreeMap<String, DeltaChannelHistory> = wanted
+        .iter()
+        .map(|c| ((*c).to_owned(), DeltaChannelHistory::default()))
+        .collect();
+    // An unknown target: nothing to rebuild from (as the walk finds).
+    let Some(row) = row else {
+        return Ok(Some(out));
+    };
+    let texts = |i: usize| -> Result<Texts> {
+        let v: Option<Texts> = row.try_get(i).map_err(pg_error)?;
+        Ok(v.unwrap_or_default())
+    };
+    let blobs = |i: usize| -> Result<Vec<Option<Vec<u8>>>> {
+        let v: Option<Vec<Option<Vec<u8>>>> = row.try_get(i).map_err(pg_error)?;
+        Ok(v.unwrap_or_default())
+    };
+    let target: String = row.try_get(0).map_err(pg_error)?;
+    let (channels, seeds, named, versions) = (texts(1)?, texts(2)?, texts(3)?, texts(4)?);
+    let (tags, values, inlines) = (texts(5)?, blobs(6)?, texts(7)?);
+    let (ids, parents) = (texts(8)?, texts(9)?);
+    let parents: HashMap<&str, Option<&str>> = ids
+        .iter()
+        .zip(&parents)
+        .filter_map(|(id, parent)| Some((id.as_deref()?, parent.as_deref())))
+        .collect();
+    let (w_ids, w_tasks, w_channels) = (texts(10)?, texts(11)?, texts(12)?);
+    let w_idxs: Vec<Option<i32>> = row
+        .try_get::<Option<_>, _>(13)
+        .map_err(pg_error)?
+        .unwrap_or_default();
+    let (mut w_tags, mut w_blobs) = (texts(14)?, blobs(15)?);
+    // Each checkpoint's writes of each channel, in the order read.
+    let mut writes: HashMap<(&str, &str), Vec<usize>> = HashMap::new();
+    for (i, (id, channel)) in w_ids.iter().zip(&w_channels).enumerate() {
+        if let (Some(id), Some(channel)) = (id, channel) {
+            writes.entry((channel, id)).or_default().push(i);
+        }
+    }
+    for (i, channel) in channels.iter().enumerate() {
+        let Some(channel) = channel.as_deref() else {
+            continue;
+        };
+        let Some(seed) = seeds[i].as_deref() else {
+            return Ok(None);
+        };
+        // The target's chain, nearest ancestor first, down to the seed.
+        let mut chain = Vec::new();
+        let mut next = parents.get(target.as_str()).copied().flatten();
+        loop {
+            let Some(id) = next else {
+                return Ok(None);
+            };
+            let Some(&parent) = parents.get(id) else {
+                return Ok(None);
+            };
+            next = parent;
+            chain.push(id);
+            if id == seed {
+                break;
+            }
+        }
+        let stored = match (&tags[i], &values[i], &inlines[i]) {
+            (Some(tag), Some(blob), _) => Some(SerializedValue::new(tag.clone(), blob.clone())),
+            (_, _, Some(inline)) => Some(inline_value(inline)?),
+            _ => None,
+        };
+        let history = out.entry(channel.to_owned()).or_default();
+        match (&named[i], stored) {
+            // The seed holds a value at the version its entry names.
+            (Some(named), Some(value)) if versions[i].as_ref() == Some(named) => {
+                history.seed = Some(open_seed(serde, (thread_id, ns), channel, named, value)?);
+            }
+            // The history starts empty at the thread's first checkpoint.
+            (None, None) if next.is_none() => {}
+            _ => return Ok(None),
+        }
+        for id in chain.iter().rev() {
+            for &w in writes.get(&(channel, *id)).map_or(&[][..], Vec::as_slice) {
+                let task_id = w_tasks[w].clone().unwrap_or_default();
+                let idx = w_idxs[w].unwrap_or_default();
+                let (tag, blob) = (w_tags[w].take(), w_blobs[w].take());
+                let write =
+                    open_write(serde, (thread_id, ns, id), channel, task_id, idx, tag, blob)?;
+                history.writes.push(write);
+            }
+        }
+    }
+    Ok(Some(out))
+}
+
+/// The delta history by walking parent links on the server ([`DELTA_HISTORY`]).
+async fn walk_history(
+    conn: &mut PgConnection,
+    serde: &Serde,
+    (thread_id, ns, id): (&str, &str, Option<&str>),
+    wanted: &[&str],
+    persistent: bool,
+) -> Result<BTreeMap<String, DeltaChannelHistory>> {
+    let mut out: BTreeMap<String, DeltaChannelHistory> = wanted
+        .iter()
+        .map(|c| ((*c).to_owned(), DeltaChannelHistory::default()))
+        .collect();
     let rows = sqlx::query(DELTA_HISTORY)
         .persistent(persistent)
         .bind(thread_id)
@@ -1155,31 +1374,19 @@ pub(crate) async fn delta_history(
             Some(task_id) => {
                 let idx: i32 = row.try_get(3).map_err(pg_error)?;
                 let checkpoint_id = key.unwrap_or_default();
-                let slot = Slot::Write {
-                    thread_id,
-                    checkpoint_ns: ns,
-                    checkpoint_id: &checkpoint_id,
-                    task_id: &task_id,
-                    channel: &channel,
-                    idx: i64::from(idx),
-                };
-                let tag = tag.unwrap_or_else(|| TAG_NULL.to_owned());
-                let value = SerializedValue::new(tag, blob.unwrap_or_default());
-                let value = serde.open(&value, &slot)?;
-                history.writes.push(PendingWrite {
+                let write = open_write(
+                    serde,
+                    (thread_id, ns, &checkpoint_id),
+                    &channel,
                     task_id,
-                    channel,
-                    value,
-                });
+                    idx,
+                    tag,
+                    blob,
+                )?;
+                history.writes.push(write);
             }
             None => {
                 let version = key.unwrap_or_default();
-                let slot = Slot::Channel {
-                    thread_id,
-                    checkpoint_ns: ns,
-                    channel: &channel,
-                    version: &version,
-                };
                 let inline: Option<String> = row.try_get(7).map_err(pg_error)?;
                 let value = match (tag, blob, inline) {
                     (Some(tag), Some(blob), _) => SerializedValue::new(tag, blob),
@@ -1187,11 +1394,61 @@ pub(crate) async fn delta_history(
                     // The walk closed the channel on one of the two, so both are not missing.
                     _ => continue,
                 };
-                history.seed = Some(serde.open(&value, &slot)?);
+                history.seed = Some(open_seed(
+                    serde,
+                    (thread_id, ns),
+                    &channel,
+                    &version,
+                    value,
+                )?);
             }
         }
     }
     Ok(out)
+}
+
+/// A stored write of `channel` on checkpoint `(thread, ns, id)`, opened for its slot.
+fn open_write(
+    serde: &Serde,
+    (thread_id, checkpoint_ns, checkpoint_id): (&str, &str, &str),
+    channel: &str,
+    task_id: String,
+    idx: i32,
+    tag: Option<String>,
+    blob: Option<Vec<u8>>,
+) -> Result<PendingWrite> {
+    let slot = Slot::Write {
+        thread_id,
+        checkpoint_ns,
+        checkpoint_id,
+        task_id: &task_id,
+        channel,
+        idx: i64::from(idx),
+    };
+    let tag = tag.unwrap_or_else(|| TAG_NULL.to_owned());
+    let value = serde.open(&SerializedValue::new(tag, blob.unwrap_or_default()), &slot)?;
+    Ok(PendingWrite {
+        task_id,
+        channel: channel.to_owned(),
+        value,
+    })
+}
+
+/// A seed: `channel`'s value stored at `version` in `(thread, ns)`, opened for its slot.
+fn open_seed(
+    serde: &Serde,
+    (thread_id, checkpoint_ns): (&str, &str),
+    channel: &str,
+    version: &str,
+    value: SerializedValue,
+) -> Result<SerializedValue> {
+    let slot = Slot::Channel {
+        thread_id,
+        checkpoint_ns,
+        channel,
+        version,
+    };
+    serde.open(&value, &slot)
 }
 
 /// An inline `channel_values` entry (JSON text) as a value, as `get_tuple` reads it.
@@ -1323,6 +1580,179 @@ mod tests {
         assert_eq!(seed("q\"x"), Some(json!([7])));
         assert_eq!(seed("missing"), None);
         assert_eq!(latest["a.b"].writes.len(), 2);
+    }
+
+    /// A put of step `step` under `parent` with, for each `(channel, version, snapshot)`,
+    /// the channel counted as a delta channel in the metadata (as the runtime counts them),
+    /// its value stored when `snapshot` holds one, and two writes of it on the new checkpoint.
+    async fn delta_put(
+        saver: &PostgresSaver,
+        parent: &CheckpointConfig,
+        step: i64,
+        channels: &[(&str, &str, Option<i64>)],
+    ) -> CheckpointConfig {
+        let serde = Serde::default();
+        let mut checkpoint = waypoint_checkpoint::Checkpoint::new(step);
+        let mut new_versions = waypoint_checkpoint::ChannelVersions::new();
+        let mut counters = serde_json::Map::new();
+        for (channel, version, snapshot) in channels {
+            let version = waypoint_checkpoint::ChannelVersion::from(*version);
+            checkpoint
+                .channel_versions
+                .insert((*channel).to_owned(), version.clone());
+            new_versions.insert((*channel).to_owned(), version);
+            if let Some(value) = snapshot {
+                let value = serde.dumps(&json!([value])).expect("dumps");
+                checkpoint
+                    .channel_values
+                    .insert((*channel).to_owned(), value);
+            }
+            counters.insert((*channel).to_owned(), json!(step));
+        }
+        let mut metadata = waypoint_checkpoint::CheckpointMetadata::default();
+        if !counters.is_empty() {
+            metadata.extra.insert(
+                waypoint_checkpoint::metadata::DELTA_COUNTERS.to_owned(),
+                serde_json::Value::Object(counters),
+            );
+        }
+        let stored = saver
+            .put(parent, checkpoint, metadata, new_versions)
+            .await
+            .expect("put");
+        for (task, path) in [("t2", "b"), ("t1", "a")] {
+            let writes = channels
+                .iter()
+                .map(|(c, _, _)| {
+                    let value = serde.dumps(&json!([format!("{task} {step}")]));
+                    ((*c).to_owned(), value.expect("dumps"))
+                })
+                .collect();
+            saver
+                .put_writes(&stored, writes, task, path)
+                .await
+                .expect("writes");
+        }
+        stored
+    }
+
+    /// A thread written as the runtime writes one in Waypoint's encoding: delta channels
+    /// counted in the metadata and stored as writes, a snapshot now and then, a step handing
+    /// the seed's version over again, a fork storing a snapshot, a fork without one, a second
+    /// channel that starts later. At every checkpoint the history read through the seed
+    /// pointers is the generic walk's, and the pointers answer without a walk where every
+    /// wanted channel has one; with the pointers gone (rows written before them) the walk
+    /// answers the same.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn delta_history_through_seed_pointers_matches_the_walk() {
+        let Some(url) = waypoint_test_kit::postgres_url() else {
+            return;
+        };
+        let schema = waypoint_test_kit::fresh_name("wp_test");
+        let config = PostgresConfig::new(url)
+            .schema(schema)
+            .max_connections(2)
+            .langgraph_values(false);
+        let saver = PostgresSaver::connect(config).await.expect("connect");
+        let root = delta_put(&saver, &CheckpointConfig::new("t"), -1, &[]).await;
+        let mut main = vec![root.clone()];
+        for step in 1..=8i64 {
+            let m = format!("m{step:03}");
+            let mut channels = vec![(
+                "m",
+                // Step 5 hands over the version step 4 stored a value under.
+                if step == 5 { "m004" } else { m.as_str() },
+                (step == 4).then_some(step),
+            )];
+            let n = format!("n{step:03}");
+            if step >= 6 {
+                channels.push(("n", n.as_str(), (step == 7).then_some(step)));
+            }
+            let parent = main.last().expect("parent").clone();
+            main.push(delta_put(&saver, &parent, step, &channels).await);
+        }
+        let fork = delta_put(&saver, &main[3], 4, &[("m", "f001", Some(40))]).await;
+        let forked = delta_put(&saver, &fork, 5, &[("m", "f002", None)]).await;
+        let other = delta_put(&saver, &main[2], 3, &[("m", "g001", None)]).await;
+        let strings = |c: &[&str]| c.iter().map(|c| (*c).to_owned()).collect::<Vec<_>>();
+        let (m, mn, unknown) = (strings(&["m"]), strings(&["m", "n"]), strings(&["m", "x"]));
+        // Every checkpoint reads through them but the root (nothing counted) and those that
+        // hold the value themselves (a history of their ancestors: the runtime never asks).
+        let holding = [&main[4], &main[5], &fork];
+        let mut through: Vec<(CheckpointConfig, Vec<String>)> = main[1..]
+            .iter()
+            .chain([&forked, &other])
+            .filter(|c| !holding.contains(c))
+            .map(|c| (c.clone(), m.clone()))
+            .collect();
+        through.push((main[8].clone(), mn.clone()));
+        // The latest: the last fork, which counts `m` only.
+        through.push((CheckpointConfig::new("t"), m.clone()));
+        let mut walked: Vec<(CheckpointConfig, Vec<String>)> = vec![
+            (root.clone(), m.clone()),
+            (main[6].clone(), mn.clone()),
+            (main[8].clone(), unknown.clone()),
+        ];
+        walked.extend(holding.iter().map(|c| ((*c).clone(), m.clone())));
+        let unknown_target = CheckpointConfig::new("t").with_id("nope");
+        let all: Vec<_> = through
+            .iter()
+            .chain(&walked)
+            .cloned()
+            .chain([(unknown_target.clone(), m.clone())])
+            .collect();
+        let serde = Serde::default();
+        let mut conn = saver.pool().acquire().await.expect("connection");
+        for cleared in [false, true] {
+            for (config, channels) in &all {
+                let fast = saver
+                    .delta_channel_history(config, channels)
+                    .await
+                    .expect("history");
+                let slow = walk_delta_history(&saver, config, channels)
+                    .await
+                    .expect("walk");
+                assert_eq!(fast, slow, "at {config:?} {channels:?}, cleared {cleared}");
+            }
+            for (config, channels) in &through {
+                let wanted: Vec<&str> = channels.iter().map(String::as_str).collect();
+                let target = (
+                    config.thread_id.as_str(),
+                    config.ns(),
+                    config.checkpoint_id.as_deref(),
+                );
+                let read = super::from_seeds(&mut conn, &serde, target, &wanted, true)
+                    .await
+                    .expect("read");
+                assert_eq!(read.is_some(), !cleared, "at {config:?} {channels:?}");
+            }
+            for (config, channels) in &walked {
+                let wanted: Vec<&str> = channels.iter().map(String::as_str).collect();
+                let target = (
+                    config.thread_id.as_str(),
+                    config.ns(),
+                    config.checkpoint_id.as_deref(),
+                );
+                let read = super::from_seeds(&mut conn, &serde, target, &wanted, true)
+                    .await
+                    .expect("read");
+                assert!(read.is_none(), "at {config:?} {channels:?}");
+            }
+            sqlx::query("UPDATE checkpoints SET waypoint_delta_seeds = NULL")
+                .execute(&mut *conn)
+                .await
+                .expect("clear");
+        }
+        // The seed of the step that handed the stored version over again is that step.
+        let history = saver
+            .delta_channel_history(&main[6], &m)
+            .await
+            .expect("history");
+        let seed: serde_json::Value = serde
+            .loads(history["m"].seed.as_ref().expect("seed"))
+            .expect("loads");
+        assert_eq!(seed, json!([4]));
+        assert_eq!(history["m"].writes.len(), 2);
     }
 
     /// Behind a transaction pooler a put is one message with its parameters written as

@@ -139,6 +139,10 @@ $fn$;"],
 EXCEPTION WHEN syntax_error OR feature_not_supported THEN NULL;
 END $$;",
     ],
+    // Where each delta channel's history starts (`queries::put` writes it, the delta history
+    // reads it): `{channel: [seed checkpoint id, its version or null]}`. Nullable, no default:
+    // adding it rewrites nothing; rows written before it (or by LangGraph) hold NULL.
+    &["ALTER TABLE checkpoints ADD COLUMN IF NOT EXISTS waypoint_delta_seeds JSONB;"],
 ];
 
 /// The newest LangGraph migration this build knows.
