@@ -73,6 +73,18 @@ fn rmp_decode<R>(
     (value, bytes.len().saturating_sub(read))
 }
 
+/// Whether `de` has read all its input: reading one more marker finds none.
+#[cfg(feature = "msgpack")]
+fn rmp_at_end<'de, R: rmp_serde::decode::ReadSlice<'de>>(
+    de: &mut rmp_serde::Deserializer<R>,
+) -> bool {
+    matches!(
+        <serde::de::IgnoredAny as serde::Deserialize>::deserialize(de),
+        Err(rmp_serde::decode::Error::InvalidMarkerRead(e))
+            if e.kind() == std::io::ErrorKind::UnexpectedEof
+    )
+}
+
 /// A serialization format; which ones exist depends on cargo features.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -207,11 +219,21 @@ impl Format {
         match self {
             Format::Json => serde_json::from_slice(bytes).map_err(|e| fail(&e)),
             #[cfg(feature = "msgpack")]
-            Format::MsgPack => match rmp_decode(bytes, |de| T::deserialize(de)) {
-                (Ok(value), 0) => Ok(value),
-                (Ok(_), n) => Err(fail(&format_args!("{n} bytes after the value"))),
-                (Err(e), _) => Err(fail(&e)),
-            },
+            Format::MsgPack => {
+                // Over the slice itself, which reads strings in place (the reader of
+                // `rmp_decode` copies each into a buffer first); that one only counts the
+                // bytes after a value, when there are some.
+                let mut de = rmp_serde::Deserializer::from_read_ref(bytes);
+                de.set_max_depth(MAX_DEPTH);
+                match T::deserialize(&mut de) {
+                    Ok(value) if rmp_at_end(&mut de) => Ok(value),
+                    Ok(_) => match rmp_decode(bytes, |de| T::deserialize(de)) {
+                        (Ok(_), n) => Err(fail(&format_args!("{n} bytes after the value"))),
+                        (Err(e), _) => Err(fail(&e)),
+                    },
+                    Err(e) => Err(fail(&e)),
+                }
+            }
             #[cfg(feature = "msgpack")]
             Format::LangGraph => super::langgraph::decode(bytes).map_err(|r| r.error),
             #[cfg(feature = "postcard")]
