@@ -149,13 +149,9 @@ impl Checkpoint {
 
 /// The current UTC time as RFC 3339 with microseconds, as LangGraph writes `ts`.
 pub fn now_rfc3339() -> String {
-    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-    let micros = since_epoch.map(|d| i64::try_from(d.as_micros()));
-    match micros {
-        Ok(Ok(micros)) => rfc3339_text(micros),
-        _ => None,
-    }
-    .unwrap_or_else(|| chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, false))
+    let now = chrono::Utc::now();
+    rfc3339_text(now.timestamp_micros())
+        .unwrap_or_else(|| now.to_rfc3339_opts(chrono::SecondsFormat::Micros, false))
 }
 
 /// [`rfc3339_micros`] as a `String`.
@@ -164,28 +160,22 @@ pub(crate) fn rfc3339_text(micros: i64) -> Option<String> {
     std::str::from_utf8(&text).ok().map(str::to_owned)
 }
 
-/// Microseconds in a day.
-const DAY_MICROS: i64 = 86_400_000_000;
-
 /// `micros` since the Unix epoch as [`now_rfc3339`] writes it, the text chrono renders
-/// (`2026-11-26T11:34:31.123456+00:00`), written by hand (a step writes one); `None`
-/// outside the years 0 to 9999, which chrono writes in other shapes.
+/// (`2026-11-26T11:34:31.123456+00:00`), its digits written by hand (a step writes one);
+/// `None` outside the years 0 to 9999, which chrono writes in other shapes.
 pub(crate) fn rfc3339_micros(micros: i64) -> Option<[u8; 32]> {
-    let (days, of_day) = (micros.div_euclid(DAY_MICROS), micros.rem_euclid(DAY_MICROS));
-    let (year, month, day) = civil_from_days(days);
-    if !(0..=9999).contains(&year) {
-        return None;
-    }
-    let seconds = of_day / 1_000_000;
+    use chrono::{Datelike, Timelike};
+    let t = chrono::DateTime::from_timestamp_micros(micros)?;
+    let year = u32::try_from(t.year()).ok().filter(|y| *y <= 9999)?;
     let mut text = *b"0000-00-00T00:00:00.000000+00:00";
     for (at, width, n) in [
         (0, 4, year),
-        (5, 2, month),
-        (8, 2, day),
-        (11, 2, seconds / 3600),
-        (14, 2, seconds / 60 % 60),
-        (17, 2, seconds % 60),
-        (20, 6, of_day % 1_000_000),
+        (5, 2, t.month()),
+        (8, 2, t.day()),
+        (11, 2, t.hour()),
+        (14, 2, t.minute()),
+        (17, 2, t.second()),
+        (20, 6, t.timestamp_subsec_micros()),
     ] {
         let mut n = n;
         for digit in text[at..at + width].iter_mut().rev() {
@@ -197,8 +187,7 @@ pub(crate) fn rfc3339_micros(micros: i64) -> Option<[u8; 32]> {
 }
 
 /// The microseconds since the Unix epoch of a time in [`rfc3339_micros`]'s shape; `None`
-/// for any other text. A day the month does not have (`02-30`) reads as the days after the
-/// month's end: render the result to tell.
+/// for any other text, or a date or time that does not exist.
 pub(crate) fn parse_rfc3339_micros(text: &str) -> Option<i64> {
     let b = text.as_bytes();
     let shape = b.len() == 32
@@ -213,48 +202,15 @@ pub(crate) fn parse_rfc3339_micros(text: &str) -> Option<i64> {
         return None;
     }
     let number = |at: usize, width: usize| {
-        b[at..at + width].iter().try_fold(0i64, |n, &c| {
-            c.is_ascii_digit().then(|| n * 10 + i64::from(c - b'0'))
+        b[at..at + width].iter().try_fold(0u32, |n, &c| {
+            c.is_ascii_digit().then(|| n * 10 + u32::from(c - b'0'))
         })
     };
-    let (year, month, day) = (number(0, 4)?, number(5, 2)?, number(8, 2)?);
+    let year = i32::try_from(number(0, 4)?).ok()?;
+    let date = chrono::NaiveDate::from_ymd_opt(year, number(5, 2)?, number(8, 2)?)?;
     let (hour, minute, second) = (number(11, 2)?, number(14, 2)?, number(17, 2)?);
-    let fraction = number(20, 6)?;
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 {
-        return None;
-    }
-    if second > 59 {
-        return None;
-    }
-    let seconds = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second;
-    Some(seconds * 1_000_000 + fraction)
-}
-
-/// The proleptic Gregorian date of a day counted from 1970-01-01 (Howard Hinnant's
-/// `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
-/// The day, counted from 1970-01-01, of a proleptic Gregorian date (Howard Hinnant's
-/// `days_from_civil`).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let year = year - i64::from(month <= 2);
-    let era = year.div_euclid(400);
-    let yoe = year.rem_euclid(400);
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    let time = date.and_hms_micro_opt(hour, minute, second, number(20, 6)?)?;
+    Some(time.and_utc().timestamp_micros())
 }
 
 /// Why a checkpoint was written.
@@ -354,28 +310,37 @@ impl CheckpointMetadata {
     /// The keys and values of [`CheckpointMetadata::to_json`], in its order, borrowing what
     /// the metadata holds (encoding a record copies no value).
     pub(crate) fn json_entries(&self) -> Vec<(&str, JsonEntry<'_>)> {
+        // The known keys in their order, merged with the extra keys (a map: in order too).
+        let known = [
+            ("parents", self.parents.as_ref().map(JsonEntry::Parents)),
+            ("run_id", self.run_id.as_deref().map(JsonEntry::Str)),
+            ("source", self.source.map(|s| JsonEntry::Str(s.as_str()))),
+            ("step", self.step.map(|s| JsonEntry::Value(s.into()))),
+        ];
+        let mut known = known
+            .into_iter()
+            .filter_map(|(key, value)| Some((key, value?)))
+            .peekable();
+        let mut extra = self
+            .extra
+            .iter()
+            .map(|(key, value)| (key.as_str(), JsonEntry::Extra(value)))
+            .peekable();
         let mut entries = Vec::with_capacity(self.extra.len() + 4);
-        if let Some(source) = self.source {
-            entries.push(("source", JsonEntry::Str(source.as_str())));
+        loop {
+            let next = match (known.peek(), extra.peek()) {
+                (Some((k, _)), Some((e, _))) => match k.cmp(e) {
+                    std::cmp::Ordering::Less => known.next(),
+                    // An extra key named like a known one replaces it, as in `to_json`.
+                    std::cmp::Ordering::Equal => known.next().and(extra.next()),
+                    std::cmp::Ordering::Greater => extra.next(),
+                },
+                (Some(_), None) => known.next(),
+                (None, Some(_)) => extra.next(),
+                (None, None) => return entries,
+            };
+            entries.extend(next);
         }
-        if let Some(step) = self.step {
-            entries.push(("step", JsonEntry::Value(step.into())));
-        }
-        if let Some(parents) = &self.parents {
-            entries.push(("parents", JsonEntry::Parents(parents)));
-        }
-        if let Some(run_id) = &self.run_id {
-            entries.push(("run_id", JsonEntry::Str(run_id)));
-        }
-        // An extra key named like a known one replaces it, as in `to_json`.
-        entries.retain(|(key, _)| !self.extra.contains_key(*key));
-        entries.extend(
-            self.extra
-                .iter()
-                .map(|(key, value)| (key.as_str(), JsonEntry::Extra(value))),
-        );
-        entries.sort_by(|a, b| a.0.cmp(b.0));
-        entries
     }
 
     /// Reads metadata from a JSON object; known keys of the wrong type are an error.
@@ -569,7 +534,7 @@ mod tests {
         assert_eq!(rfc3339_micros(last + 1), None);
     }
 
-    /// Other shapes do not parse; a day the month lacks parses past its end.
+    /// Other shapes, and dates and times that do not exist, do not parse.
     #[test]
     fn parse_rfc3339_micros_takes_one_shape() {
         for text in [
@@ -582,12 +547,11 @@ mod tests {
             "2026-11-26 11:34:31.123456+00:00",
             "2026-1a-26T11:34:31.123456+00:00",
             "+2026-11-26T11:34:31.12345+00:00",
+            "2023-02-30T00:00:00.000000+00:00",
+            "2023-02-28T00:00:00.1000000+00:00",
         ] {
             assert_eq!(parse_rfc3339_micros(text), None, "{text}");
         }
-        let past_end = parse_rfc3339_micros("2023-02-30T00:00:00.000000+00:00").expect("shape");
-        let text = rfc3339_micros(past_end).expect("in range");
-        assert_eq!(&text, b"2023-03-02T00:00:00.000000+00:00");
     }
 
     #[test]

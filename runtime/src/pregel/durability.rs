@@ -191,14 +191,13 @@ impl Saves {
         if unsaved.is_empty() {
             return;
         }
-        let config = to.at(checkpoint_id);
         let saves = unsaved.into_iter().map(
             |TaskWrites {
                  task_id,
                  task_path,
                  writes,
              }| Save::Writes {
-                config: config.clone(),
+                config: to.at(checkpoint_id),
                 writes,
                 task_id,
                 task_path,
