@@ -476,8 +476,10 @@ pub fn ids_to_keep<'s>(
         _ => Vec::new(),
     };
     let mut next = parent(latest).flatten();
+    // A parent link back into the walk (a checkpoint saved as its own parent) ends it.
+    let mut walked = BTreeSet::from([latest]);
     while let (false, Some(id)) = (open.is_empty(), next) {
-        let Some(grandparent) = parent(id) else {
+        let (true, Some(grandparent)) = (walked.insert(id), parent(id)) else {
             break;
         };
         keep.insert(id.to_owned());
@@ -510,8 +512,11 @@ pub async fn walk_delta_history<S: CheckpointSaver + ?Sized>(
     let mut chunks: BTreeMap<String, Vec<Vec<PendingWrite>>> = BTreeMap::new();
     let mut seeds: BTreeMap<String, SerializedValue> = BTreeMap::new();
     let mut next = target.parent_config;
+    // A parent link back into the walk (a checkpoint saved as its own parent) ends it.
+    let mut walked = BTreeSet::from([target.checkpoint.id.clone()]);
     while let Some(parent) = next.take() {
-        if open.is_empty() {
+        let id = parent.checkpoint_id.clone().unwrap_or_default();
+        if open.is_empty() || !walked.insert(id) {
             break;
         }
         let Some(ancestor) = saver.get_tuple(&parent).await? else {
