@@ -1310,6 +1310,10 @@ async fn from_seeds(
             if id == seed {
                 break;
             }
+            // Longer than the rows read: the parent links loop; the walk decides.
+            if chain.len() > parents.len() {
+                return Ok(None);
+            }
         }
         let stored = match (&tags[i], &values[i], &inlines[i]) {
             (Some(tag), Some(blob), _) => Some(SerializedValue::new(tag.clone(), blob.clone())),
