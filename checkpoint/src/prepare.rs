@@ -84,11 +84,16 @@ impl PreparedPut {
     /// copied.
     pub fn from_owned(
         serde: &Serde,
-        config: CheckpointConfig,
+        mut config: CheckpointConfig,
         mut checkpoint: Checkpoint,
         mut metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> Result<Self> {
+        // A checkpoint is never its own parent (every walk over parent links would loop):
+        // naming itself names none, and a re-put keeps the parent it was first stored with.
+        if config.checkpoint_id.as_deref() == Some(checkpoint.id.as_str()) {
+            config.checkpoint_id = None;
+        }
         let thread_id = config.require_thread("put")?;
         let checkpoint_ns = config.ns();
         if checkpoint.id.is_empty() {

@@ -201,29 +201,6 @@ async fn matches_the_generic_walk_sealed() -> Result<()> {
     agrees_through_removals_and_copies(saver, 4).await
 }
 
-/// A checkpoint put naming its own id as parent is its own ancestor: the walk visits it
-/// once and ends instead of looping.
-#[tokio::test]
-async fn a_parent_loop_ends_the_walk() -> Result<()> {
-    let saver = InMemorySaver::new();
-    let mut cp = Checkpoint::new(0);
-    cp.channel_versions
-        .insert("messages".into(), ChannelVersion::from(1));
-    let config = CheckpointConfig::new("t").with_id(cp.id.clone());
-    let new_versions = ChannelVersions::from([("messages".to_owned(), ChannelVersion::from(1))]);
-    let metadata = CheckpointMetadata::new(CheckpointSource::Loop, 0);
-    let stored = saver.put(&config, cp, metadata, new_versions).await?;
-    saver
-        .put_writes(&stored, vec![("messages".into(), value(json!(1)))], "t", "")
-        .await?;
-    let history = saver
-        .delta_channel_history(&stored, &["messages".to_owned()])
-        .await?;
-    assert_eq!(history["messages"].writes.len(), 1);
-    assert_eq!(history["messages"].seed, None);
-    Ok(())
-}
-
 /// A sealed thread whose checkpoint versions a channel without a value (its empty marker is
 /// sealed for its slot) copies: the marker is sealed again for the new thread, as values are.
 #[tokio::test]

@@ -1,11 +1,12 @@
 //! `delta_channel_history`: the parent-chain walk delta channels are rebuilt from.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde_json::json;
 
 use super::*;
-use crate::DeltaChannelHistory;
+use crate::{DeltaChannelHistory, PruneStrategy, metadata};
 
 /// A chain of `n` steps where every step bumps each channel's version; the channel gets a
 /// stored value (its step number) at its snapshot steps and one write `(channel, step)`
@@ -408,5 +409,35 @@ pub async fn delta_history_unknown_target(saver: &dyn CheckpointSaver) -> Result
     let missing = cfg(&thread(), "").with_id(crate::checkpoint_id(0));
     let h = history(saver, &missing, &["a", "b"]).await?;
     assert!(h.values().all(|v| *v == (Vec::new(), None)));
+    Ok(())
+}
+
+/// A put naming the checkpoint itself as its parent stores it without one: walks over parent
+/// links (the delta history, `KeepLatest`) end there instead of looping.
+pub async fn self_parent_is_no_parent(saver: &dyn CheckpointSaver) -> Result<()> {
+    let t = thread();
+    let cp = checkpoint(0, &[], &[("ch", 1)]);
+    let own = CheckpointConfig::of(&t, "", &cp.id);
+    let m = meta(CheckpointSource::Loop, 0).with(metadata::DELTA_COUNTERS, json!({"ch": [1, 1]}));
+    let stored = saver.put(&own, cp, m, versions(&[("ch", 1)])).await?;
+    saver
+        .put_writes(&stored, vec![("ch".into(), val(json!(0)))], "task", "")
+        .await?;
+    let tuple = saver.get_tuple(&stored).await?.expect("stored");
+    assert_eq!(tuple.parent_config, None);
+    let walked = tokio::time::timeout(Duration::from_secs(30), history(saver, &stored, &["ch"]))
+        .await
+        .expect("the delta walk of a self-parented checkpoint never ended")?;
+    assert_eq!(walked["ch"], (vec![], None));
+    if saver.capabilities().prune {
+        let pruned = saver.prune(std::slice::from_ref(&t), PruneStrategy::KeepLatest);
+        tokio::time::timeout(Duration::from_secs(30), pruned)
+            .await
+            .expect("KeepLatest on a self-parented checkpoint never ended")?;
+        assert!(
+            saver.get_tuple(&stored).await?.is_some(),
+            "the latest is kept"
+        );
+    }
     Ok(())
 }

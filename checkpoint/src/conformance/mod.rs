@@ -128,7 +128,7 @@ macro_rules! __checkpoint_cases {
             delta_history_plain_value_as_seed delta_history_seed_ancestor_own_writes_replayed
             delta_history_orders_same_step_writes_by_task
             delta_history_orders_same_step_writes_by_task_path delta_history_follows_parents_not_ids
-            delta_history_latest_when_no_id delta_history_unknown_target
+            delta_history_latest_when_no_id delta_history_unknown_target self_parent_is_no_parent
             filter_containment_nested_objects filter_containment_arrays
             filter_null_matches_only_explicit_null filter_keys_are_data
             put_writes_mixed_special_and_regular_first_wins put_writes_all_special_last_wins
