@@ -1,13 +1,9 @@
 //! Delta histories: what rebuilds an appending channel at a checkpoint (its seed value and the
 //! writes since), read in one transaction.
 //!
-//! The usual thread is a chain whose ids fall as parent links are followed (ids are
-//! time-ordered and a parent is made before its children). Then one range scan of the
-//! thread's checkpoints, newest first, meets the chain in order; a checkpoint's version of a
-//! channel is read straight from its text when it has the layout this crate writes (parsed as
-//! JSON otherwise), and the writes come from one range scan per channel. Anything else (ids out of that
-//! order) takes the general recursive statement, which parses every ancestor's JSON.
+//! See [`delta_history`].
 
+use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use bytes::Bytes;
@@ -21,21 +17,6 @@ use waypoint_checkpoint::{ChannelVersion, Error, Result};
 
 use crate::convert::{RawBlob, RawWrite, type_tag_at};
 use crate::error::sqlite_error;
-
-/// For each channel, its writes (oldest first) and seed, walking parent links from the
-/// parent of `target` (the latest when `None`); an unknown target gives empty histories.
-pub(crate) fn delta_history(
-    conn: &Connection,
-    thread_id: &str,
-    ns: &str,
-    target: Option<&str>,
-    channels: &[String],
-) -> Result<BTreeMap<String, RawHistory>> {
-    match linear_delta_history(conn, thread_id, ns, target, channels)? {
-        Some(found) => Ok(found),
-        None => chained_delta_history(conn, thread_id, ns, target, channels),
-    }
-}
 
 /// The stored (non-empty) versions of one channel: the values a walk can stop at.
 #[derive(Default)]
@@ -178,28 +159,57 @@ fn parse_version(text: &str, channel: &str) -> Result<Option<String>> {
     })
 }
 
-/// The fast walk of [`delta_history`]; `None` when the chain's ids do not fall.
-fn linear_delta_history(
+/// What [`delta_history`] read: the ancestors walked (parent first) and, for each channel,
+/// its history.
+#[derive(Debug, Default)]
+pub(crate) struct DeltaRead {
+    pub(crate) chain: Vec<String>,
+    pub(crate) histories: BTreeMap<String, RawHistory>,
+}
+
+/// One channel's history as read: its writes oldest first, each with the position in
+/// [`DeltaRead::chain`] of the checkpoint it belongs to, and the seed value if an ancestor
+/// has one.
+#[derive(Debug, Default)]
+pub(crate) struct RawHistory {
+    pub(crate) writes: Vec<(usize, RawWrite)>,
+    pub(crate) seed: Option<RawBlob>,
+}
+
+/// A checkpoint's id, parent and record, by key.
+const CHECKPOINT_AT: &str =
+    "SELECT checkpoint_id, parent_checkpoint_id, checkpoint FROM checkpoints
+    WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3";
+
+/// For each channel, its writes (oldest first) and seed, walking parent links from the
+/// parent of `target` (the latest when `None`); an unknown target gives empty histories.
+///
+/// The usual thread is a chain whose ids fall as parent links are followed (ids are
+/// time-ordered and a parent is made before its children): one range scan of the thread's
+/// checkpoints, newest first, meets the chain in order. From the first link that does not
+/// fall on, ancestors are read one by one, and a link back into the walk (a checkpoint
+/// stored as its own parent, or a longer loop, in rows written by others) ends it, as it
+/// ends the generic walk. A checkpoint's version of a channel is read from its record in
+/// place (see [`Seeds::found_in`]); the writes come from one range scan per channel.
+pub(crate) fn delta_history(
     conn: &Connection,
     thread_id: &str,
     ns: &str,
     target: Option<&str>,
     channels: &[String],
-) -> Result<Option<BTreeMap<String, RawHistory>>> {
-    let mut out: BTreeMap<String, RawHistory> = channels
-        .iter()
-        .map(|c| (c.clone(), RawHistory::default()))
-        .collect();
+) -> Result<DeltaRead> {
+    let mut out = DeltaRead {
+        chain: Vec::new(),
+        histories: channels
+            .iter()
+            .map(|c| (c.clone(), RawHistory::default()))
+            .collect(),
+    };
     let found = match target {
-        Some(id) => conn
-            .prepare_cached(
-                "SELECT checkpoint_id, parent_checkpoint_id FROM checkpoints
-                 WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3",
-            )
-            .and_then(|mut s| {
-                s.query_row(params![thread_id, ns, id], |r| Ok((r.get(0)?, r.get(1)?)))
-                    .optional()
-            }),
+        Some(id) => conn.prepare_cached(CHECKPOINT_AT).and_then(|mut s| {
+            s.query_row(params![thread_id, ns, id], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()
+        }),
         None => conn
             .prepare_cached(
                 "SELECT checkpoint_id, parent_checkpoint_id FROM checkpoints
@@ -213,140 +223,20 @@ fn linear_delta_history(
     }
     .map_err(sqlite_error)?;
     let Some((target_id, parent)): Option<(String, Option<String>)> = found else {
-        return Ok(Some(out));
+        return Ok(out);
     };
-
-    let mut seeds: BTreeMap<String, Seeds> = BTreeMap::new();
-    {
-        let wanted = serde_json::to_string(&out.keys().collect::<Vec<_>>())
-            .map_err(|e| Error::serialization("json", e))?;
-        let mut stmt = conn
-            .prepare_cached(
-                "SELECT channel, version FROM checkpoint_blobs
-                 WHERE thread_id = ?1 AND checkpoint_ns = ?2
-                     AND channel IN (SELECT value FROM json_each(?3))
-                     AND type <> 'empty' AND blob IS NOT NULL",
-            )
-            .map_err(sqlite_error)?;
-        let mut rows = stmt
-            .query(params![thread_id, ns, wanted])
-            .map_err(sqlite_error)?;
-        while let Some(row) = rows.next().map_err(sqlite_error)? {
-            let (channel, version): (String, String) = (
-                row.get(0).map_err(sqlite_error)?,
-                row.get(1).map_err(sqlite_error)?,
-            );
-            seeds.entry(channel).or_default().insert(version);
-        }
-    }
-
-    // The ancestors, parent first (ids falling); each channel's walk ends at its seed (an
-    // index into it).
-    let mut chain: Vec<String> = Vec::new();
-    let mut seeded: BTreeMap<String, (usize, String)> = BTreeMap::new();
-    let mut next = parent;
-    {
-        let mut stmt = conn
-            .prepare_cached(
-                "SELECT checkpoint_id, parent_checkpoint_id, checkpoint FROM checkpoints
-                 WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id < ?3
-                 ORDER BY checkpoint_id DESC",
-            )
-            .map_err(sqlite_error)?;
-        let mut rows = stmt
-            .query(params![thread_id, ns, target_id])
-            .map_err(sqlite_error)?;
-        while let Some(wanted) = next.take() {
-            if wanted >= *chain.last().unwrap_or(&target_id) {
-                return Ok(None);
-            }
-            // Rows newer than the wanted id are other branches; older ones mean it is missing.
-            let row = loop {
-                match rows.next().map_err(sqlite_error)? {
-                    Some(row) => {
-                        let id = bytes_at(row, 0)?;
-                        if id > wanted.as_bytes() {
-                            continue;
-                        }
-                        break (id == wanted.as_bytes()).then_some(row);
-                    }
-                    None => break None,
-                }
-            };
-            let Some(row) = row else {
-                break;
-            };
-            // The record is read in place, and only while a channel may still find its seed.
-            for channel in out.keys() {
-                let Some(seeds) = seeds.get(channel).filter(|_| !seeded.contains_key(channel))
-                else {
-                    continue;
-                };
-                if let Some(version) = seeds.found_in(bytes_at(row, 2)?, channel)? {
-                    seeded.insert(channel.clone(), (chain.len(), version));
-                }
-            }
-            next = row.get(1).map_err(sqlite_error)?;
-            chain.push(wanted);
-            if seeded.len() == out.len() {
-                break;
-            }
-        }
-    }
-
-    for (channel, history) in out.iter_mut() {
+    let seeds = stored_versions(conn, thread_id, ns, &out.histories)?;
+    let wanted = out.histories.len();
+    let (chain, seeded) = walk(conn, thread_id, ns, &target_id, parent, &seeds, wanted)?;
+    // Ancestors by id, newest first: the order the writes' scan meets them in reversed (the
+    // chain's own order when its ids fall).
+    let mut by_id: Vec<usize> = (0..chain.len()).collect();
+    by_id.sort_by(|a, b| chain[*b].cmp(&chain[*a]));
+    for (channel, history) in out.histories.iter_mut() {
         let seed = seeded.get(channel);
-        let ancestors = match seed {
-            Some((at, _)) => &chain[..=*at],
-            None => &chain[..],
-        };
-        if let (Some(oldest), Some(newest)) = (ancestors.last(), ancestors.first()) {
-            // Rows come by id, oldest first, as the ancestors read backwards (`ancestors[..left]`
-            // are those not passed yet): a merge picks the ancestors' rows from those of
-            // other branches in the range, without hashing.
-            let mut left = ancestors.len();
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT checkpoint_id, task_path, task_id, idx, type, blob
-                     FROM checkpoint_writes
-                     WHERE thread_id = ?1 AND checkpoint_ns = ?2
-                         AND checkpoint_id BETWEEN ?3 AND ?4 AND channel = ?5
-                     ORDER BY checkpoint_id",
-                )
-                .map_err(sqlite_error)?;
-            let mut rows = stmt
-                .query(params![thread_id, ns, oldest, newest, channel])
-                .map_err(sqlite_error)?;
-            // (task_path, ancestor, write): ordered below as `get_tuple` orders a checkpoint's
-            // writes, which the index does not give (SQLite would sort each checkpoint's
-            // rows in a temporary b-tree).
-            let mut found: Vec<(String, String, RawWrite)> = Vec::new();
-            while let Some(row) = rows.next().map_err(sqlite_error)? {
-                let at = bytes_at(row, 0)?;
-                while left > 0 && ancestors[left - 1].as_bytes() < at {
-                    left -= 1;
-                }
-                let Some(ancestor) = left.checked_sub(1).map(|i| &ancestors[i]) else {
-                    break;
-                };
-                if ancestor.as_bytes() != at {
-                    continue;
-                }
-                let write = RawWrite {
-                    task_id: row.get(2).map_err(sqlite_error)?,
-                    idx: row.get(3).map_err(sqlite_error)?,
-                    channel: channel.clone(),
-                    type_tag: type_tag_at(row, 4).map_err(sqlite_error)?,
-                    blob: row.get(5).map_err(sqlite_error)?,
-                };
-                found.push((row.get(1).map_err(sqlite_error)?, ancestor.clone(), write));
-            }
-            // Stable and nearly sorted already: one comparison per write.
-            found.sort_by(|(path_a, at_a, a), (path_b, at_b, b)| {
-                (at_a, path_a, &a.task_id, a.idx).cmp(&(at_b, path_b, &b.task_id, b.idx))
-            });
-            history.writes = found.into_iter().map(|(_, at, w)| (at, w)).collect();
-        }
+        let len = seed.map_or(chain.len(), |(at, _)| at + 1);
+        let ancestors: Vec<usize> = by_id.iter().copied().filter(|i| *i < len).collect();
+        history.writes = writes(conn, thread_id, ns, channel, &chain, &ancestors)?;
         if let Some((_, version)) = seed {
             history.seed = conn
                 .prepare_cached(
@@ -367,7 +257,200 @@ fn linear_delta_history(
                 .map_err(sqlite_error)?;
         }
     }
-    Ok(Some(out))
+    out.chain = chain;
+    Ok(out)
+}
+
+/// The stored (non-empty) versions of each channel of `wanted`.
+fn stored_versions<T>(
+    conn: &Connection,
+    thread_id: &str,
+    ns: &str,
+    wanted: &BTreeMap<String, T>,
+) -> Result<BTreeMap<String, Seeds>> {
+    let mut seeds: BTreeMap<String, Seeds> = BTreeMap::new();
+    let wanted = serde_json::to_string(&wanted.keys().collect::<Vec<_>>())
+        .map_err(|e| Error::serialization("json", e))?;
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT channel, version FROM checkpoint_blobs
+             WHERE thread_id = ?1 AND checkpoint_ns = ?2
+                 AND channel IN (SELECT value FROM json_each(?3))
+                 AND type <> 'empty' AND blob IS NOT NULL",
+        )
+        .map_err(sqlite_error)?;
+    let mut rows = stmt
+        .query(params![thread_id, ns, wanted])
+        .map_err(sqlite_error)?;
+    while let Some(row) = rows.next().map_err(sqlite_error)? {
+        let (channel, version): (String, String) = (
+            row.get(0).map_err(sqlite_error)?,
+            row.get(1).map_err(sqlite_error)?,
+        );
+        seeds.entry(channel).or_default().insert(version);
+    }
+    Ok(seeds)
+}
+
+/// Where each channel's seed is: its position in the chain and its version.
+type Seeded = BTreeMap<String, (usize, String)>;
+
+/// The ancestors of `target_id` from its `parent` on (parent first), until every channel of
+/// `channels` found its seed (in `seeds`, the stored versions of those that have any), and
+/// where each found it.
+fn walk(
+    conn: &Connection,
+    thread_id: &str,
+    ns: &str,
+    target_id: &str,
+    parent: Option<String>,
+    seeds: &BTreeMap<String, Seeds>,
+    channels: usize,
+) -> Result<(Vec<String>, Seeded)> {
+    let mut chain: Vec<String> = Vec::new();
+    let mut seeded = Seeded::new();
+    let mut scan = conn
+        .prepare_cached(
+            "SELECT checkpoint_id, parent_checkpoint_id, checkpoint FROM checkpoints
+             WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id < ?3
+             ORDER BY checkpoint_id DESC",
+        )
+        .map_err(sqlite_error)?;
+    let mut rows = scan
+        .query(params![thread_id, ns, target_id])
+        .map_err(sqlite_error)?;
+    let mut by_key = conn.prepare_cached(CHECKPOINT_AT).map_err(sqlite_error)?;
+    let mut falling = true;
+    let mut next = parent;
+    while let Some(wanted) = next.take() {
+        if falling && wanted.as_str() >= chain.last().map_or(target_id, String::as_str) {
+            falling = false;
+        }
+        // Only a link that did not fall can close a loop, so only then is the walk searched.
+        if !falling && (wanted == target_id || chain.contains(&wanted)) {
+            break;
+        }
+        let mut one;
+        let row = if falling {
+            // Rows newer than the wanted id are other branches; older ones mean it is missing.
+            loop {
+                match rows.next().map_err(sqlite_error)? {
+                    Some(row) => {
+                        let id = bytes_at(row, 0)?;
+                        if id > wanted.as_bytes() {
+                            continue;
+                        }
+                        break (id == wanted.as_bytes()).then_some(row);
+                    }
+                    None => break None,
+                }
+            }
+        } else {
+            one = by_key
+                .query(params![thread_id, ns, wanted])
+                .map_err(sqlite_error)?;
+            one.next().map_err(sqlite_error)?
+        };
+        let Some(row) = row else {
+            break;
+        };
+        // The record is read in place, and only while a channel may still find its seed.
+        for (channel, seeds) in seeds {
+            if !seeded.contains_key(channel)
+                && let Some(version) = seeds.found_in(bytes_at(row, 2)?, channel)?
+            {
+                seeded.insert(channel.clone(), (chain.len(), version));
+            }
+        }
+        next = row.get(1).map_err(sqlite_error)?;
+        chain.push(wanted);
+        // A channel without any stored version never finds a seed: it walks the whole chain.
+        if seeded.len() == channels {
+            break;
+        }
+    }
+    Ok((chain, seeded))
+}
+
+/// The writes to `channel` of the chain's `ancestors` (positions in `chain`, by id newest
+/// first), oldest ancestor first and by `(task_path, task_id, idx)` within one, as
+/// `get_tuple` orders a checkpoint's writes.
+fn writes(
+    conn: &Connection,
+    thread_id: &str,
+    ns: &str,
+    channel: &str,
+    chain: &[String],
+    ancestors: &[usize],
+) -> Result<Vec<(usize, RawWrite)>> {
+    let (Some(newest), Some(oldest)) = (ancestors.first(), ancestors.last()) else {
+        return Ok(Vec::new());
+    };
+    // Rows come by id, oldest first, as the ancestors read backwards (`ancestors[..left]`
+    // are those not passed yet): a merge picks the ancestors' rows from those of other
+    // branches in the range, without hashing.
+    let mut left = ancestors.len();
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT checkpoint_id, task_path, task_id, idx, type, blob
+             FROM checkpoint_writes
+             WHERE thread_id = ?1 AND checkpoint_ns = ?2
+                 AND checkpoint_id BETWEEN ?3 AND ?4 AND channel = ?5
+             ORDER BY checkpoint_id",
+        )
+        .map_err(sqlite_error)?;
+    let mut rows = stmt
+        .query(params![
+            thread_id,
+            ns,
+            chain[*oldest],
+            chain[*newest],
+            channel
+        ])
+        .map_err(sqlite_error)?;
+    // Task paths, distinct: a write keeps the index of its own (few in a thread), not a copy.
+    let mut paths: Vec<String> = Vec::new();
+    // (ancestor's position, task path's index, write): ordered below, which the index does
+    // not give (SQLite would sort each checkpoint's rows in a temporary b-tree).
+    let mut found: Vec<(usize, usize, RawWrite)> = Vec::new();
+    while let Some(row) = rows.next().map_err(sqlite_error)? {
+        let at = bytes_at(row, 0)?;
+        while left > 0 && chain[ancestors[left - 1]].as_bytes() < at {
+            left -= 1;
+        }
+        let Some(&ancestor) = left.checked_sub(1).map(|i| &ancestors[i]) else {
+            break;
+        };
+        if chain[ancestor].as_bytes() != at {
+            continue;
+        }
+        let path = bytes_at(row, 1)?;
+        let path = match paths.iter().position(|p| p.as_bytes() == path) {
+            Some(i) => i,
+            None => {
+                paths.push(row.get(1).map_err(sqlite_error)?);
+                paths.len() - 1
+            }
+        };
+        let write = RawWrite {
+            task_id: row.get(2).map_err(sqlite_error)?,
+            idx: row.get(3).map_err(sqlite_error)?,
+            channel: channel.to_owned(),
+            type_tag: type_tag_at(row, 4).map_err(sqlite_error)?,
+            blob: row.get(5).map_err(sqlite_error)?,
+        };
+        found.push((ancestor, path, write));
+    }
+    // Stable and nearly sorted already: one comparison per write.
+    found.sort_by(|(at_a, path_a, a), (at_b, path_b, b)| {
+        (Reverse(*at_a), &paths[*path_a], &a.task_id, a.idx).cmp(&(
+            Reverse(*at_b),
+            &paths[*path_b],
+            &b.task_id,
+            b.idx,
+        ))
+    });
+    Ok(found.into_iter().map(|(at, _, w)| (at, w)).collect())
 }
 
 /// Column `i` of `row` as the bytes of its text or blob, in place.
@@ -379,118 +462,6 @@ fn bytes_at<'r>(row: &'r rusqlite::Row<'_>, i: usize) -> Result<&'r [u8]> {
             format!("expected text in column {i}, found {:?}", other.data_type()),
         )),
     }
-}
-
-/// One channel's history as read: its writes oldest first, each with the id of the
-/// checkpoint it belongs to, and the seed value if an ancestor has one.
-#[derive(Debug, Default)]
-pub(crate) struct RawHistory {
-    pub(crate) writes: Vec<(String, RawWrite)>,
-    pub(crate) seed: Option<RawBlob>,
-}
-
-/// The delta history of some channels in one statement, whatever the chain's length (the
-/// general case of [`delta_history`]).
-///
-/// `chain` walks parent links from the target (depth 0), once per channel (channels end
-/// independently), and stops at the first ancestor with a stored value for the channel
-/// (`seeded`): a non-`empty` blob under the version the checkpoint JSON names. The version
-/// is read by a JSON path that quotes the channel name (`json_quote` escapes it, and SQLite
-/// reads escapes in quoted path labels since 3.45; the bundled one is newer), so names with
-/// dots, quotes or a leading `$` stay one key; `CAST` matches integer versions of older
-/// savers to their text key, as `get` matches them. `CROSS JOIN` fixes the loop order, so
-/// each ancestor is one probe by key: SQLite would otherwise scan the thread's writes (or
-/// blobs) and probe the chain for each.
-///
-/// The result holds the ancestors' writes to each channel (`task_id` not null), oldest
-/// ancestor first and by `(task_path, task_id, idx)` within one (as `get_tuple` orders
-/// them), and each channel's seed (`task_id` null, the seventh column is then its version).
-///
-/// `?1` thread, `?2` namespace, `?3` target id (`NULL`: the latest), `?4` the channels as a
-/// JSON array of distinct names.
-const DELTA_HISTORY: &str =
-    "WITH RECURSIVE chain (channel, path, checkpoint_id, parent_id, depth, seeded) AS (
-    SELECT o.value, '$.channel_versions.' || json_quote(o.value), t.checkpoint_id,
-        t.parent_checkpoint_id, 0, 0
-    FROM checkpoints t CROSS JOIN json_each(?4) o
-    WHERE t.thread_id = ?1 AND t.checkpoint_ns = ?2 AND t.checkpoint_id = coalesce(?3,
-        (SELECT max(checkpoint_id) FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2))
-    UNION ALL
-    SELECT chain.channel, chain.path, c.checkpoint_id, c.parent_checkpoint_id, chain.depth + 1,
-        EXISTS (SELECT 1 FROM checkpoint_blobs b
-            WHERE b.thread_id = ?1 AND b.checkpoint_ns = ?2 AND b.channel = chain.channel
-                AND b.version = CASE WHEN typeof(c.checkpoint) = 'blob'
-                    THEN waypoint_record_version(c.checkpoint, chain.channel)
-                    ELSE CAST(json_extract(c.checkpoint, chain.path) AS TEXT) END
-                AND b.type <> 'empty' AND b.blob IS NOT NULL)
-    FROM chain CROSS JOIN checkpoints c
-    WHERE NOT chain.seeded
-        AND c.thread_id = ?1 AND c.checkpoint_ns = ?2 AND c.checkpoint_id = chain.parent_id
-)
-SELECT chain.depth, w.channel, w.task_id, w.idx, w.type, w.blob, chain.checkpoint_id,
-    w.task_path
-FROM chain CROSS JOIN checkpoint_writes w
-WHERE chain.depth > 0 AND w.thread_id = ?1 AND w.checkpoint_ns = ?2
-    AND w.checkpoint_id = chain.checkpoint_id AND w.channel = chain.channel
-UNION ALL
-SELECT chain.depth, b.channel, NULL, NULL, b.type, b.blob, b.version, NULL
-FROM chain CROSS JOIN checkpoints c CROSS JOIN checkpoint_blobs b
-WHERE chain.seeded
-    AND c.thread_id = ?1 AND c.checkpoint_ns = ?2 AND c.checkpoint_id = chain.checkpoint_id
-    AND b.thread_id = ?1 AND b.checkpoint_ns = ?2 AND b.channel = chain.channel
-    AND b.version = CASE WHEN typeof(c.checkpoint) = 'blob'
-        THEN waypoint_record_version(c.checkpoint, chain.channel)
-        ELSE CAST(json_extract(c.checkpoint, chain.path) AS TEXT) END
-ORDER BY 1 DESC, 8, 3, 4";
-
-/// [`DELTA_HISTORY`], read into histories.
-fn chained_delta_history(
-    conn: &Connection,
-    thread_id: &str,
-    ns: &str,
-    target: Option<&str>,
-    channels: &[String],
-) -> Result<BTreeMap<String, RawHistory>> {
-    let mut out: BTreeMap<String, RawHistory> = channels
-        .iter()
-        .map(|c| (c.clone(), RawHistory::default()))
-        .collect();
-    let wanted: Vec<&String> = out.keys().collect();
-    let wanted = serde_json::to_string(&wanted)
-        .map_err(|e| waypoint_checkpoint::Error::serialization("json", e))?;
-    let mut stmt = conn.prepare_cached(DELTA_HISTORY).map_err(sqlite_error)?;
-    let mut rows = stmt
-        .query(params![thread_id, ns, target, wanted])
-        .map_err(sqlite_error)?;
-    while let Some(row) = rows.next().map_err(sqlite_error)? {
-        let get = |i| row.get::<_, String>(i).map_err(sqlite_error);
-        let channel = get(1)?;
-        let Some(history) = out.get_mut(&channel) else {
-            continue;
-        };
-        let task_id: Option<String> = row.get(2).map_err(sqlite_error)?;
-        match task_id {
-            Some(task_id) => {
-                let write = RawWrite {
-                    task_id,
-                    idx: row.get(3).map_err(sqlite_error)?,
-                    channel,
-                    type_tag: type_tag_at(row, 4).map_err(sqlite_error)?,
-                    blob: row.get(5).map_err(sqlite_error)?,
-                };
-                history.writes.push((get(6)?, write));
-            }
-            None => {
-                history.seed = Some(RawBlob {
-                    channel,
-                    version: get(6)?,
-                    type_tag: get(4)?,
-                    blob: Bytes::from(row.get::<_, Vec<u8>>(5).map_err(sqlite_error)?),
-                });
-            }
-        }
-    }
-    Ok(out)
 }
 
 #[cfg(test)]
@@ -603,11 +574,10 @@ mod tests {
     }
 
     /// A branching thread (forks, snapshots on some branches, hand-made ids that break time
-    /// order, task paths that order tasks against their ids): wherever the range-scan walk
-    /// answers, it answers as the recursive statement does, and the saver agrees with the
+    /// order, task paths that order tasks against their ids): the saver agrees with the
     /// generic walk everywhere.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn range_walk_agrees_with_the_recursive_statement_on_branching_threads() {
+    async fn delta_history_matches_generic_walk_on_branching_threads() {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("d.db");
         let saver = SqliteSaver::from_path(&path).await.expect("open");
@@ -674,26 +644,9 @@ mod tests {
             .iter()
             .map(|c| (*c).to_owned())
             .collect();
-        let conn = rusqlite::Connection::open(&path).expect("open raw");
-        crate::pool::register_record_version(&conn).expect("record function");
-        let (mut linear, mut fallbacks) = (0, 0);
         for (config, _) in &made {
-            let id = config.checkpoint_id.as_deref();
-            let general = super::chained_delta_history(&conn, "t", "", id, &wanted)
-                .expect("recursive statement");
-            match super::linear_delta_history(&conn, "t", "", id, &wanted).expect("range walk") {
-                Some(found) => {
-                    linear += 1;
-                    assert_eq!(format!("{found:?}"), format!("{general:?}"), "at {id:?}");
-                }
-                None => fallbacks += 1,
-            }
             agrees_with_generic_walk(&saver, config, &wanted).await;
         }
-        assert!(
-            linear > 10 && fallbacks > 0,
-            "{linear} linear, {fallbacks} fallbacks"
-        );
     }
 
     /// Many stored versions (more than a record is searched for, see `SEARCHED`), versions

@@ -44,10 +44,6 @@ pub(crate) type Check = fn(&Connection) -> Result<(), Failure>;
 /// compact metadata record is read as its JSON).
 pub(crate) const CONTAINS_FN: &str = "waypoint_json_contains";
 
-/// Name of the SQL function giving the version of a channel (second argument) that a
-/// compact checkpoint record (first argument) names, or NULL.
-pub(crate) const RECORD_VERSION_FN: &str = "waypoint_record_version";
-
 /// How often the background connection checkpoints the WAL into the database file. Each
 /// checkpoint copies every page written since the last one; hot pages (index roots) are
 /// written by nearly every commit, so a longer interval copies them once instead of many
@@ -336,23 +332,7 @@ fn open_connection(
             Ok(json_contains(&doc, &pattern))
         },
     )?;
-    register_record_version(&conn)?;
     Ok(conn)
-}
-
-/// Adds [`RECORD_VERSION_FN`] to `conn`.
-pub(crate) fn register_record_version(conn: &Connection) -> rusqlite::Result<()> {
-    conn.create_scalar_function(
-        RECORD_VERSION_FN,
-        2,
-        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
-        |ctx| {
-            let version =
-                record::channel_version(ctx.get_raw(0).as_bytes()?, ctx.get_raw(1).as_str()?)
-                    .map_err(|e| rusqlite::Error::UserFunctionError(Box::new(e)))?;
-            Ok(version.map(|v| v.as_str().to_owned()))
-        },
-    )
 }
 
 /// Starts the thread that checkpoints the WAL on `conn` (`PASSIVE`: it never blocks readers

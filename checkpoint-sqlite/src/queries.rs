@@ -720,7 +720,12 @@ fn ids_to_keep(conn: &Connection, thread_id: &str, ns: &str) -> Result<BTreeSet<
             }
         }
     }
+    // A parent link back into the walk (rows written by others) ends it.
+    let mut walked = BTreeSet::from([latest]);
     while let (false, Some(id)) = (open.is_empty(), next.take()) {
+        if !walked.insert(id.clone()) {
+            break;
+        }
         let Some((parent, ancestor, _)) = checkpoint_at(conn, thread_id, ns, &id)? else {
             break;
         };

@@ -535,14 +535,16 @@ impl CheckpointSaver for SqliteSaver {
             })
             .await?;
         let mut out = BTreeMap::new();
-        for (channel, raw) in found {
+        for (channel, raw) in found.histories {
             let mut history = DeltaChannelHistory {
                 writes: Vec::with_capacity(raw.writes.len()),
                 seed: None,
             };
             // Each write opens with the checkpoint it belongs to (sealed values are bound to it).
             for (ancestor, w) in raw.writes {
-                history.writes.push(self.open_write(config, &ancestor, w)?);
+                history
+                    .writes
+                    .push(self.open_write(config, &found.chain[ancestor], w)?);
             }
             if let Some(b) = raw.seed {
                 let slot = Slot::Channel {
