@@ -387,12 +387,18 @@ impl Namespace {
     /// `versions` as a checkpoint's index, sharing the names of the last one stored when
     /// they are the same.
     fn versions(&mut self, versions: ChannelVersions) -> Versions {
-        if !self.names.iter().eq(versions.keys()) {
-            self.names = versions.keys().cloned().collect();
-        }
+        let versions = if self.names.iter().eq(versions.keys()) {
+            versions.into_values().collect()
+        } else {
+            // New names: the checkpoint's own, moved rather than copied.
+            let (names, versions): (Vec<String>, Vec<ChannelVersion>) =
+                versions.into_iter().unzip();
+            self.names = names.into();
+            versions.into_boxed_slice()
+        };
         Versions {
             names: Arc::clone(&self.names),
-            versions: versions.into_values().collect(),
+            versions,
         }
     }
 

@@ -33,7 +33,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 use tracing::Instrument;
 use waypoint_checkpoint::{
     ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSaver,
@@ -405,6 +405,13 @@ fn rebuild(parent: &str, unsaved: &[TaskWrites]) -> Option<Rebuilt> {
 /// tasks, `null` for a node that returned none), or `null` when no node ran (the step of the
 /// start task).
 pub(crate) fn step_writes<S: State>(tasks: &[Task<S>], outputs: &[TaskOutput<S>]) -> Result<Value> {
+    // A step of one node's task (most steps) needs no grouping.
+    if let ([task], [output]) = (tasks, outputs)
+        && task.node.is_some()
+    {
+        let update = update_json(output.update.as_ref())?;
+        return Ok(Value::Object(Map::from_iter([(task.name.clone(), update)])));
+    }
     let mut by_node: BTreeMap<&str, Vec<Value>> = BTreeMap::new();
     for (task, output) in tasks.iter().zip(outputs) {
         if task.node.is_some() {

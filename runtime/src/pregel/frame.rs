@@ -216,15 +216,11 @@ impl<S: State> Frame<S> {
         thread: &str,
         ns: &str,
     ) -> Result<(Checkpoint, ChannelVersions)> {
-        let appending: Vec<&String> = graph
-            .channel_names
-            .iter()
-            .filter(|c| graph.is_delta(c))
-            .collect();
+        // Appending channels, walked without collecting them (a step's checkpoint is built
+        // often enough for each allocation to count).
+        let appending = || graph.channel_names.iter().filter(|c| graph.is_delta(c));
         if snapshot_all {
-            let stored: Vec<&String> = appending
-                .iter()
-                .copied()
+            let stored: Vec<&String> = appending()
                 .filter(|c| self.versions.contains_key(*c))
                 .collect();
             if !stored.is_empty() {
@@ -235,25 +231,30 @@ impl<S: State> Frame<S> {
                 }
             }
         }
-        let mut omit = BTreeSet::new();
-        for &channel in appending.iter().filter(|c| changed.contains(**c)) {
-            let counter = self.delta.entry(channel.clone()).or_default();
-            if !snapshot_all && !counter.due(&graph.delta) {
-                omit.insert(channel.clone());
+        // A changed appending channel leaves its value to its step writes unless a snapshot
+        // is due (a channel without a counter yet counts from zero).
+        let omit = |channel: &str| {
+            !snapshot_all
+                && graph.is_delta(channel)
+                && !self
+                    .delta
+                    .get(channel)
+                    .copied()
+                    .unwrap_or_default()
+                    .due(&graph.delta)
+        };
+        let values = self.values(graph, &changed, omit, thread, ns)?;
+        for channel in appending().filter(|c| changed.contains(*c)) {
+            let counter = match self.delta.get_mut(channel) {
+                Some(counter) => counter,
+                None => self.delta.entry(channel.clone()).or_default(),
+            };
+            if snapshot_all || counter.due(&graph.delta) {
+                let size = values.get(channel).map_or(0, |v| v.bytes.len() as u64);
+                counter.snapshot(size);
             }
         }
-        let values = self.values(graph, &changed, &omit, thread, ns)?;
-        for &channel in appending
-            .iter()
-            .filter(|c| changed.contains(**c) && !omit.contains(**c))
-        {
-            let size = values.get(channel).map_or(0, |v| v.bytes.len() as u64);
-            self.delta
-                .entry(channel.clone())
-                .or_default()
-                .snapshot(size);
-        }
-        self.delta.retain(|c, _| appending.contains(&c));
+        self.delta.retain(|c, _| graph.is_delta(c));
         let new_versions = changed
             .iter()
             .filter_map(|c| self.versions.get(c).map(|v| (c.clone(), v.clone())))
@@ -280,13 +281,13 @@ impl<S: State> Frame<S> {
         &self,
         graph: &Graph<S>,
         channels_to_write: &BTreeSet<String>,
-        omit: &BTreeSet<String>,
+        omit: impl Fn(&str) -> bool,
         thread: &str,
         ns: &str,
     ) -> Result<BTreeMap<String, SerializedValue>> {
         let mut values = BTreeMap::new();
         for name in channels_to_write {
-            let value = if omit.contains(name) {
+            let value = if omit(name) {
                 None
             } else if let Some(i) = self.state.channel_index(name) {
                 self.state.dump_channel(i, &graph.serde)?

@@ -396,7 +396,9 @@ impl<S: State> CompiledGraph<S> {
             frame.sends.clear();
             changed.insert(channels::TASKS.to_owned());
         }
-        changed.extend(step::apply(graph, &mut frame, &[], vec![output], &version)?);
+        // The frame was loaded clean: what is dirty now is what the update changed.
+        step::apply(graph, &mut frame, &[], vec![output], &version)?;
+        changed.append(&mut frame.dirty);
         frame
             .seen
             .entry(as_node.clone())

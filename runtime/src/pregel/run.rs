@@ -363,12 +363,12 @@ impl<'g, S: State> Run<'g, S> {
             self.emit_updates(&tasks, &outputs);
             let writes = durability::step_writes(&tasks, &outputs)?;
             let version = self.frame.next_version(self.graph)?;
-            let changed = span
+            let shows_output = span
                 .in_scope(|| step::apply(self.graph, &mut self.frame, &tasks, outputs, &version))?;
             self.checkpoint(CheckpointSource::Loop, step, Some(writes))
                 .instrument(span)
                 .await?;
-            if crate::state::shows_output(&*self.frame.state, &changed) {
+            if shows_output {
                 self.emitter.values(&self.frame.state);
             }
             if self.breakpoint(
@@ -638,8 +638,8 @@ impl<'g, S: State> Run<'g, S> {
         // the very next write and holds them, so a crash loses no more than it would between
         // the task's end and its `put_writes`. Failures and interrupts are always saved.
         let sole = tasks.len() == 1;
-        let delta_bytes: std::sync::Mutex<BTreeMap<String, u64>> = Default::default();
-        let delta_bytes = &delta_bytes;
+        let counted: std::sync::Mutex<BTreeMap<String, u64>> = Default::default();
+        let delta_bytes = &counted;
         let saved = &saved;
         let futures = tasks.iter().map(|task| {
             let interrupted = &interrupted;
@@ -680,7 +680,13 @@ impl<'g, S: State> Run<'g, S> {
                 let serde = &graph.serde;
                 let writes = match &end {
                     TaskEnd::Done(output) => {
-                        let mut writes = step::encode_writes(graph, &self.frame.state, output)?;
+                        // The step's checkpoint follows a sole task's writes in the same
+                        // transaction and holds everything but the appended items, which it
+                        // leaves to these: only they are encoded.
+                        let writes = match sole {
+                            true => step::encode_delta_writes(graph, &self.frame.state, output)?,
+                            false => step::encode_writes(graph, &self.frame.state, output)?,
+                        };
                         for (channel, value) in &writes {
                             if graph.is_delta(channel) {
                                 let mut counted =
@@ -690,9 +696,6 @@ impl<'g, S: State> Run<'g, S> {
                             }
                         }
                         if sole {
-                            // The step's checkpoint follows in the same transaction and holds
-                            // everything but the appended items, which it leaves to these.
-                            writes.retain(|(channel, _)| graph.is_delta(channel));
                             if writes.is_empty() {
                                 return Ok((end, None));
                             }
@@ -781,7 +784,7 @@ impl<'g, S: State> Run<'g, S> {
             None if !interrupts.is_empty() => Ok(StepEnd::Interrupted(interrupts)),
             None => Ok(StepEnd::Done(
                 outputs,
-                delta_bytes.lock().map(|b| b.clone()).unwrap_or_default(),
+                counted.into_inner().unwrap_or_else(|p| p.into_inner()),
             )),
         };
         (end, unsaved)

@@ -430,6 +430,24 @@ pub(crate) fn encode_writes<S: State>(
     Ok(writes)
 }
 
+/// The writes of a task output to appending channels alone (see [`encode_writes`]).
+pub(crate) fn encode_delta_writes<S: State>(
+    graph: &Graph<S>,
+    state: &S,
+    output: &TaskOutput<S>,
+) -> Result<Vec<(String, SerializedValue)>> {
+    let mut writes = Vec::new();
+    if let Some(update) = &output.update {
+        for (i, value) in state.dump_update(update, &graph.serde)? {
+            let channel = &graph.channel_names[i];
+            if graph.is_delta(channel) {
+                writes.push((channel.clone(), value));
+            }
+        }
+    }
+    Ok(writes)
+}
+
 /// What a task's saved writes say: finished (with its output), or to be run again
 /// (it failed or was interrupted) with the resume values it already consumed.
 pub(crate) fn decode_writes<S: State>(
@@ -477,15 +495,16 @@ pub(crate) fn decode_writes<S: State>(
     Ok(SavedTask::Done(out))
 }
 
-/// Folds the step's outputs into the frame, in task order, and returns the channels whose
-/// version changed.
+/// Folds the step's outputs into the frame, in task order; the channels whose version
+/// changed join the frame's `dirty` ones. Returns whether the state's output changed (see
+/// [`crate::state::shows_output`]).
 pub(crate) fn apply<S: State>(
     graph: &Graph<S>,
     frame: &mut Frame<S>,
     tasks: &[Task<S>],
     outputs: Vec<TaskOutput<S>>,
     version: &ChannelVersion,
-) -> Result<BTreeSet<String>> {
+) -> Result<bool> {
     if outputs.len() > 1 {
         // A last-value channel takes one value per step: two writers is a graph bug.
         let specs = frame.state.channels();
@@ -581,8 +600,10 @@ pub(crate) fn apply<S: State>(
     for name in &changed {
         set(&mut frame.versions, name, version.clone());
     }
-    frame.dirty.extend(changed.iter().cloned());
-    Ok(changed)
+    let shows_output = crate::state::shows_output(&*frame.state, &changed);
+    // Moved, not copied, when nothing was dirty (every step but those of exit durability).
+    frame.dirty.append(&mut changed);
+    Ok(shows_output)
 }
 
 /// Sets `key` to `value`, copying the key only when the map does not hold it yet.
