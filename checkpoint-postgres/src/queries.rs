@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use waypoint_checkpoint::metadata;
-use waypoint_checkpoint::raw::{PreparedPut, PreparedWrites};
+use waypoint_checkpoint::raw::{PreparedPut, PreparedWrites, unvalued_channels};
 
 use bytes::Bytes;
 use std::sync::OnceLock;
@@ -11,15 +11,15 @@ use std::time::Duration;
 
 use futures::TryStreamExt;
 use serde_json::Value;
-use sqlx::postgres::PgArguments;
+use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::Query;
 use sqlx::{Acquire, PgConnection, Postgres, Row};
 use waypoint_checkpoint::serde::{CHILD_CHANNEL, TAG_NULL, child_record_task};
 use waypoint_checkpoint::{
-    DeltaChannelHistory, PendingWrite, Result, Serde, SerializedValue, Slot,
+    DeltaChannelHistory, PendingWrite, Result, Serde, SerializedValue, Slot, TupleWithHistory,
 };
 
-use crate::convert::{EMPTY, Head, StoredCheckpoint, StoredValue};
+use crate::convert::{EMPTY, Head, StoredCheckpoint, StoredValue, tuple_from_row};
 use crate::error::{DbError, Failure, pg_error};
 
 /// LangGraph's `writes_sort_key` over `checkpoint_writes cw`: `(task_path, task_id, idx)`,
@@ -982,7 +982,12 @@ async fn ids_to_keep(
             }
         }
     }
+    // A parent link back into the walk (rows stored as their own ancestors) ends it.
+    let mut walked = BTreeSet::from([latest]);
     while let (false, Some(id)) = (open.is_empty(), next.take()) {
+        if !walked.insert(id.clone()) {
+            break;
+        }
         let Some((parent, ancestor, _)) =
             checkpoint_at(conn, thread_id, ns, &id, persistent).await?
         else {
@@ -1104,6 +1109,9 @@ pub(crate) async fn fetch_values(
 /// always-true `$4[i] = channel` tells the planner the channel list is short (it guesses ten
 /// entries for an array parameter), so the generic plan costs what custom plans do and is
 /// cached, rather than the statement being planned again on every call (about 0.5 ms).
+/// `path` holds the checkpoints walked: a parent link back into them (rows another writer
+/// stored as their own ancestors) ends the walk there, as the generic walk ends; it costs a
+/// comparison per step and ancestor, on this fallback only.
 ///
 /// The result holds the ancestors' writes to each channel (`task_id` not null), oldest
 /// ancestor first and by `(task_path, task_id, idx)` within one (byte order), as `get_tuple`
@@ -1111,7 +1119,8 @@ pub(crate) async fn fetch_values(
 /// value wins over an inline one, as over LangGraph's `true` marker for a snapshot blob),
 /// else its inline JSON, and its version. The last column is only there to sort by.
 const DELTA_HISTORY: &str = r#"WITH RECURSIVE chain AS (
-    SELECT o.channel, t.checkpoint_id, t.parent_checkpoint_id, 0 AS depth, false AS seeded
+    SELECT o.channel, t.checkpoint_id, t.parent_checkpoint_id, 0 AS depth, false AS seeded,
+        ARRAY[t.checkpoint_id] AS path
     FROM checkpoints t CROSS JOIN unnest($4::text[]) WITH ORDINALITY o(channel, i)
     WHERE ($4::text[])[o.i] = o.channel AND t.thread_id = $1 AND t.checkpoint_ns = $2 AND t.checkpoint_id = coalesce($3::text,
         (SELECT max(checkpoint_id) FROM checkpoints WHERE thread_id = $1 AND checkpoint_ns = $2))
@@ -1121,11 +1130,13 @@ const DELTA_HISTORY: &str = r#"WITH RECURSIVE chain AS (
             WHERE b.thread_id = $1 AND b.checkpoint_ns = $2 AND b.channel = chain.channel
                 AND b.version = c.checkpoint -> 'channel_versions' ->> chain.channel
                 AND b.type <> 'empty' AND b.blob IS NOT NULL
-            LIMIT 1) IS NOT NULL
+            LIMIT 1) IS NOT NULL,
+        chain.path || c.checkpoint_id
     FROM chain CROSS JOIN LATERAL (
         SELECT checkpoint_id, parent_checkpoint_id, checkpoint || '{}'::jsonb AS checkpoint
         FROM checkpoints
         WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = chain.parent_checkpoint_id
+            AND checkpoint_id <> ALL(chain.path)
         LIMIT 1) c
     WHERE NOT chain.seeded
 )
@@ -1155,7 +1166,8 @@ ORDER BY 1 DESC, 9, 3, 4"#;
 /// target; each wanted channel's seed entry with the seed's own version, stored value and
 /// inline value there (the one checkpoint whose JSON is read); every checkpoint's
 /// `(id, parent)` from the oldest seed to the target; and their writes to the channels, by
-/// checkpoint id and then in `get_tuple`'s order. The parent links are walked here.
+/// checkpoint id and then in `get_tuple`'s order. The parent links are walked here. A channel
+/// the target holds the value of itself (its entry names the target) has no seed entry here.
 const DELTA_FROM_SEEDS: &str = r#"WITH t AS (
     SELECT checkpoint_id, waypoint_delta_seeds AS seeds FROM checkpoints
     WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = coalesce($3::text,
@@ -1164,6 +1176,7 @@ const DELTA_FROM_SEEDS: &str = r#"WITH t AS (
     SELECT o.channel, t.seeds -> o.channel ->> 0 AS seed, t.seeds -> o.channel ->> 1 AS named
     FROM t CROSS JOIN unnest($4::text[]) WITH ORDINALITY o(channel, i)
     WHERE ($4::text[])[o.i] = o.channel
+        AND t.seeds -> o.channel ->> 0 IS DISTINCT FROM t.checkpoint_id
 ), lo AS (
     SELECT min(seed) AS id FROM s HAVING count(*) = count(seed)
 ), c AS (
@@ -1250,23 +1263,42 @@ async fn from_seeds(
         .fetch_optional(conn)
         .await
         .map_err(pg_error)?;
+    match row {
+        Some(row) => seeded_history(&row, 0, serde, (thread_id, ns), wanted),
+        // An unknown target: nothing to rebuild from (as the walk finds).
+        None => Ok(Some(
+            wanted
+                .iter()
+                .map(|c| ((*c).to_owned(), DeltaChannelHistory::default()))
+                .collect(),
+        )),
+    }
+}
+
+/// The history of the `wanted` channels in a [`DELTA_FROM_SEEDS`] row whose columns start at
+/// `at` (it may hold other channels); `None` where [`from_seeds`] says.
+fn seeded_history(
+    row: &PgRow,
+    at: usize,
+    serde: &Serde,
+    (thread_id, ns): (&str, &str),
+    wanted: &[&str],
+) -> Result<Option<BTreeMap<String, DeltaChannelHistory>>> {
     let mut out: BTreeMap<String, DeltaChannelHistory> = wanted
         .iter()
         .map(|c| ((*c).to_owned(), DeltaChannelHistory::default()))
         .collect();
-    // An unknown target: nothing to rebuild from (as the walk finds).
-    let Some(row) = row else {
-        return Ok(Some(out));
-    };
     let texts = |i: usize| -> Result<Texts> {
-        let v: Option<Texts> = row.try_get(i).map_err(pg_error)?;
+        let v: Option<Texts> = row.try_get(at + i).map_err(pg_error)?;
         Ok(v.unwrap_or_default())
     };
     let blobs = |i: usize| -> Result<Vec<Option<Vec<u8>>>> {
-        let v: Option<Vec<Option<Vec<u8>>>> = row.try_get(i).map_err(pg_error)?;
+        let v: Option<Vec<Option<Vec<u8>>>> = row.try_get(at + i).map_err(pg_error)?;
         Ok(v.unwrap_or_default())
     };
-    let target: String = row.try_get(0).map_err(pg_error)?;
+    let Some(target): Option<String> = row.try_get(at).map_err(pg_error)? else {
+        return Ok(None);
+    };
     let (channels, seeds, named, versions) = (texts(1)?, texts(2)?, texts(3)?, texts(4)?);
     let (tags, values, inlines) = (texts(5)?, blobs(6)?, texts(7)?);
     let (ids, parents) = (texts(8)?, texts(9)?);
@@ -1277,7 +1309,7 @@ async fn from_seeds(
         .collect();
     let (w_ids, w_tasks, w_channels) = (texts(10)?, texts(11)?, texts(12)?);
     let w_idxs: Vec<Option<i32>> = row
-        .try_get::<Option<_>, _>(13)
+        .try_get::<Option<_>, _>(at + 13)
         .map_err(pg_error)?
         .unwrap_or_default();
     let (mut w_tags, mut w_blobs) = (texts(14)?, blobs(15)?);
@@ -1288,10 +1320,12 @@ async fn from_seeds(
             writes.entry((channel, id)).or_default().push(i);
         }
     }
+    let mut found = 0;
     for (i, channel) in channels.iter().enumerate() {
-        let Some(channel) = channel.as_deref() else {
+        let Some(channel) = channel.as_deref().filter(|c| wanted.contains(c)) else {
             continue;
         };
+        found += 1;
         let Some(seed) = seeds[i].as_deref() else {
             return Ok(None);
         };
@@ -1341,7 +1375,65 @@ async fn from_seeds(
             }
         }
     }
-    Ok(Some(out))
+    // A wanted channel without an entry (or one the target holds the value of itself).
+    Ok((found == wanted.len()).then_some(out))
+}
+
+/// The columns [`get`] reads (see [`select`]), before [`DELTA_FROM_SEEDS`]'s in
+/// [`get_with_history`]'s row.
+const GET_COLUMNS: usize = 15;
+
+/// The checkpoint `(thread, ns, id)` (the newest of `(thread, ns)` without an id) with the
+/// delta histories of those of `channels` it stores no value for: in one statement, its
+/// [`get`] row joined to the [`DELTA_FROM_SEEDS`] row of every channel asked (one snapshot,
+/// so both read the same checkpoint), where the seed pointers answer; else the history is
+/// walked ([`DELTA_HISTORY`]) in a second statement.
+pub(crate) async fn get_with_history(
+    conn: &mut PgConnection,
+    serde: &Serde,
+    (thread_id, ns, id): (&str, &str, Option<&str>),
+    channels: &[String],
+    persistent: bool,
+) -> Result<Option<TupleWithHistory>> {
+    static SQL: OnceLock<String> = OnceLock::new();
+    let sql = SQL.get_or_init(|| {
+        let get = select(
+            "WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 AND c.checkpoint_id = coalesce($3::text,
+        (SELECT max(checkpoint_id) FROM checkpoints WHERE thread_id = $1 AND checkpoint_ns = $2))",
+            true,
+        );
+        format!("SELECT g.*, h.* FROM ({get}) g LEFT JOIN ({DELTA_FROM_SEEDS}) h ON true")
+    });
+    let asked: Vec<&str> = channels
+        .iter()
+        .map(String::as_str)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let row = sqlx::query(sql)
+        .persistent(persistent)
+        .bind(thread_id)
+        .bind(ns)
+        .bind(id)
+        .bind(&asked)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(pg_error)?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    // Read without an id, the row is its namespace's newest.
+    let tuple = tuple_from_row(&row, serde, id.is_none())?;
+    let missing = unvalued_channels(&tuple, channels);
+    let wanted: Vec<&str> = missing.iter().map(String::as_str).collect();
+    let history = match seeded_history(&row, GET_COLUMNS, serde, (thread_id, ns), &wanted)? {
+        Some(history) => history,
+        None => {
+            let at = tuple.config.checkpoint_id.as_deref();
+            walk_history(conn, serde, (thread_id, ns, at), &wanted, persistent).await?
+        }
+    };
+    Ok(Some((tuple, history)))
 }
 
 /// The delta history by walking parent links on the server ([`DELTA_HISTORY`]).
@@ -1465,8 +1557,8 @@ fn inline_value(text: &str) -> Result<SerializedValue> {
 #[cfg(test)]
 mod tests {
     use serde_json::json;
-    use waypoint_checkpoint::raw::walk_delta_history;
-    use waypoint_checkpoint::{CheckpointConfig, CheckpointSaver, Serde};
+    use waypoint_checkpoint::raw::{unvalued_channels, walk_delta_history};
+    use waypoint_checkpoint::{CheckpointConfig, CheckpointSaver, CheckpointSaverExt, Serde};
 
     use crate::{PostgresConfig, PostgresSaver};
 
@@ -1717,6 +1809,22 @@ mod tests {
                     .await
                     .expect("walk");
                 assert_eq!(fast, slow, "at {config:?} {channels:?}, cleared {cleared}");
+                // The checkpoint with its history in one read answers as the two reads.
+                let both = saver
+                    .get_tuple_with_history(config, channels)
+                    .await
+                    .expect("read");
+                let apart = match saver.get_tuple(config).await.expect("get") {
+                    Some(tuple) => {
+                        let missing = unvalued_channels(&tuple, channels);
+                        let history = walk_delta_history(&saver, &tuple.config, &missing)
+                            .await
+                            .expect("walk");
+                        Some((tuple, history))
+                    }
+                    None => None,
+                };
+                assert_eq!(both, apart, "at {config:?} {channels:?}, cleared {cleared}");
             }
             // Through the pointers while they are set; never where the walk must decide.
             let expected = through
@@ -1897,5 +2005,95 @@ mod tests {
             carried,
             json!({"topic": "cats", "ratio": 0.5, "done": false, "nothing": null})
         );
+    }
+
+    /// Rows another writer stored as their own ancestors (a checkpoint its own parent, two
+    /// checkpoints each other's): reads, the delta history (as the generic walk answers),
+    /// prune and copy finish. The timeout only guards the test against hanging.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn parent_links_that_loop_end_every_walk() {
+        let Some(url) = waypoint_test_kit::postgres_url() else {
+            return;
+        };
+        let schema = waypoint_test_kit::fresh_name("wp_test");
+        let saver =
+            PostgresSaver::connect(PostgresConfig::new(url).schema(schema).max_connections(2))
+                .await
+                .expect("connect");
+        let serde = Serde::default();
+        let ids: Vec<String> = (0..3).map(waypoint_checkpoint::checkpoint_id).collect();
+        // (thread, id, parent): "self" names itself, "pair" loops through two rows.
+        let rows = [
+            ("self", &ids[0], &ids[0]),
+            ("pair", &ids[1], &ids[2]),
+            ("pair", &ids[2], &ids[1]),
+        ];
+        for (thread, id, parent) in rows {
+            let checkpoint = json!({
+                "v": 4, "id": id, "ts": "2026-01-01T00:00:00+00:00",
+                "channel_values": {}, "channel_versions": {"m": "1"}, "versions_seen": {}
+            });
+            sqlx::query(
+                "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
+                 VALUES ($1, '', $2, $3, $4::jsonb, '{\"counters_since_delta_snapshot\": {\"m\": 1}}'::jsonb)",
+            )
+            .bind(thread)
+            .bind(id)
+            .bind(parent)
+            .bind(checkpoint.to_string())
+            .execute(saver.pool())
+            .await
+            .expect("row");
+            let config = CheckpointConfig::new(thread)
+                .with_ns("")
+                .with_id(id.clone());
+            let write = serde.dumps(&json!([id])).expect("dumps");
+            saver
+                .put_writes(&config, vec![("m".into(), write)], "t", "")
+                .await
+                .expect("writes");
+        }
+        let wanted = vec!["m".to_owned()];
+        let every_walk = async {
+            for (thread, id, _) in rows {
+                for config in [
+                    CheckpointConfig::new(thread)
+                        .with_ns("")
+                        .with_id(id.clone()),
+                    CheckpointConfig::new(thread).with_ns(""),
+                ] {
+                    let tuple = saver.get_tuple(&config).await.expect("get");
+                    assert!(tuple.is_some(), "{thread} {id}");
+                    let history = saver
+                        .delta_channel_history(&config, &wanted)
+                        .await
+                        .expect("history");
+                    let walked = walk_delta_history(&saver, &config, &wanted)
+                        .await
+                        .expect("walk");
+                    assert_eq!(history, walked, "{thread} {id}");
+                }
+                let listed = saver
+                    .list(Some(&CheckpointConfig::new(thread)), &Default::default())
+                    .await
+                    .expect("list");
+                assert!(!listed.is_empty());
+            }
+            saver.copy_thread("pair", "copy").await.expect("copy");
+            assert_eq!(saver.list_thread("copy").await.expect("list").len(), 2);
+            saver
+                .prune(
+                    &["self".into(), "pair".into(), "copy".into()],
+                    waypoint_checkpoint::PruneStrategy::KeepLatest,
+                )
+                .await
+                .expect("prune");
+            // The loop keeps both rows of the pair: each is the other's ancestor.
+            assert_eq!(saver.list_thread("pair").await.expect("list").len(), 2);
+            assert_eq!(saver.list_thread("self").await.expect("list").len(), 1);
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(60), every_walk)
+            .await
+            .expect("a walk looped");
     }
 }

@@ -17,7 +17,7 @@ use sqlx::postgres::{PgPool, PgRow};
 use waypoint_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
     CheckpointSaver, CheckpointTuple, DeltaChannelHistory, Error, Lease, ListOptions,
-    PruneStrategy, Result, Save, Serde, SerializedValue,
+    PruneStrategy, Result, Save, Serde, SerializedValue, TupleWithHistory,
 };
 
 use crate::config::PostgresConfig;
@@ -607,6 +607,32 @@ impl CheckpointSaver for PostgresSaver {
         let target = (config.thread_id.as_str(), config.ns(), id);
         let persistent = self.config().persistent();
         on_conn!(self.pool, retry = true, |conn| queries::delta_history(
+            conn,
+            &self.serde,
+            target,
+            channels,
+            persistent
+        ))
+    }
+
+    /// One statement where the seed pointers answer (a fork's read: one round trip instead
+    /// of two).
+    #[tracing::instrument(level = "info", skip_all, fields(backend = "postgres",
+        thread_id = %config.thread_id, checkpoint_ns = config.ns(),
+        checkpoint_id = config.checkpoint_id.as_deref(), channels = channels.len()))]
+    async fn get_tuple_with_history(
+        &self,
+        config: &CheckpointConfig,
+        channels: &[String],
+    ) -> Result<Option<TupleWithHistory>> {
+        check_lookup(config)?;
+        channels
+            .iter()
+            .try_for_each(|c| check_nul("channel name", c))?;
+        let id = config.checkpoint_id.as_deref().filter(|id| !id.is_empty());
+        let target = (config.thread_id.as_str(), config.ns(), id);
+        let persistent = self.config().persistent();
+        on_conn!(self.pool, retry = true, |conn| queries::get_with_history(
             conn,
             &self.serde,
             target,

@@ -8,6 +8,7 @@ use async_trait::async_trait;
 
 use crate::saver::{
     Capabilities, CheckpointSaver, DeltaChannelHistory, Lease, ListOptions, PruneStrategy, Save,
+    TupleWithHistory,
 };
 use crate::version::ChannelVersion;
 use crate::{
@@ -134,6 +135,14 @@ impl CheckpointSaver for Fenced {
         channels: &[String],
     ) -> Result<BTreeMap<String, DeltaChannelHistory>> {
         self.inner.delta_channel_history(config, channels).await
+    }
+
+    async fn get_tuple_with_history(
+        &self,
+        config: &CheckpointConfig,
+        channels: &[String],
+    ) -> Result<Option<TupleWithHistory>> {
+        self.inner.get_tuple_with_history(config, channels).await
     }
 
     async fn acquire_lease(&self, thread_id: &str, ttl: Duration) -> Result<Lease> {

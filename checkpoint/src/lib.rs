@@ -67,7 +67,7 @@ pub use id::{checkpoint_id, uuid6};
 pub use memory::InMemorySaver;
 pub use saver::{
     Capabilities, CheckpointSaver, CheckpointSaverExt, DeltaChannelHistory, Lease, ListOptions,
-    PruneStrategy, Save,
+    PruneStrategy, Save, TupleWithHistory,
 };
 pub use serde::{Format, Keyring, Serde, Slot};
 pub use types::{

@@ -8,5 +8,7 @@ pub use crate::prepare::{
     expected_heads_json, head_moved, head_moved_in,
 };
 pub use crate::redact::redact_url;
-pub use crate::saver::{check_fenced_saves, ids_to_keep, lease_lost, walk_delta_history};
+pub use crate::saver::{
+    check_fenced_saves, ids_to_keep, lease_lost, unvalued_channels, walk_delta_history,
+};
 pub use crate::trace::{operation_span, record_batch, record_put, record_read, record_writes};

@@ -365,6 +365,27 @@ pub trait CheckpointSaver: Send + Sync + Debug {
         walk_delta_history(self, config, channels).await
     }
 
+    /// The checkpoint `config` names (latest without an id), with the delta histories of
+    /// those of `channels` it versions but stores no value for (the ones a reader rebuilds):
+    /// [`Self::get_tuple`] and then [`Self::delta_channel_history`], in one round trip where
+    /// the backend can answer both at once.
+    async fn get_tuple_with_history(
+        &self,
+        config: &CheckpointConfig,
+        channels: &[String],
+    ) -> Result<Option<TupleWithHistory>> {
+        let Some(tuple) = self.get_tuple(config).await? else {
+            return Ok(None);
+        };
+        let missing = unvalued_channels(&tuple, channels);
+        let history = if missing.is_empty() {
+            BTreeMap::new()
+        } else {
+            self.delta_channel_history(&tuple.config, &missing).await?
+        };
+        Ok(Some((tuple, history)))
+    }
+
     /// Claims `thread_id` for `ttl`; `Error::Conflict` while another live lease holds it. An
     /// expired lease is taken over.
     ///
@@ -487,6 +508,24 @@ pub fn ids_to_keep<'s>(
         next = grandparent;
     }
     keep
+}
+
+/// A checkpoint tuple with the delta histories of its channels stored without a value
+/// ([`CheckpointSaver::get_tuple_with_history`]).
+pub type TupleWithHistory = (CheckpointTuple, BTreeMap<String, DeltaChannelHistory>);
+
+/// Those of `channels` (each once, sorted) that `tuple`'s checkpoint versions but stores no
+/// value for: the ones [`CheckpointSaver::get_tuple_with_history`] reads a history of.
+pub fn unvalued_channels(tuple: &CheckpointTuple, channels: &[String]) -> Vec<String> {
+    let checkpoint = &tuple.checkpoint;
+    let wanted: BTreeSet<&String> = channels
+        .iter()
+        .filter(|c| {
+            checkpoint.channel_versions.contains_key(*c)
+                && !checkpoint.channel_values.contains_key(*c)
+        })
+        .collect();
+    wanted.into_iter().cloned().collect()
 }
 
 /// The delta-history walk over `get_tuple` and parent links; works on any saver.
@@ -654,6 +693,13 @@ macro_rules! forward_saver {
                 channels: &[String],
             ) -> Result<BTreeMap<String, DeltaChannelHistory>> {
                 (**self).delta_channel_history(config, channels).await
+            }
+            async fn get_tuple_with_history(
+                &self,
+                config: &CheckpointConfig,
+                channels: &[String],
+            ) -> Result<Option<TupleWithHistory>> {
+                (**self).get_tuple_with_history(config, channels).await
             }
             async fn acquire_lease(&self, thread_id: &str, ttl: Duration) -> Result<Lease> {
                 (**self).acquire_lease(thread_id, ttl).await

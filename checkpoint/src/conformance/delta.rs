@@ -96,6 +96,17 @@ async fn history(
             .into_iter()
             .collect::<Vec<_>>()
     );
+    // Read with the checkpoint, the channels it stores no value for have the same history.
+    if let Some((tuple, with)) = saver.get_tuple_with_history(at, &channels).await? {
+        let missing = crate::raw::unvalued_channels(&tuple, &channels);
+        assert_eq!(with.keys().cloned().collect::<Vec<_>>(), missing);
+        for channel in &missing {
+            assert_eq!(
+                with[channel], got[channel],
+                "{channel} read with its checkpoint"
+            );
+        }
+    }
     Ok(got.iter().map(|(k, h)| (k.clone(), decoded(h))).collect())
 }
 

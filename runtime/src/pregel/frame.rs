@@ -8,7 +8,8 @@ use std::sync::Arc;
 use serde_json::Value;
 use waypoint_checkpoint::{
     ChannelVersion, ChannelVersions, Checkpoint, CheckpointSaver, CheckpointSource,
-    CheckpointTuple, PendingWrite, SerializedValue, Slot, channels, metadata,
+    CheckpointTuple, DeltaChannelHistory, PendingWrite, SerializedValue, Slot, TupleWithHistory,
+    channels, metadata,
 };
 
 use crate::delta::DeltaCounter;
@@ -173,20 +174,51 @@ impl<S: State> Frame<S> {
             }
             None => {
                 let history = saver.delta_channel_history(&config, &frame.missing).await?;
-                for (channel, history) in history {
-                    let (seed, writes) = (history.seed.as_ref(), &history.writes);
-                    replay(
-                        graph,
-                        Arc::make_mut(&mut frame.state),
-                        &channel,
-                        seed,
-                        writes,
-                    )?;
-                }
-                frame.missing.clear();
+                frame.rebuild(graph, history)?;
             }
         }
         Ok(frame)
+    }
+
+    /// Decodes a stored checkpoint read with the histories of its appending channels
+    /// ([`CheckpointSaver::get_tuple_with_history`] over [`Self::appending`]).
+    pub(crate) fn with_history(
+        graph: &Graph<S>,
+        (tuple, history): TupleWithHistory,
+    ) -> Result<Self> {
+        let mut frame = Frame::decode(graph, tuple)?;
+        frame.rebuild(graph, history)?;
+        Ok(frame)
+    }
+
+    /// The channels of `graph` a checkpoint may store as their history.
+    pub(crate) fn appending(graph: &Graph<S>) -> Vec<String> {
+        graph
+            .channel_names
+            .iter()
+            .filter(|name| graph.is_delta(name))
+            .cloned()
+            .collect()
+    }
+
+    /// Rebuilds the missing appending channels from their `history`.
+    fn rebuild(
+        &mut self,
+        graph: &Graph<S>,
+        history: BTreeMap<String, DeltaChannelHistory>,
+    ) -> Result<()> {
+        for (channel, history) in history {
+            let (seed, writes) = (history.seed.as_ref(), &history.writes);
+            replay(
+                graph,
+                Arc::make_mut(&mut self.state),
+                &channel,
+                seed,
+                writes,
+            )?;
+        }
+        self.missing.clear();
+        Ok(())
     }
 
     /// The next version for a step's changes: one past the greatest version in the frame.

@@ -344,7 +344,16 @@ impl<S: State> CompiledGraph<S> {
         config: &RunConfig,
     ) -> Result<Frame<S>> {
         let graph = &*self.inner;
-        match saver.get_tuple(&config.checkpoint_config(thread)).await? {
+        let at = config.checkpoint_config(thread);
+        // A named checkpoint (a fork) is read with its history at once; the latest is
+        // usually cached, so its history is read only when it is not.
+        if at.checkpoint_id.is_some() {
+            let appending = Frame::appending(graph);
+            if let Some(read) = saver.get_tuple_with_history(&at, &appending).await? {
+                return Frame::with_history(graph, read);
+            }
+        }
+        match saver.get_tuple(&at).await? {
             Some(tuple) => Frame::load(graph, saver, tuple, false).await,
             None if config.checkpoint_id.is_some() => Err(Error::InvalidConfig(format!(
                 "checkpoint `{}` of thread `{thread}` does not exist",
