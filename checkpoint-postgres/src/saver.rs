@@ -265,6 +265,20 @@ impl Batch {
     }
 }
 
+/// The `(thread, ns, id)` a history read of `channels` at `config` targets (no id: the
+/// latest), once both are checked storable.
+fn history_target<'a>(
+    config: &'a CheckpointConfig,
+    channels: &[String],
+) -> Result<(&'a str, &'a str, Option<&'a str>)> {
+    check_lookup(config)?;
+    channels
+        .iter()
+        .try_for_each(|c| check_nul("channel name", c))?;
+    let id = config.checkpoint_id.as_deref().filter(|id| !id.is_empty());
+    Ok((config.thread_id.as_str(), config.ns(), id))
+}
+
 fn list_query(config: Option<&CheckpointConfig>, options: &ListOptions) -> Result<ListQuery> {
     config.map(check_lookup).transpose()?;
     check_nul("before", options.before.as_deref().unwrap_or(""))?;
@@ -599,12 +613,7 @@ impl CheckpointSaver for PostgresSaver {
         if channels.is_empty() {
             return Ok(BTreeMap::new());
         }
-        check_lookup(config)?;
-        channels
-            .iter()
-            .try_for_each(|c| check_nul("channel name", c))?;
-        let id = config.checkpoint_id.as_deref().filter(|id| !id.is_empty());
-        let target = (config.thread_id.as_str(), config.ns(), id);
+        let target = history_target(config, channels)?;
         let persistent = self.config().persistent();
         on_conn!(self.pool, retry = true, |conn| queries::delta_history(
             conn,
@@ -625,12 +634,7 @@ impl CheckpointSaver for PostgresSaver {
         config: &CheckpointConfig,
         channels: &[String],
     ) -> Result<Option<TupleWithHistory>> {
-        check_lookup(config)?;
-        channels
-            .iter()
-            .try_for_each(|c| check_nul("channel name", c))?;
-        let id = config.checkpoint_id.as_deref().filter(|id| !id.is_empty());
-        let target = (config.thread_id.as_str(), config.ns(), id);
+        let target = history_target(config, channels)?;
         let persistent = self.config().persistent();
         on_conn!(self.pool, retry = true, |conn| queries::get_with_history(
             conn,
