@@ -106,14 +106,12 @@ pub(crate) fn write_counters(
     if counters.is_empty() {
         return;
     }
-    let updates: Map<String, Value> = counters
-        .iter()
-        .map(|(c, n)| (c.clone(), json!(n.updates)))
-        .collect();
-    let bytes: Map<String, Value> = counters
-        .iter()
-        .map(|(c, n)| (c.clone(), json!([n.bytes, n.snapshot_bytes])))
-        .collect();
+    // Inserted in order: collecting would buffer and sort the few entries first.
+    let (mut updates, mut bytes) = (Map::new(), Map::new());
+    for (channel, n) in counters {
+        updates.insert(channel.clone(), json!(n.updates));
+        bytes.insert(channel.clone(), json!([n.bytes, n.snapshot_bytes]));
+    }
     extra.insert(
         waypoint_checkpoint::metadata::DELTA_COUNTERS.to_owned(),
         Value::Object(updates),

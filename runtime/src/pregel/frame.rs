@@ -287,10 +287,13 @@ impl<S: State> Frame<S> {
             }
         }
         self.delta.retain(|c, _| graph.is_delta(c));
-        let new_versions = changed
-            .iter()
-            .filter_map(|c| self.versions.get(c).map(|v| (c.clone(), v.clone())))
-            .collect();
+        // Inserted in order: collecting would buffer and sort the few entries first.
+        let mut new_versions = ChannelVersions::new();
+        for channel in &changed {
+            if let Some(version) = self.versions.get(channel) {
+                new_versions.insert(channel.clone(), version.clone());
+            }
+        }
         // The frame's id when it has one: `Checkpoint::new` would make one only to drop it.
         let id = match &self.checkpoint_id {
             Some(id) => id.clone(),

@@ -405,12 +405,7 @@ pub(crate) fn encode_writes<S: State>(
     state: &S,
     output: &TaskOutput<S>,
 ) -> Result<Vec<(String, SerializedValue)>> {
-    let mut writes = Vec::new();
-    if let Some(update) = &output.update {
-        for (i, value) in state.dump_update(update, &graph.serde)? {
-            writes.push((graph.channel_names[i].clone(), value));
-        }
-    }
+    let mut writes = update_writes(graph, state, output, |_| true)?;
     for &i in &output.triggers {
         writes.push((graph.nodes[i].trigger.clone(), null_value()));
     }
@@ -436,11 +431,21 @@ pub(crate) fn encode_delta_writes<S: State>(
     state: &S,
     output: &TaskOutput<S>,
 ) -> Result<Vec<(String, SerializedValue)>> {
+    update_writes(graph, state, output, |channel| graph.is_delta(channel))
+}
+
+/// The writes of a task output's update to the channels `keep` keeps.
+fn update_writes<S: State>(
+    graph: &Graph<S>,
+    state: &S,
+    output: &TaskOutput<S>,
+    keep: impl Fn(&str) -> bool,
+) -> Result<Vec<(String, SerializedValue)>> {
     let mut writes = Vec::new();
     if let Some(update) = &output.update {
         for (i, value) in state.dump_update(update, &graph.serde)? {
             let channel = &graph.channel_names[i];
-            if graph.is_delta(channel) {
+            if keep(channel) {
                 writes.push((channel.clone(), value));
             }
         }
