@@ -634,6 +634,11 @@ impl CheckpointSaver for PostgresSaver {
         config: &CheckpointConfig,
         channels: &[String],
     ) -> Result<Option<TupleWithHistory>> {
+        // No history asked (LangGraph's value layout has no appending channel): get_tuple's
+        // own statement, without the seed reads.
+        if channels.is_empty() {
+            return Ok(self.get_tuple(config).await?.map(|t| (t, BTreeMap::new())));
+        }
         let target = history_target(config, channels)?;
         let persistent = self.config().persistent();
         on_conn!(self.pool, retry = true, |conn| queries::get_with_history(
