@@ -1,7 +1,7 @@
 //! All SQL. Each operation is one statement (one round trip, atomic on its own) where it
 //! can be; the rest run in one transaction.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use waypoint_checkpoint::metadata;
 use waypoint_checkpoint::raw::{PreparedPut, PreparedWrites, unvalued_channels};
 
@@ -203,10 +203,23 @@ impl ListQuery {
 /// same version are kept; the checkpoint row is replaced except for its parent. The row
 /// records where its delta channels' histories start ([`DELTA_SEEDS`]).
 ///
+/// `renewed` counts the values, from the first, of the channels the put versions anew (its
+/// `new_versions`, [`PreparedPut::values`]); the others (a put hands over every value it
+/// keeps, most stored by an earlier put) are first not sent: the statement checks their
+/// `(channel, version)` rows are stored and writes nothing when one is missing, and the put
+/// is made again with every value sent, which stores the missing ones as before. So a put
+/// after a committed delete (of the thread, or of runs whose values it shared) stores every
+/// value it keeps, as when all were sent. A delete not yet committed when the check reads
+/// can remove a value the put relied on; sending it would not have saved it either: that
+/// delete, had it reached the row a moment later (after the put's `DO NOTHING` found it),
+/// removes it all the same and leaves the same rows (the put's own checkpoint row, newer
+/// than the delete's snapshot, is not deleted either way).
+///
 /// Values the parent row holds inline (LangGraph keeps strings, numbers, booleans and null
 /// in `channel_values`, outside `checkpoint_blobs`) are carried into the new row for every
 /// channel whose version this checkpoint keeps and this put does not store, so continuing a
-/// Python-written thread never drops them.
+/// Python-written thread never drops them. A put handing over a value (or empty marker) of
+/// every channel it versions reads no parent for that.
 ///
 /// With a [`Fence`], every row is written only while the lease allows it, checked in the same
 /// statement; returns whether it was written. `heads` ([`expected_heads_json`], or
@@ -215,9 +228,36 @@ impl ListQuery {
 /// `WP409`).
 ///
 /// [`expected_heads_json`]: waypoint_checkpoint::raw::expected_heads_json
+/// [`PreparedPut::values`]: waypoint_checkpoint::raw::PreparedPut::values
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn put<'a>(
     conn: &mut PgConnection,
     put: &'a PreparedPut,
+    renewed: usize,
+    checkpoint: &'a str,
+    metadata: &'a str,
+    fence: Fence<'a>,
+    heads: &'a str,
+    via: Via<'_>,
+) -> sqlx::Result<bool> {
+    if renewed < put.values.len() {
+        let written = put_sending(conn, put, renewed, checkpoint, metadata, fence, heads, via);
+        if written.await? {
+            return Ok(true);
+        }
+        // A value kept is missing, or the fence refused: sending every value answers both.
+    }
+    let every = put.values.len();
+    put_sending(conn, put, every, checkpoint, metadata, fence, heads, via).await
+}
+
+/// [`put`]'s statement sending the values before `sent` and those after it without a value
+/// (empty markers); the rest must be stored already for anything to be written.
+#[allow(clippy::too_many_arguments)]
+async fn put_sending<'a>(
+    conn: &mut PgConnection,
+    put: &'a PreparedPut,
+    sent: usize,
     checkpoint: &'a str,
     metadata: &'a str,
     fence: Fence<'a>,
@@ -225,11 +265,16 @@ pub(crate) async fn put<'a>(
     via: Via<'_>,
 ) -> sqlx::Result<bool> {
     // The child record's rows are one more data-modifying CTE: it runs whether or not the
-    // main insert reads it, in the statement's snapshot, so under a fence each insert is
-    // gated on the lease itself. Without a child record (`on_child_conflict` none) the
-    // statement has no such CTE: an empty one cost ~15 us of server time per put. Its
-    // parameters ($11 to $19) are bound all the same, unused.
-    fn sql(fence: usize, on_child_conflict: Option<&str>) -> String {
+    // main insert reads it, in the statement's snapshot, so each insert is gated on the
+    // lease and the kept values itself. Without a child record (`on_child_conflict` none)
+    // the statement has no such CTE: an empty one cost ~15 us of server time per put. Its
+    // parameters ($11 to $19) are bound all the same, unused. `carry` reads the parent's
+    // inline values. Each kept value is one primary-key probe (a subquery in the select list:
+    // as `NOT EXISTS` the planner may hash the thread's values instead, ~170 buffer hits);
+    // the always-true `$23[i] = channel` tells the planner the list is short, so the generic
+    // plan costs what custom ones do and is cached instead of the statement being planned
+    // on every call (the planner guesses ten entries for an array parameter).
+    fn sql(fence: usize, on_child_conflict: Option<&str>, carry: bool) -> String {
         const HELD: &str = "fence AS (SELECT 1 FROM waypoint_thread_leases WHERE thread_id = $21 AND token = $22 FOR SHARE), ";
         // Claimed already lapsed: the row (inserted, or locked when a lapsed lease is taken
         // over) keeps a claim made meanwhile waiting until the commit, and then lets it in.
@@ -238,10 +283,12 @@ pub(crate) async fn put<'a>(
         ON CONFLICT (thread_id) DO UPDATE SET token = excluded.token, expires_at = excluded.expires_at
         WHERE waypoint_thread_leases.expires_at <= now()
         RETURNING 1), ";
+        const KEPT: &str = " WHERE (SELECT ok FROM kept)";
+        const KEPT_HELD: &str = " WHERE (SELECT ok FROM kept) AND EXISTS (SELECT 1 FROM fence)";
         let (fence, held) = match fence {
-            0 => ("", ""),
-            1 => (HELD, " WHERE EXISTS (SELECT 1 FROM fence)"),
-            _ => (CLAIM, " WHERE EXISTS (SELECT 1 FROM fence)"),
+            0 => ("", KEPT),
+            1 => (HELD, KEPT_HELD),
+            _ => (CLAIM, KEPT_HELD),
         };
         let child = on_child_conflict.map_or_else(String::new, |on_conflict| format!(", child AS (
         INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
@@ -249,50 +296,71 @@ pub(crate) async fn put<'a>(
         FROM unnest($16::int4[], $17::text[], $18::text[], $19::bytea[]) AS w(idx, channel, type, blob){held}
         ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) {on_conflict}
     )"));
+        let values = if carry {
+            "coalesce((
+        SELECT jsonb_object_agg(e.key, e.value)
+        FROM checkpoints p, jsonb_each(p.checkpoint -> 'channel_values') AS e
+        WHERE p.thread_id = $1 AND p.checkpoint_ns = $2 AND p.checkpoint_id = $8
+            AND p.checkpoint -> 'channel_versions' -> e.key = $9::jsonb -> 'channel_versions' -> e.key
+            AND e.key <> ALL($3::text[]) AND e.key <> ALL($23::text[])
+    ), '{}'::jsonb)"
+        } else {
+            "'{}'::jsonb"
+        };
         format!(
-            "WITH {fence}blobs AS (
+            "WITH {fence}kept AS (
+        SELECT coalesce(bool_and((SELECT true FROM checkpoint_blobs b
+            WHERE b.thread_id = $1 AND b.checkpoint_ns = $2 AND b.channel = k.channel AND b.version = k.version) IS NOT NULL), true) AS ok
+        FROM unnest($23::text[], $24::text[]) WITH ORDINALITY AS k(channel, version, i)
+        WHERE ($23::text[])[k.i] = k.channel
+    ), blobs AS (
         INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
         SELECT $1, $2, v.channel, v.version, v.type, v.blob
         FROM unnest($3::text[], $4::text[], $5::text[], $6::bytea[]) AS v(channel, version, type, blob){held}
         ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
     ){child}
     INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata, waypoint_delta_seeds)
-    SELECT $1, $2, $7, $8, jsonb_set($9::jsonb, '{{channel_values}}', coalesce((
-        SELECT jsonb_object_agg(e.key, e.value)
-        FROM checkpoints p, jsonb_each(p.checkpoint -> 'channel_values') AS e
-        WHERE p.thread_id = $1 AND p.checkpoint_ns = $2 AND p.checkpoint_id = $8
-            AND p.checkpoint -> 'channel_versions' -> e.key = $9::jsonb -> 'channel_versions' -> e.key
-            AND e.key <> ALL($3::text[])
-    ), '{{}}'::jsonb)), $10::jsonb, {DELTA_SEEDS}
+    SELECT $1, $2, $7, $8, jsonb_set($9::jsonb, '{{channel_values}}', {values}), $10::jsonb, {DELTA_SEEDS}
     FROM (SELECT set_config('waypoint.expected_heads', $20, true)) AS heads{held}
     ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id)
     DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata,
         waypoint_delta_seeds = EXCLUDED.waypoint_delta_seeds"
         )
     }
-    static SQL: OnceLock<[[String; 3]; 3]> = OnceLock::new();
+    static SQL: OnceLock<[[[String; 2]; 3]; 3]> = OnceLock::new();
     let statements = SQL.get_or_init(|| {
         [0, 1, 2].map(|fence| {
-            [None, Some("DO NOTHING"), Some(REPLACE_WRITE)].map(|child| sql(fence, child))
+            [None, Some("DO NOTHING"), Some(REPLACE_WRITE)]
+                .map(|child| [false, true].map(|carry| sql(fence, child, carry)))
         })
     });
     let n = put.values.len();
     let (mut channels, mut versions) = (Vec::with_capacity(n), Vec::with_capacity(n));
     let (mut types, mut blobs) = (Vec::with_capacity(n), Vec::with_capacity(n));
-    for v in &put.values {
-        channels.push(v.channel.as_str());
-        versions.push(v.version.as_str());
+    let (mut kept, mut kept_versions) = (Vec::new(), Vec::new());
+    for (i, v) in put.values.iter().enumerate() {
         match &v.value {
+            Some(value) if i >= sent && value.type_tag != EMPTY => {
+                kept.push(v.channel.as_str());
+                kept_versions.push(v.version.as_str());
+            }
             Some(value) => {
+                channels.push(v.channel.as_str());
+                versions.push(v.version.as_str());
                 types.push(value.type_tag.as_ref());
                 blobs.push(Some(value.bytes.as_ref()));
             }
             None => {
+                channels.push(v.channel.as_str());
+                versions.push(v.version.as_str());
                 types.push(EMPTY);
                 blobs.push(None);
             }
         }
     }
+    // The parent's inline values are read only for a channel versioned without a value here.
+    let given: HashSet<&str> = put.values.iter().map(|v| v.channel.as_str()).collect();
+    let carry = (put.checkpoint.channel_versions.keys()).any(|c| !given.contains(c.as_str()));
     let child = put.child.as_ref();
     let rows = child.map(WriteColumns::of).unwrap_or_default();
     let child_kind = child.map_or(0, |c| 1 + usize::from(c.replace));
@@ -301,10 +369,10 @@ pub(crate) async fn put<'a>(
         Fence::Held(thread, token) => (1, Some((thread, token))),
         Fence::Claim(thread, token) => (2, Some((thread, token))),
     };
-    let sql = &statements[kind][child_kind];
+    let sql = &statements[kind][child_kind][usize::from(carry)];
     let text = |s: &'a str| Param::Text(Some(s));
     let of_child = |f: fn(&'a PreparedWrites) -> &'a str| Param::Text(child.map(f));
-    let mut params = vec![
+    let params = vec![
         text(&put.thread_id),
         text(&put.checkpoint_ns),
         Param::Texts(channels),
@@ -325,10 +393,11 @@ pub(crate) async fn put<'a>(
         Param::Texts(rows.types),
         Param::Blobs(rows.blobs.into_iter().map(Some).collect()),
         text(heads),
+        Param::Text(lease.map(|(thread_id, _)| thread_id)),
+        Param::Text(lease.map(|(_, token)| token)),
+        Param::Texts(kept),
+        Param::Texts(kept_versions),
     ];
-    if let Some((thread_id, token)) = lease {
-        params.extend([text(thread_id), text(token)]);
-    }
     let done = match via {
         Via::Bound { persistent } => {
             let query = params.into_iter().fold(sqlx::query(sql), Param::bind);
@@ -363,9 +432,12 @@ const DELTA_SEEDS: &str = "(
             WHEN jsonb_typeof($10::jsonb -> 'counters_since_delta_snapshot') = 'object'
             THEN $10::jsonb -> 'counters_since_delta_snapshot' END) AS d(channel)
         LEFT JOIN LATERAL (
-            SELECT v.version, v.type <> 'empty' AND v.blob IS NOT NULL AS valued
+            (SELECT v.version, v.type <> 'empty' AND v.blob IS NOT NULL AS valued
             FROM unnest($3::text[], $4::text[], $5::text[], $6::bytea[]) AS v(channel, version, type, blob)
-            WHERE v.channel = d.channel
+            WHERE v.channel = d.channel)
+            UNION ALL
+            (SELECT k.version, true FROM unnest($23::text[], $24::text[]) AS k(channel, version)
+            WHERE k.channel = d.channel)
             LIMIT 1) h ON true
         LEFT JOIN (
             SELECT waypoint_delta_seeds AS seeds, parent_checkpoint_id, true AS found

@@ -206,21 +206,32 @@ fn in_transaction(
 /// connection is taken, so that writing it is statements only.
 struct Batch {
     saves: Vec<PreparedSave>,
-    /// Checkpoint and metadata JSON of each put (empty for writes).
-    texts: Vec<(String, String)>,
+    /// Checkpoint and metadata JSON of each put (empty for writes), and how many of its
+    /// values are of its `new_versions` (see [`queries::put`]).
+    texts: Vec<(String, String, usize)>,
 }
 
 impl Batch {
     fn prepare(serde: &Serde, saves: Vec<Save>) -> Result<Self> {
+        // Every put is prepared, in order: the n-th prepared put is the n-th given.
+        let mut renewed: Vec<usize> = (saves.iter())
+            .filter_map(|save| match save {
+                Save::Put { new_versions, .. } => Some(new_versions.len()),
+                Save::Writes { .. } => None,
+            })
+            .collect();
+        renewed.reverse();
         let saves = PreparedSave::batch(serde, saves)?;
         record_batch(&saves);
         let texts = saves
             .iter()
             .map(|save| match save {
-                PreparedSave::Put(put) => {
-                    Ok((json_text(&put.checkpoint)?, json_text(&put.metadata)?))
-                }
-                PreparedSave::Writes(_) => Ok((String::new(), String::new())),
+                PreparedSave::Put(put) => Ok((
+                    json_text(&put.checkpoint)?,
+                    json_text(&put.metadata)?,
+                    renewed.pop().unwrap_or(put.values.len()),
+                )),
+                PreparedSave::Writes(_) => Ok((String::new(), String::new(), 0)),
             })
             .collect::<Result<_>>()?;
         Ok(Batch { saves, texts })
@@ -233,11 +244,12 @@ impl Batch {
     /// Writes every save, in order, in the caller's transaction; with `heads`
     /// ([`expected_heads_json`]), puts whose expected head moved are refused.
     async fn write(&self, conn: &mut PgConnection, heads: &str, persistent: bool) -> Result<()> {
-        for (save, (checkpoint, metadata)) in self.saves.iter().zip(&self.texts) {
+        for (save, (checkpoint, metadata, renewed)) in self.saves.iter().zip(&self.texts) {
             match save {
                 PreparedSave::Put(put) => queries::put(
                     &mut *conn,
                     put,
+                    *renewed,
                     checkpoint,
                     metadata,
                     Fence::None,
@@ -414,15 +426,25 @@ impl CheckpointSaver for PostgresSaver {
         new_versions: ChannelVersions,
     ) -> Result<CheckpointConfig> {
         self.storable_metadata(&mut metadata);
+        let renewed = new_versions.len();
         let put = PreparedPut::new(&self.serde, config, checkpoint, metadata, new_versions)?;
         record_put(&put);
         let (checkpoint, metadata) = (json_text(&put.checkpoint)?, json_text(&put.metadata)?);
         let via = Via::of(self.pool.pooled_settings(), self.config().persistent());
         // One message, one transaction of its own: behind a pooler too (see `Via`).
         on_conn!(self.pool, retry = true, pinned = false, |conn| async {
-            queries::put(conn, &put, &checkpoint, &metadata, Fence::None, "", via)
-                .await
-                .map_err(pg_error)
+            queries::put(
+                conn,
+                &put,
+                renewed,
+                &checkpoint,
+                &metadata,
+                Fence::None,
+                "",
+                via,
+            )
+            .await
+            .map_err(pg_error)
         })?;
         Ok(put.config())
     }
@@ -440,6 +462,7 @@ impl CheckpointSaver for PostgresSaver {
         new_versions: ChannelVersions,
     ) -> Result<Option<CheckpointConfig>> {
         self.storable_metadata(&mut metadata);
+        let renewed = new_versions.len();
         let put = PreparedPut::new(&self.serde, config, checkpoint, metadata, new_versions)?;
         check_nul("thread_id", &put.thread_id)?;
         record_put(&put);
@@ -449,7 +472,7 @@ impl CheckpointSaver for PostgresSaver {
         let token = Lease::new_token();
         let fence = Fence::Claim(&put.thread_id, &token);
         let written = on_conn!(self.pool, retry = true, pinned = false, |conn| async {
-            queries::put(conn, &put, &checkpoint, &metadata, fence, "", via)
+            queries::put(conn, &put, renewed, &checkpoint, &metadata, fence, "", via)
                 .await
                 .map_err(pg_error)
         })?;
@@ -508,15 +531,17 @@ impl CheckpointSaver for PostgresSaver {
         let persistent = self.config().persistent();
         // One put (a run's step in sync durability, the common case) is one statement that
         // checks the lease itself: one round trip, as an unfenced put.
-        if let ([PreparedSave::Put(put)], [(checkpoint, metadata)]) =
+        if let ([PreparedSave::Put(put)], [(checkpoint, metadata, renewed)]) =
             (&batch.saves[..], &batch.texts[..])
         {
             let fence = Fence::Held(&lease.thread_id, &lease.token);
             let via = Via::of(self.pool.pooled_settings(), persistent);
             let written = on_conn!(self.pool, retry = true, pinned = false, |conn| async {
-                queries::put(conn, put, checkpoint, metadata, fence, &heads, via)
-                    .await
-                    .map_err(|e| batch.error(e))
+                queries::put(
+                    conn, put, *renewed, checkpoint, metadata, fence, &heads, via,
+                )
+                .await
+                .map_err(|e| batch.error(e))
             })?;
             return if written {
                 Ok(())
