@@ -730,7 +730,7 @@ fn assert_same(py: &Value, item: &Item) {
     assert_eq!(py["key"], json!(item.key));
     assert_eq!(
         py["value"],
-        Value::Object(item.value.clone()),
+        Value::Object((*item.value).clone()),
         "{}",
         item.key
     );
@@ -791,7 +791,7 @@ async fn langgraph_puts_read_back_in_rust() -> Result<()> {
         .put(
             ["interop", "py"],
             "plain",
-            Value::Object(plain.value.clone()),
+            Value::Object((*plain.value).clone()),
         )
         .await?;
     assert_eq!(
@@ -1666,7 +1666,7 @@ async fn a_stall_past_the_deadline_loses_no_acknowledged_put() -> Result<()> {
     let mut lost = 0;
     for (key, value) in &acked {
         match other.get(["stall"], key).await? {
-            Some(item) if serde_json::Value::Object(item.value.clone()) == *value => {}
+            Some(item) if serde_json::Value::Object((*item.value).clone()) == *value => {}
             _ => lost += 1,
         }
     }

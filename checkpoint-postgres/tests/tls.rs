@@ -124,7 +124,7 @@ async fn verify_full_with_the_ca_serves_the_saver_and_the_store() -> Result<()> 
         .expect("store get")
         .expect("the item");
     assert_eq!(
-        serde_json::Value::Object(item.value),
+        serde_json::Value::Object(std::sync::Arc::unwrap_or_clone(item.value)),
         json!({"theme": "dark"})
     );
 

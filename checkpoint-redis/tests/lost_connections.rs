@@ -116,14 +116,14 @@ async fn killed_connections_cost_a_saver_and_a_store_no_failed_call() -> Result<
             let item = first_call_after("store get", false, async || s.get(["killed"], &key).await)
                 .await
                 .expect("stored before the kill");
-            assert_eq!(json!(item.value), json!({"v": 0}));
+            assert_eq!(json!(*item.value), json!({"v": 0}));
             kill_clients(server.url()).await;
             first_call_after("store put", true, async || {
                 s.put(["killed"], &key, json!({"v": 1})).await
             })
             .await;
             let item = s.get(["killed"], &key).await.map_err(store)?.expect("kept");
-            assert_eq!(json!(item.value), json!({"v": 1}));
+            assert_eq!(json!(*item.value), json!({"v": 1}));
         }
     }
     Ok(())
@@ -196,7 +196,7 @@ async fn a_stopped_or_killed_server_keeps_every_acknowledged_write() -> Result<(
                 .map_err(|e| Error::InvalidConfig(e.to_string()))?
                 .expect("acknowledged before the outage");
             assert_eq!(
-                serde_json::json!(item.value),
+                serde_json::json!(*item.value),
                 serde_json::json!({"round": round})
             );
         }

@@ -84,7 +84,7 @@ async fn a_saver_and_a_store_work_over_tls_with_a_client_certificate() -> Result
             .await
             .map_err(|e| Error::InvalidConfig(e.to_string()))?
             .expect("stored over TLS");
-        assert_eq!(json!(item.value), json!({"over": "tls"}));
+        assert_eq!(json!(*item.value), json!({"over": "tls"}));
     }
     Ok(())
 }

@@ -63,7 +63,7 @@ async fn update_profile(state: MessagesState, ctx: Context) -> NodeResult<Messag
     let learned = extract_fields(&said);
     if !learned.is_empty() {
         let mut profile = match store.get(namespace.clone(), PROFILE_KEY).await? {
-            Some(item) => item.value,
+            Some(item) => Arc::unwrap_or_clone(item.value),
             None => Map::new(),
         };
         profile.extend(learned);
@@ -79,7 +79,10 @@ async fn respond(_: MessagesState, ctx: Context) -> NodeResult<MessagesStateUpda
     let namespace = profile_namespace(&ctx)?;
     let profile = ctx.require_store()?.get(namespace, PROFILE_KEY).await?;
     let reply = match profile {
-        Some(item) => format!("What I know about you: {}", Value::Object(item.value)),
+        Some(item) => format!(
+            "What I know about you: {}",
+            Value::Object(Arc::unwrap_or_clone(item.value))
+        ),
         None => String::from("I don't know anything about you yet."),
     };
     Ok(MessagesStateUpdate::default().messages(vec![Message::ai(reply)]))
@@ -128,7 +131,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let items = store.search(SearchOp::new(["alice", "profile"])).await?;
     println!("(\"alice\", \"profile\") holds {} item(s):", items.len());
     for hit in items {
-        println!("  {} = {}", hit.item.key, Value::Object(hit.item.value));
+        println!(
+            "  {} = {}",
+            hit.item.key,
+            Value::Object(Arc::unwrap_or_clone(hit.item.value))
+        );
     }
     Ok(())
 }
@@ -150,7 +157,7 @@ mod tests {
         assert_eq!(items.len(), 1);
         assert_eq!(items[0].item.key, PROFILE_KEY);
         let expected = json!({"name": "Alice Martin", "city": "Lyon", "job": "a pilot"});
-        assert_eq!(Value::Object(items[0].item.value.clone()), expected);
+        assert_eq!(Value::Object((*items[0].item.value).clone()), expected);
         Ok(())
     }
 

@@ -86,6 +86,9 @@ pub(crate) struct MemoryBackend {
 struct Rows {
     rows: HashMap<Hashed, Stored, BuildHasherDefault<Prehashed>>,
     order: BTreeSet<Ordered>,
+    /// One copy of each namespace the keys use, which they all share (a lookup then compares
+    /// labels already in cache instead of each item's own), with how many rows use it.
+    namespaces: HashMap<Namespace, usize, foldhash::fast::RandomState>,
     /// Hashes each key once per operation (seeded per process: keys are user-chosen).
     hasher: foldhash::fast::RandomState,
 }
@@ -199,7 +202,7 @@ impl Hasher for Prehashed {
 }
 
 struct Stored {
-    value: Object,
+    value: Arc<Object>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
     expires_at: Option<DateTime<Utc>>,
@@ -216,7 +219,7 @@ impl Stored {
             item: Item {
                 namespace: key.namespace.clone(),
                 key: key.key.clone(),
-                value: self.value.clone(),
+                value: Arc::clone(&self.value),
                 created_at: self.created_at,
                 updated_at: self.updated_at,
             },
@@ -285,6 +288,19 @@ fn joined_cmp(a: &Namespace, b: &Namespace) -> Ordering {
         };
     }
     la.len().cmp(&lb.len())
+}
+
+/// Counts one row less in `namespace`, and forgets it with its last row.
+fn release(
+    namespaces: &mut HashMap<Namespace, usize, foldhash::fast::RandomState>,
+    namespace: &Namespace,
+) {
+    if let Some(rows) = namespaces.get_mut(namespace) {
+        *rows = rows.saturating_sub(1);
+        if *rows == 0 {
+            namespaces.remove(namespace);
+        }
+    }
 }
 
 /// `now + minutes`, exact to the microsecond.
@@ -362,13 +378,19 @@ impl Backend for MemoryBackend {
         let Rows {
             rows,
             order,
+            namespaces,
             hasher,
         } = &mut *rows;
         for write in writes {
             match write {
-                Write::Put(put) => {
+                Write::Put(mut put) => {
+                    let namespace = std::mem::take(&mut put.key.namespace);
+                    put.key.namespace = match namespaces.entry(namespace) {
+                        Entry::Occupied(entry) => entry.key().clone(),
+                        Entry::Vacant(entry) => entry.insert_entry(0).key().clone(),
+                    };
                     let mut stored = Stored {
-                        value: put.value,
+                        value: Arc::new(put.value),
                         created_at: now,
                         updated_at: now,
                         expires_at: put.ttl_minutes.map(|m| expiry(now, m)),
@@ -392,7 +414,11 @@ impl Backend for MemoryBackend {
                             entry.insert(stored);
                         }
                         Entry::Vacant(entry) => {
-                            order.insert(Ordered::new(now, &entry.key().key));
+                            let key = &entry.key().key;
+                            order.insert(Ordered::new(now, key));
+                            if let Some(rows) = namespaces.get_mut(&key.namespace) {
+                                *rows += 1;
+                            }
                             entry.insert(stored);
                         }
                     }
@@ -401,6 +427,7 @@ impl Backend for MemoryBackend {
                     let probe = (hasher.hash_one(&key), &key);
                     if let Some((key, old)) = rows.remove_entry(&probe as &dyn Probe) {
                         order.remove(&Ordered::new(old.updated_at, &key.key));
+                        release(namespaces, &key.key.namespace);
                     }
                 }
             }
@@ -415,7 +442,12 @@ impl Backend for MemoryBackend {
 
     async fn sweep(&self, now: DateTime<Utc>) -> Result<Vec<ItemKey>> {
         let mut rows = self.rows.write();
-        let Rows { rows, order, .. } = &mut *rows;
+        let Rows {
+            rows,
+            order,
+            namespaces,
+            ..
+        } = &mut *rows;
         let expired: Vec<Hashed> = rows
             .iter()
             .filter(|(_, s)| !s.live(now))
@@ -424,6 +456,7 @@ impl Backend for MemoryBackend {
         for key in &expired {
             if let Some(old) = rows.remove(key) {
                 order.remove(&Ordered::new(old.updated_at, &key.key));
+                release(namespaces, &key.key.namespace);
             }
         }
         Ok(expired.iter().map(|k| (*k.key).clone()).collect())
@@ -473,6 +506,37 @@ mod tests {
         let newest = store.search(SearchOp::new(["a"]).limit(2)).await?;
         let keys: Vec<&str> = newest.iter().map(|hit| hit.key.as_str()).collect();
         assert_eq!(keys, ["k4996", "k4994"]);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn keys_share_one_namespace_copy_until_its_last_row_goes() -> Result<()> {
+        let store = InMemoryStore::new();
+        let counts = || {
+            let rows = store.engine.backend().rows.read();
+            let mut counts: Vec<(String, usize)> = (rows.namespaces.iter())
+                .map(|(namespace, rows)| (namespace.joined(), *rows))
+                .collect();
+            counts.sort();
+            counts
+        };
+        store.put(["x"], "a", json!({"v": 1})).await?;
+        store.put(["x"], "b", json!({"v": 2})).await?;
+        store.put(["y"], "a", json!({"v": 3})).await?;
+        store.put(["x"], "a", json!({"v": 4})).await?;
+        assert_eq!(counts(), [("x".to_owned(), 2), ("y".to_owned(), 1)]);
+        store.delete(["x"], "a").await?;
+        store.delete(["x"], "missing").await?;
+        assert_eq!(counts(), [("x".to_owned(), 1), ("y".to_owned(), 1)]);
+        store.delete(["x"], "b").await?;
+        assert_eq!(counts(), [("y".to_owned(), 1)]);
+        let item = store.get(["y"], "a").await?.expect("kept");
+        assert_eq!(
+            *item.value,
+            *json!({"v": 3}).as_object().expect("an object")
+        );
+        store.delete(["y"], "a").await?;
+        assert!(counts().is_empty());
         Ok(())
     }
 

@@ -5,6 +5,7 @@
 //! them as they are. Deserializing does not validate namespaces; the operation does.
 
 use std::fmt;
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Deserializer, Serialize};
@@ -22,10 +23,26 @@ pub const WILDCARD: &str = "*";
 ///
 /// Stored as its labels joined by `.` (LangGraph's encoding), so labels cannot contain `.`;
 /// every operation validates its namespace (see [`Namespace::validate`]). Its serde form is
-/// the list of its labels.
-#[derive(Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct Namespace(Vec<String>);
+/// the list of its labels. The labels are shared: a clone (every key, item and row that names
+/// the namespace holds one) copies a pointer, not the labels.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+#[serde(from = "Vec<String>")]
+pub struct Namespace(Arc<[String]>);
+
+impl Default for Namespace {
+    fn default() -> Self {
+        Namespace::root()
+    }
+}
+
+impl Serialize for Namespace {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter())
+    }
+}
 
 impl Namespace {
     /// Builds a namespace from its labels (not validated yet).
@@ -39,7 +56,7 @@ impl Namespace {
 
     /// The empty namespace: as a search or listing prefix it matches everything.
     pub fn root() -> Self {
-        Namespace(Vec::new())
+        Namespace(Arc::from([]))
     }
 
     /// The labels, outermost first.
@@ -90,7 +107,7 @@ impl Namespace {
     }
 
     fn validate_labels(&self) -> Result<()> {
-        for label in &self.0 {
+        for label in self.0.iter() {
             if label.is_empty() {
                 return Err(self.invalid("labels cannot be empty"));
             }
@@ -104,7 +121,7 @@ impl Namespace {
 
     fn invalid(&self, reason: &'static str) -> Error {
         Error::InvalidNamespace {
-            namespace: self.0.clone(),
+            namespace: self.0.to_vec(),
             reason,
         }
     }
@@ -170,12 +187,39 @@ pub struct Item {
     pub namespace: Namespace,
     /// Its key within the namespace.
     pub key: String,
-    /// The document, a JSON object.
-    pub value: Object,
+    /// The document, a JSON object, shared with the store that read it where it can be (the
+    /// in-memory store hands out its own copy without copying it); `Arc::make_mut` or
+    /// `Arc::unwrap_or_clone` give a document of one's own.
+    #[serde(
+        serialize_with = "shared::serialize",
+        deserialize_with = "shared::deserialize"
+    )]
+    pub value: Arc<Object>,
     /// When it was first put; kept across updates.
     pub created_at: DateTime<Utc>,
     /// When it was last put.
     pub updated_at: DateTime<Utc>,
+}
+
+/// The serde form of a shared value: the value's own (serde's `Arc` impls need its `rc`
+/// feature, which every crate of the workspace would then compile with).
+mod shared {
+    use std::sync::Arc;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub(super) fn serialize<T: Serialize, S: Serializer>(
+        value: &Arc<T>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        T::serialize(value, serializer)
+    }
+
+    pub(super) fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Arc<T>, D::Error> {
+        T::deserialize(deserializer).map(Arc::new)
+    }
 }
 
 /// An item found by a search, with its relevance when the search had a query.
@@ -549,7 +593,7 @@ mod tests {
         Item {
             namespace: Namespace::from(["users", "alice"]),
             key: "food".into(),
-            value: Object::from_iter([("text".into(), json!("likes ramen"))]),
+            value: Arc::new(Object::from_iter([("text".into(), json!("likes ramen"))])),
             created_at: time("2024-07-30T12:00:00Z"),
             updated_at: time("2024-07-30T12:00:01.123456Z"),
         }

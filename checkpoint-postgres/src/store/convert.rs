@@ -128,7 +128,7 @@ pub(crate) fn row_at(row: &PgRow, first: usize, key: ItemKey) -> Result<Row> {
         item: Item {
             namespace: key.namespace,
             key: key.key,
-            value,
+            value: std::sync::Arc::new(value),
             created_at,
             updated_at,
         },

@@ -99,7 +99,7 @@ pub(crate) fn row(fields: Vec<Option<Vec<u8>>>, now: i64) -> Result<Option<Row>>
         item: Item {
             namespace: Namespace::from_joined(&ns),
             key,
-            value,
+            value: std::sync::Arc::new(value),
             created_at,
             updated_at,
         },

@@ -128,7 +128,7 @@ pub(crate) fn row(r: &rusqlite::Row<'_>) -> Result<Row> {
         item: Item {
             namespace: Namespace::from_joined(&prefix),
             key,
-            value,
+            value: std::sync::Arc::new(value),
             created_at,
             updated_at,
         },

@@ -131,12 +131,17 @@ async fn backend(
     bar.set_message(format!("store · {name} · get"));
     let calls = scale.latency_samples.div_ceil(scale.samples);
     let args = json!({"items": scale.items, "calls": calls});
+    // Built before the clock starts, as LangGraph's side builds its (namespace, key) pairs.
+    let keys: Vec<(Namespace, String)> = (0..scale.items)
+        .map(|i| (Namespace::from(namespace(i)), key(i)))
+        .collect();
     let (gets, theirs) = peers
         .pair(scale.samples, "store.get", name, args, async || {
             latencies(0, calls, async |n| {
                 // A fixed stride visits items all over the store without a random generator.
                 let i = (n * 7919) % scale.items;
-                let item = store.get(namespace(i), &key(i)).await?;
+                let (ns, key) = &keys[i];
+                let item = store.get(ns, key).await?;
                 ensure!(item.is_some(), "item {i} is missing");
                 Ok(())
             })

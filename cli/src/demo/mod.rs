@@ -168,7 +168,11 @@ impl Demo {
         say!("  the store now holds, under {}:", joined(&alice));
         say!("    {:<28} value", "key");
         for item in &kept {
-            say!("    {:<28} {}", item.key, Value::Object(item.value.clone()));
+            say!(
+                "    {:<28} {}",
+                item.key,
+                Value::Object((*item.value).clone())
+            );
         }
 
         say!("");

@@ -194,7 +194,7 @@ async fn search(target: &Target, config: StoreConfig, op: SearchOp) -> Result<()
             row.push(item.score.map_or_else(|| "-".into(), |s| format!("{s:.3}")));
         }
         row.push(ellipsize(
-            &Value::Object(item.value.clone()).to_string(),
+            &Value::Object((*item.value).clone()).to_string(),
             VALUE_WIDTH,
         ));
         table.row(row);

@@ -20,7 +20,10 @@ pub async fn put_and_get_roundtrip(f: &dyn StoreFactory) -> Result<()> {
     };
     assert_eq!(item.namespace, ns);
     assert_eq!(item.key, "doc1");
-    assert_eq!(serde_json::Value::Object(item.value), value);
+    assert_eq!(
+        serde_json::Value::Object(std::sync::Arc::unwrap_or_clone(item.value)),
+        value
+    );
     assert_eq!(item.created_at, item.updated_at);
     Ok(())
 }
@@ -117,7 +120,7 @@ pub async fn non_ascii_roundtrip(f: &dyn StoreFactory) -> Result<()> {
     store.put(&ns, "ключ-鍵", value.clone()).await?;
     let item = store.get(&ns, "ключ-鍵").await?;
     assert_eq!(
-        item.map(|i| serde_json::Value::Object(i.value)),
+        item.map(|i| serde_json::Value::Object(std::sync::Arc::unwrap_or_clone(i.value))),
         Some(value)
     );
     Ok(())

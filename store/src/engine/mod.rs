@@ -158,7 +158,9 @@ impl<B: Backend> Engine<B> {
     pub async fn batch(&self, ops: Vec<Op>) -> Result<Vec<OpResult>> {
         record_namespace(&ops);
         let config = &self.inner.config;
+        // Each get's position and TTL choice, and its key (moved out of the op, not copied).
         let mut gets = Vec::new();
+        let mut get_keys = Vec::new();
         let mut searches = Vec::new();
         let mut listings = Vec::new();
         // The puts, already as the backend writes them (built in place: no second list).
@@ -171,7 +173,11 @@ impl<B: Backend> Engine<B> {
             match op {
                 Op::Get(op) => {
                     op.namespace.validate()?;
-                    gets.push((position, op));
+                    gets.push((position, op.refresh_ttl));
+                    get_keys.push(ItemKey {
+                        namespace: op.namespace,
+                        key: op.key,
+                    });
                 }
                 Op::Search(op) => {
                     op.namespace_prefix.validate_prefix()?;
@@ -206,15 +212,11 @@ impl<B: Backend> Engine<B> {
         let texts = self.embed(&mut writes, embed_as).await?;
 
         if !gets.is_empty() {
-            let keys: Vec<ItemKey> = gets
-                .iter()
-                .map(|(_, op)| ItemKey::new(&op.namespace, op.key.clone()))
-                .collect();
             let now = self.now();
-            let rows = self.inner.backend.get(&keys, now).await?;
+            let rows = self.inner.backend.get(&get_keys, now).await?;
             let mut refresh = Vec::new();
-            for ((position, op), row) in gets.into_iter().zip(rows) {
-                let wants = op.refresh_ttl.unwrap_or(config.ttl.refresh_on_read);
+            for ((position, refresh_ttl), row) in gets.into_iter().zip(rows) {
+                let wants = refresh_ttl.unwrap_or(config.ttl.refresh_on_read);
                 results[position] = OpResult::Item(row.map(|row| {
                     if wants && row.ttl_minutes.is_some() {
                         refresh.push(ItemKey::new(&row.item.namespace, row.item.key.clone()));

@@ -161,7 +161,7 @@ impl<B: Backend> Engine<B> {
         for (stored, row) in stored.into_iter().zip(rows) {
             let Some(row) = row else { continue };
             let fields: Vec<String> = stored.vectors.into_iter().map(|f| f.field).collect();
-            let value = serde_json::Value::Object(row.item.value);
+            let value = serde_json::Value::Object(Arc::unwrap_or_clone(row.item.value));
             texts.push((stored.key, stored_texts(&value, &fields)));
         }
         Ok(texts)
