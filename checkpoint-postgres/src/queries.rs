@@ -240,30 +240,6 @@ pub(crate) async fn put<'a>(
     heads: &'a str,
     via: Via<'_>,
 ) -> sqlx::Result<bool> {
-    if renewed < put.values.len() {
-        let written = put_sending(conn, put, renewed, checkpoint, metadata, fence, heads, via);
-        if written.await? {
-            return Ok(true);
-        }
-        // A value kept is missing, or the fence refused: sending every value answers both.
-    }
-    let every = put.values.len();
-    put_sending(conn, put, every, checkpoint, metadata, fence, heads, via).await
-}
-
-/// [`put`]'s statement sending the values before `sent` and those after it without a value
-/// (empty markers); the rest must be stored already for anything to be written.
-#[allow(clippy::too_many_arguments)]
-async fn put_sending<'a>(
-    conn: &mut PgConnection,
-    put: &'a PreparedPut,
-    sent: usize,
-    checkpoint: &'a str,
-    metadata: &'a str,
-    fence: Fence<'a>,
-    heads: &'a str,
-    via: Via<'_>,
-) -> sqlx::Result<bool> {
     // The child record's rows are one more data-modifying CTE: it runs whether or not the
     // main insert reads it, in the statement's snapshot, so each insert is gated on the
     // lease and the kept values itself. Without a child record (`on_child_conflict` none)
@@ -334,35 +310,13 @@ async fn put_sending<'a>(
                 .map(|child| [false, true].map(|carry| sql(fence, child, carry)))
         })
     });
-    let n = put.values.len();
-    let (mut channels, mut versions) = (Vec::with_capacity(n), Vec::with_capacity(n));
-    let (mut types, mut blobs) = (Vec::with_capacity(n), Vec::with_capacity(n));
-    let (mut kept, mut kept_versions) = (Vec::new(), Vec::new());
-    for (i, v) in put.values.iter().enumerate() {
-        match &v.value {
-            Some(value) if i >= sent && value.type_tag != EMPTY => {
-                kept.push(v.channel.as_str());
-                kept_versions.push(v.version.as_str());
-            }
-            Some(value) => {
-                channels.push(v.channel.as_str());
-                versions.push(v.version.as_str());
-                types.push(value.type_tag.as_ref());
-                blobs.push(Some(value.bytes.as_ref()));
-            }
-            None => {
-                channels.push(v.channel.as_str());
-                versions.push(v.version.as_str());
-                types.push(EMPTY);
-                blobs.push(None);
-            }
-        }
-    }
+    // The values before `sent` and the empty markers are sent; the rest (kept) must be
+    // stored already for anything to be written. When nothing was, a value kept is missing
+    // or the fence refused: sending every value answers both.
     // The parent's inline values are read only for a channel versioned without a value here.
     let given: HashSet<&str> = put.values.iter().map(|v| v.channel.as_str()).collect();
     let carry = (put.checkpoint.channel_versions.keys()).any(|c| !given.contains(c.as_str()));
     let child = put.child.as_ref();
-    let rows = child.map(WriteColumns::of).unwrap_or_default();
     let child_kind = child.map_or(0, |c| 1 + usize::from(c.replace));
     let (kind, lease) = match fence {
         Fence::None => (0, None),
@@ -372,43 +326,74 @@ async fn put_sending<'a>(
     let sql = &statements[kind][child_kind][usize::from(carry)];
     let text = |s: &'a str| Param::Text(Some(s));
     let of_child = |f: fn(&'a PreparedWrites) -> &'a str| Param::Text(child.map(f));
-    let params = vec![
-        text(&put.thread_id),
-        text(&put.checkpoint_ns),
-        Param::Texts(channels),
-        Param::Texts(versions),
-        Param::Texts(types),
-        Param::Blobs(blobs),
-        text(&put.checkpoint.id),
-        Param::Text(put.parent.as_deref()),
-        text(checkpoint),
-        text(metadata),
-        of_child(|c| &c.thread_id),
-        of_child(|c| &c.checkpoint_ns),
-        of_child(|c| &c.checkpoint_id),
-        of_child(|c| &c.task_id),
-        of_child(|c| &c.task_path),
-        Param::Ints(rows.idxs),
-        Param::Texts(rows.channels),
-        Param::Texts(rows.types),
-        Param::Blobs(rows.blobs.into_iter().map(Some).collect()),
-        text(heads),
-        Param::Text(lease.map(|(thread_id, _)| thread_id)),
-        Param::Text(lease.map(|(_, token)| token)),
-        Param::Texts(kept),
-        Param::Texts(kept_versions),
-    ];
-    let done = match via {
-        Via::Bound { persistent } => {
-            let query = params.into_iter().fold(sqlx::query(sql), Param::bind);
-            query.persistent(persistent).execute(conn).await?
+    let n = put.values.len();
+    let mut sent = renewed.min(n);
+    loop {
+        let (mut channels, mut versions) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        let (mut types, mut blobs) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        let (mut kept, mut kept_versions) = (Vec::new(), Vec::new());
+        for (i, v) in put.values.iter().enumerate() {
+            match &v.value {
+                Some(value) if i >= sent && value.type_tag != EMPTY => {
+                    kept.push(v.channel.as_str());
+                    kept_versions.push(v.version.as_str());
+                }
+                Some(value) => {
+                    channels.push(v.channel.as_str());
+                    versions.push(v.version.as_str());
+                    types.push(value.type_tag.as_ref());
+                    blobs.push(Some(value.bytes.as_ref()));
+                }
+                None => {
+                    channels.push(v.channel.as_str());
+                    versions.push(v.version.as_str());
+                    types.push(EMPTY);
+                    blobs.push(None);
+                }
+            }
         }
-        Via::Inline { settings } => {
-            let message = format!("{settings}; {}", inline(sql, &params)?);
-            sqlx::Executor::execute(conn, message.as_str()).await?
+        let rows = child.map(WriteColumns::of).unwrap_or_default();
+        let params = vec![
+            text(&put.thread_id),
+            text(&put.checkpoint_ns),
+            Param::Texts(channels),
+            Param::Texts(versions),
+            Param::Texts(types),
+            Param::Blobs(blobs),
+            text(&put.checkpoint.id),
+            Param::Text(put.parent.as_deref()),
+            text(checkpoint),
+            text(metadata),
+            of_child(|c| &c.thread_id),
+            of_child(|c| &c.checkpoint_ns),
+            of_child(|c| &c.checkpoint_id),
+            of_child(|c| &c.task_id),
+            of_child(|c| &c.task_path),
+            Param::Ints(rows.idxs),
+            Param::Texts(rows.channels),
+            Param::Texts(rows.types),
+            Param::Blobs(rows.blobs.into_iter().map(Some).collect()),
+            text(heads),
+            Param::Text(lease.map(|(thread_id, _)| thread_id)),
+            Param::Text(lease.map(|(_, token)| token)),
+            Param::Texts(kept),
+            Param::Texts(kept_versions),
+        ];
+        let done = match via {
+            Via::Bound { persistent } => {
+                let query = params.into_iter().fold(sqlx::query(sql), Param::bind);
+                query.persistent(persistent).execute(&mut *conn).await?
+            }
+            Via::Inline { settings } => {
+                let message = format!("{settings}; {}", inline(sql, &params)?);
+                sqlx::Executor::execute(&mut *conn, message.as_str()).await?
+            }
+        };
+        if done.rows_affected() > 0 || sent == n {
+            return Ok(done.rows_affected() > 0);
         }
-    };
-    Ok(done.rows_affected() > 0)
+        sent = n;
+    }
 }
 
 /// A put's `waypoint_delta_seeds`: for each delta channel its metadata counts

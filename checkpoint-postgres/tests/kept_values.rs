@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use waypoint_checkpoint::{
-    ChannelVersion, Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSaver,
-    CheckpointSource, Result, Save, Serde,
+    ChannelVersion, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
+    CheckpointSaver, CheckpointSource, Result, Save, Serde,
 };
 
 /// A checkpoint of `thread` after its first: `kept` at its first version, `new` at version
@@ -37,6 +37,26 @@ fn second(thread: &str, parent: &str, step: i64) -> Result<Save> {
         metadata: CheckpointMetadata::new(CheckpointSource::Loop, step),
         new_versions: BTreeMap::from([("new".into(), two)]),
     })
+}
+
+/// The arguments of `put` a [`Save::Put`] holds.
+fn put_args(
+    save: Save,
+) -> (
+    CheckpointConfig,
+    Checkpoint,
+    CheckpointMetadata,
+    ChannelVersions,
+) {
+    match save {
+        Save::Put {
+            config,
+            checkpoint,
+            metadata,
+            new_versions,
+        } => (config, checkpoint, metadata, new_versions),
+        Save::Writes { .. } => unreachable!("a put"),
+    }
 }
 
 /// Stores the thread's first checkpoint (both channels at version 1), deletes the thread
@@ -88,30 +108,14 @@ async fn a_put_after_a_committed_delete_stores_the_values_it_keeps() -> Result<(
     ]);
     // put
     let parent = put_then_delete(&saver, "put").await?;
-    let Save::Put {
-        config,
-        checkpoint,
-        metadata,
-        new_versions,
-    } = second("put", &parent, 1)?
-    else {
-        unreachable!()
-    };
+    let (config, checkpoint, metadata, new_versions) = put_args(second("put", &parent, 1)?);
     saver
         .put(&config, checkpoint, metadata, new_versions)
         .await?;
     assert_eq!(values(&saver, "put").await?, expected);
     // put_unleased
     let parent = put_then_delete(&saver, "unleased").await?;
-    let Save::Put {
-        config,
-        checkpoint,
-        metadata,
-        new_versions,
-    } = second("unleased", &parent, 1)?
-    else {
-        unreachable!()
-    };
+    let (config, checkpoint, metadata, new_versions) = put_args(second("unleased", &parent, 1)?);
     let stored = (saver.put_unleased(&config, checkpoint, metadata, new_versions)).await?;
     assert!(stored.is_some());
     assert_eq!(values(&saver, "unleased").await?, expected);
