@@ -345,9 +345,13 @@ impl<S: State> CompiledGraph<S> {
     ) -> Result<Frame<S>> {
         let graph = &*self.inner;
         let at = config.checkpoint_config(thread);
-        // A named checkpoint (a fork) is read with its history at once; the latest is
-        // usually cached, so its history is read only when it is not.
-        if at.checkpoint_id.is_some() {
+        // A named checkpoint (a fork) that is not the cached state is read with its
+        // history at once; a cached one (or the latest) reads its history only if needed.
+        let cached = |id: &str| {
+            let ns = at.checkpoint_ns.as_deref().unwrap_or_default();
+            graph.cache.lookup(thread, ns, id, false).is_some()
+        };
+        if at.checkpoint_id.as_deref().is_some_and(|id| !cached(id)) {
             let appending = Frame::appending(graph);
             if let Some(read) = saver.get_tuple_with_history(&at, &appending).await? {
                 return Frame::with_history(graph, read);
