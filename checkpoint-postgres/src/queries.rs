@@ -1619,20 +1619,23 @@ mod tests {
 
     use crate::{PostgresConfig, PostgresSaver};
 
+    /// A config for the test server (none without one): a fresh schema, two connections.
+    fn test_config() -> Option<PostgresConfig> {
+        let url = waypoint_test_kit::postgres_url()?;
+        let schema = waypoint_test_kit::fresh_name("wp_test");
+        Some(PostgresConfig::new(url).schema(schema).max_connections(2))
+    }
+
     /// Rows as langgraph-checkpoint-postgres writes them (inline primitives, `null`, a `true`
     /// marker whose blob wins, `empty` rows, integer versions) under channel names a JSON
     /// path would need escaped: the one-statement history agrees with the generic walk over
     /// `get_tuple` at every checkpoint.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn delta_history_matches_generic_walk_on_langgraph_rows() {
-        let Some(url) = waypoint_test_kit::postgres_url() else {
+        let Some(config) = test_config() else {
             return;
         };
-        let schema = waypoint_test_kit::fresh_name("wp_test");
-        let saver =
-            PostgresSaver::connect(PostgresConfig::new(url).schema(schema).max_connections(2))
-                .await
-                .expect("connect");
+        let saver = PostgresSaver::connect(config).await.expect("connect");
         saver.setup().await.expect("setup");
         let pool = saver.pool();
         let serde = Serde::default();
@@ -1798,14 +1801,10 @@ mod tests {
     /// answers the same.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn delta_history_through_seed_pointers_matches_the_walk() {
-        let Some(url) = waypoint_test_kit::postgres_url() else {
+        let Some(config) = test_config() else {
             return;
         };
-        let schema = waypoint_test_kit::fresh_name("wp_test");
-        let config = PostgresConfig::new(url)
-            .schema(schema)
-            .max_connections(2)
-            .langgraph_values(false);
+        let config = config.langgraph_values(false);
         let saver = PostgresSaver::connect(config).await.expect("connect");
         let root = delta_put(&saver, &CheckpointConfig::new("t"), -1, &[]).await;
         let mut main = vec![root.clone()];
@@ -1922,11 +1921,9 @@ mod tests {
     /// non-ASCII text and every byte value read back as they were put, parent and all.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_pooled_put_writes_its_literals_back_exactly() {
-        let Some(url) = waypoint_test_kit::postgres_url() else {
+        let Some(config) = test_config() else {
             return;
         };
-        let schema = waypoint_test_kit::fresh_name("wp_test");
-        let config = PostgresConfig::new(url).schema(schema).max_connections(2);
         let direct = PostgresSaver::connect(config.clone())
             .await
             .expect("connect");
@@ -1982,14 +1979,10 @@ mod tests {
     /// reads the row's JSON) see the thread whole.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_put_carries_the_parents_inline_values_forward() {
-        let Some(url) = waypoint_test_kit::postgres_url() else {
+        let Some(config) = test_config() else {
             return;
         };
-        let schema = waypoint_test_kit::fresh_name("wp_test");
-        let saver =
-            PostgresSaver::connect(PostgresConfig::new(url).schema(schema).max_connections(2))
-                .await
-                .expect("connect");
+        let saver = PostgresSaver::connect(config).await.expect("connect");
         saver.setup().await.expect("setup");
         let parent = waypoint_checkpoint::checkpoint_id(0);
         let inline =
@@ -2069,14 +2062,10 @@ mod tests {
     /// prune and copy finish. The timeout only guards the test against hanging.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn parent_links_that_loop_end_every_walk() {
-        let Some(url) = waypoint_test_kit::postgres_url() else {
+        let Some(config) = test_config() else {
             return;
         };
-        let schema = waypoint_test_kit::fresh_name("wp_test");
-        let saver =
-            PostgresSaver::connect(PostgresConfig::new(url).schema(schema).max_connections(2))
-                .await
-                .expect("connect");
+        let saver = PostgresSaver::connect(config).await.expect("connect");
         let serde = Serde::default();
         let ids: Vec<String> = (0..3).map(waypoint_checkpoint::checkpoint_id).collect();
         // (thread, id, parent): "self" names itself, "pair" loops through two rows.
