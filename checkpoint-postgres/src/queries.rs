@@ -1286,16 +1286,17 @@ pub(crate) async fn delta_history(
     channels: &[String],
     persistent: bool,
 ) -> Result<BTreeMap<String, DeltaChannelHistory>> {
-    let wanted: Vec<&str> = channels
-        .iter()
-        .map(String::as_str)
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
+    let wanted = distinct(channels);
     if let Some(out) = from_seeds(&mut *conn, serde, target, &wanted, persistent).await? {
         return Ok(out);
     }
     walk_history(conn, serde, target, &wanted, persistent).await
+}
+
+/// The channel names asked, each once, sorted (the order the history statements bind).
+fn distinct(channels: &[String]) -> Vec<&str> {
+    let set: BTreeSet<&str> = channels.iter().map(String::as_str).collect();
+    set.into_iter().collect()
 }
 
 /// Text arrays of a [`DELTA_FROM_SEEDS`] row (NULL: empty).
@@ -1467,12 +1468,7 @@ pub(crate) async fn get_with_history(
         );
         format!("SELECT g.*, h.* FROM ({get}) g LEFT JOIN ({DELTA_FROM_SEEDS}) h ON true")
     });
-    let asked: Vec<&str> = channels
-        .iter()
-        .map(String::as_str)
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
+    let asked = distinct(channels);
     let row = sqlx::query(sql)
         .persistent(persistent)
         .bind(thread_id)
