@@ -6,9 +6,10 @@
 //! ([`Serde::seal`] / [`Serde::open`]) bound to their [`Slot`].
 //!
 //! `Format::LangGraph` (feature `msgpack`) reads and writes what Python LangGraph's
-//! serializer does: msgpack with Python objects as extension types 0-7, decoded into a
-//! `Node` tree and shown to serde as JSON that keeps each object's class. Its values carry
-//! the tag `msgpack`, and every serde reads a `msgpack` value both ways (see `Format`).
+//! serializer does: msgpack with Python objects as extension types 0-7, decoded straight
+//! from the bytes (no `Node` tree is built) and shown to serde as JSON that keeps each
+//! object's class. Its values carry the tag `msgpack`, and every serde reads a `msgpack` value
+//! both ways (see `Format`).
 
 mod cipher;
 mod format;
@@ -114,7 +115,8 @@ impl Serde {
                 tag,
                 "value is sealed; open it with its slot first",
             )),
-            // A serde writing LangGraph's encoding reads `msgpack` values tree first.
+            // A serde writing LangGraph's encoding reads `msgpack` values with LangGraph's
+            // reader first, rmp-serde second; any other reads them with rmp-serde first.
             #[cfg(feature = "msgpack")]
             TAG_MSGPACK if self.format == Format::LangGraph => {
                 Format::LangGraph.decode(&value.bytes)
