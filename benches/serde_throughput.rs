@@ -5,7 +5,7 @@
 //! Then the cost of LangGraph's encoding against Waypoint's positional msgpack on a 200-message
 //! conversation (`serde/langgraph-vs-positional/200`): the runtime's `Message` in each format,
 //! the same messages as the `lc: 2` JSON Python's objects read as, and the `msgpack` reader's
-//! path for Python's bytes (rmp-serde first, then the tree).
+//! path for Python's bytes (rmp-serde first, then LangGraph's reader).
 
 #![allow(missing_docs)] // criterion_group! generates undocumented items.
 
@@ -126,7 +126,7 @@ fn langgraph_vs_positional(c: &mut Criterion) {
     };
     // (name, serde, encode, decode); the last case only reads differently: its bytes are
     // LangGraph's (as Python writes them), read by the default serde, whose rmp-serde fails on
-    // the first extension before the tree decodes.
+    // the first extension before LangGraph's reader decodes them.
     type Encode<'a> = &'a dyn Fn(&Serde) -> SerializedValue;
     type Decode<'a> = &'a dyn Fn(&Serde, &SerializedValue);
     let python_bytes = |_: &Serde| langgraph.dumps(&lc2).expect("encode");
