@@ -262,6 +262,53 @@ async fn ttl_is_stored_as_minutes_and_expiry_text() -> TestResult {
     Ok(())
 }
 
+/// A search under a namespace with namespaces below it lists newest update first, then by
+/// namespace and key, whether the scan merges the namespaces' own ordered rows (a few of
+/// them) or sorts them all (many); the rows of one batch share their update time, so the
+/// namespace and key orders are exercised too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_under_nested_namespaces_keeps_the_scan_order() -> TestResult {
+    for namespaces in [3usize, 70] {
+        let store = in_memory(StoreConfig::new()).await?;
+        let below = |n: usize| ns(&["root", &format!("n{n:02}")]);
+        let value = |n: usize| json!({"n": n}).as_object().cloned().unwrap_or_default();
+        let mut ops = vec![Op::Put(PutOp::new(ns(&["root"]), "top", value(0)))];
+        for n in (0..namespaces).rev() {
+            for key in ["b", "a"] {
+                ops.push(Op::Put(PutOp::new(below(n), key, value(n))));
+            }
+        }
+        store.batch(ops).await?;
+        for n in (0..namespaces).step_by(2) {
+            store.put(below(n), "late", json!({"n": n})).await?;
+        }
+        // Outside the prefix on both sides of its range.
+        store.put(ns(&["roos"]), "x", json!({})).await?;
+        store.put(ns(&["root0"]), "x", json!({})).await?;
+        let found = store.search(SearchOp::new(["root"]).limit(1000)).await?;
+        assert_eq!(found.len(), 1 + 2 * namespaces + namespaces.div_ceil(2));
+        let mut expected = found.clone();
+        expected.sort_by(|a, b| {
+            (b.updated_at.cmp(&a.updated_at))
+                .then_with(|| a.namespace.joined().cmp(&b.namespace.joined()))
+                .then_with(|| a.key.cmp(&b.key))
+        });
+        let order = |items: &[waypoint_store::SearchItem]| -> Vec<(String, String)> {
+            items
+                .iter()
+                .map(|i| (i.namespace.joined(), i.key.clone()))
+                .collect()
+        };
+        assert_eq!(order(&found), order(&expected), "{namespaces} namespaces");
+        // A page further on starts where the first left off.
+        let page = store
+            .search(SearchOp::new(["root"]).limit(5).offset(3))
+            .await?;
+        assert_eq!(order(&page), order(&found[3..8]), "{namespaces} namespaces");
+    }
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn corrupt_values_are_reported_not_panicked() -> TestResult {
     let (_dir, path) = temp_db()?;
