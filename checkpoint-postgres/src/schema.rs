@@ -62,33 +62,11 @@ const LANGGRAPH_MIGRATIONS: &[&[&str]] = &[
     &["ALTER TABLE checkpoint_writes ADD COLUMN IF NOT EXISTS task_path TEXT NOT NULL DEFAULT '';"],
 ];
 
-/// Waypoint's additions; a migration's version is its position plus one. Never edit one
-/// that has shipped: append a new one.
-const WAYPOINT_MIGRATIONS: &[&[&str]] = &[
-    &["CREATE TABLE IF NOT EXISTS waypoint_migrations (v INTEGER PRIMARY KEY);"],
-    // A thread's history newest first, across its namespaces, without a sort.
-    &["CREATE INDEX CONCURRENTLY IF NOT EXISTS waypoint_checkpoints_thread_id_checkpoint_id_idx ON checkpoints (thread_id, checkpoint_id);"],
-    // `list` across threads, newest first.
-    &["CREATE INDEX CONCURRENTLY IF NOT EXISTS waypoint_checkpoints_checkpoint_id_idx ON checkpoints (checkpoint_id);"],
-    // `delete_for_runs`.
-    &["CREATE INDEX CONCURRENTLY IF NOT EXISTS waypoint_checkpoints_run_id_idx ON checkpoints ((metadata ->> 'run_id')) WHERE metadata ? 'run_id';"],
-    // Per-thread leases (single writer per thread); Waypoint's own table, unknown to LangGraph.
-    // Unlogged: a lease only matters while its holder's session lives, and a server crash
-    // ends every session, so losing the table with it is right; in exchange a lease commit
-    // writes no WAL and waits for no disk flush (two of them per run).
-    &["CREATE UNLOGGED TABLE IF NOT EXISTS waypoint_thread_leases (
-    thread_id TEXT PRIMARY KEY,
-    token TEXT NOT NULL,
-    expires_at TIMESTAMPTZ NOT NULL
-);"],
-    // Every writer of a checkpoint, Python's LangGraph included, takes a per-namespace turn
-    // (a transaction-scoped advisory lock), and a fenced Waypoint put that names the parent
-    // it expects to be newest (`waypoint.expected_heads`: new id -> parent, set in the same
-    // transaction) is refused when another writer's checkpoint got there first. Under the
-    // lock, the trigger's query sees every checkpoint committed before it.
-    &["CREATE OR REPLACE FUNCTION waypoint_checkpoint_head() RETURNS trigger
-LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
-DECLARE
+/// The body of the head trigger's function (migrations 6 and 10), reading `$table`.
+macro_rules! head_trigger_body {
+    ($table:literal) => {
+        concat!(
+            "DECLARE
     heads text := current_setting('waypoint.expected_heads', true);
     expected text;
     newest text;
@@ -101,7 +79,9 @@ BEGIN
     IF expected IS NULL THEN
         RETURN NEW;
     END IF;
-    SELECT checkpoint_id INTO newest FROM checkpoints
+    SELECT checkpoint_id INTO newest FROM ",
+            $table,
+            "
         WHERE thread_id = NEW.thread_id AND checkpoint_ns = NEW.checkpoint_ns
             AND checkpoint_id <> NEW.checkpoint_id
         ORDER BY checkpoint_id DESC LIMIT 1;
@@ -110,7 +90,50 @@ BEGIN
     END IF;
     RETURN NEW;
 END
-$fn$;"],
+"
+        )
+    };
+}
+
+/// Waypoint's additions; a migration's version is its position plus one. Never edit one
+/// that has shipped: append a new one.
+const WAYPOINT_MIGRATIONS: &[&[&str]] = &[
+    &["CREATE TABLE IF NOT EXISTS waypoint_migrations (v INTEGER PRIMARY KEY);"],
+    // A thread's history newest first, across its namespaces, without a sort.
+    &[
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS waypoint_checkpoints_thread_id_checkpoint_id_idx ON checkpoints (thread_id, checkpoint_id);",
+    ],
+    // `list` across threads, newest first.
+    &[
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS waypoint_checkpoints_checkpoint_id_idx ON checkpoints (checkpoint_id);",
+    ],
+    // `delete_for_runs`.
+    &[
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS waypoint_checkpoints_run_id_idx ON checkpoints ((metadata ->> 'run_id')) WHERE metadata ? 'run_id';",
+    ],
+    // Per-thread leases (single writer per thread); Waypoint's own table, unknown to LangGraph.
+    // Unlogged: a lease only matters while its holder's session lives, and a server crash
+    // ends every session, so losing the table with it is right; in exchange a lease commit
+    // writes no WAL and waits for no disk flush (two of them per run).
+    &[
+        "CREATE UNLOGGED TABLE IF NOT EXISTS waypoint_thread_leases (
+    thread_id TEXT PRIMARY KEY,
+    token TEXT NOT NULL,
+    expires_at TIMESTAMPTZ NOT NULL
+);",
+    ],
+    // Every writer of a checkpoint, Python's LangGraph included, takes a per-namespace turn
+    // (a transaction-scoped advisory lock), and a fenced Waypoint put that names the parent
+    // it expects to be newest (`waypoint.expected_heads`: new id -> parent, set in the same
+    // transaction) is refused when another writer's checkpoint got there first. Under the
+    // lock, the trigger's query sees every checkpoint committed before it.
+    &[concat!(
+        "CREATE OR REPLACE FUNCTION waypoint_checkpoint_head() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
+",
+        head_trigger_body!("checkpoints"),
+        "$fn$;"
+    )],
     &[
         "DROP TRIGGER IF EXISTS waypoint_checkpoint_head ON checkpoints;",
         "CREATE TRIGGER waypoint_checkpoint_head BEFORE INSERT ON checkpoints
@@ -149,31 +172,13 @@ END $$;",
     // cached search path for the statement around it (~60 us of a ~330 us put's execute,
     // measured with pgbench on PostgreSQL 15). Its functions are `pg_catalog`'s, which every
     // search path looks in first.
-    &["CREATE OR REPLACE FUNCTION @schema@.waypoint_checkpoint_head() RETURNS trigger
+    &[concat!(
+        "CREATE OR REPLACE FUNCTION @schema@.waypoint_checkpoint_head() RETURNS trigger
 LANGUAGE plpgsql AS $fn$
-DECLARE
-    heads text := current_setting('waypoint.expected_heads', true);
-    expected text;
-    newest text;
-BEGIN
-    PERFORM pg_advisory_xact_lock(hashtextextended(NEW.thread_id || '|' || NEW.checkpoint_ns, 2026));
-    IF heads IS NULL OR heads = '' THEN
-        RETURN NEW;
-    END IF;
-    expected := heads::jsonb ->> NEW.checkpoint_id;
-    IF expected IS NULL THEN
-        RETURN NEW;
-    END IF;
-    SELECT checkpoint_id INTO newest FROM @schema@.checkpoints
-        WHERE thread_id = NEW.thread_id AND checkpoint_ns = NEW.checkpoint_ns
-            AND checkpoint_id <> NEW.checkpoint_id
-        ORDER BY checkpoint_id DESC LIMIT 1;
-    IF newest > expected THEN
-        RAISE EXCEPTION USING ERRCODE = 'WP409', MESSAGE = newest;
-    END IF;
-    RETURN NEW;
-END
-$fn$;"],
+",
+        head_trigger_body!("@schema@.checkpoints"),
+        "$fn$;"
+    )],
 ];
 
 /// The newest LangGraph migration this build knows.
