@@ -11,7 +11,7 @@ use crate::{Error, Result};
 
 /// A channel version: `{counter:032}.{random:016}` as LangGraph writes it.
 ///
-/// Only the counter is ever parsed; the random suffix keeps two forks of one parent from
+/// Only the counter is read for order; the random suffix keeps two forks of one parent from
 /// colliding on the same blob key. Plain integers (`"3"`, or a JSON number) are accepted as
 /// versions written by older savers. Ordering compares the counter first, then the text.
 /// Shared text: a clone (every checkpoint copies the thread's versions) allocates nothing.
@@ -117,11 +117,24 @@ impl PartialEq for ChannelVersion {
 impl Eq for ChannelVersion {}
 
 impl Hash for ChannelVersion {
-    /// Hashes the counter alone: equal texts have equal counters, and a version made from
-    /// its parts is hashed without rendering its text (versions of one counter differ only
-    /// in forks of one parent, which are few).
+    /// Hashes the counter and the suffix's value, read from the text when the version was
+    /// not made from its parts: equal texts read the same, and a text equal to the rendering
+    /// of parts reads back exactly those parts. Forks of one parent share the counter and
+    /// differ in the suffix alone; a thread forked thousands of times from one checkpoint
+    /// must not put all their versions in one bucket.
     fn hash<H: Hasher>(&self, state: &mut H) {
-        self.counter().hash(state)
+        let (counter, suffix) = match self.0.parts {
+            Some((counter, suffix)) => (Some(counter), suffix.map(f64::to_bits)),
+            None => match self.as_str().split_once('.') {
+                Some((head, tail)) => (
+                    head.parse().ok(),
+                    tail.parse::<f64>().ok().map(f64::to_bits),
+                ),
+                None => (self.as_str().parse().ok(), None),
+            },
+        };
+        counter.hash(state);
+        suffix.hash(state);
     }
 }
 
@@ -263,13 +276,22 @@ mod tests {
 
     #[test]
     fn a_version_from_parts_is_its_text() {
+        use std::collections::HashSet;
         use std::collections::hash_map::DefaultHasher;
         let hash = |v: &ChannelVersion| {
             let mut h = DefaultHasher::new();
             v.hash(&mut h);
             h.finish()
         };
-        for (counter, suffix) in [(7, Some(0.25)), (7, Some(0.5)), (3, None), (2, Some(-0.0))] {
+        for (counter, suffix) in [
+            (7, Some(0.25)),
+            (7, Some(0.5)),
+            (3, None),
+            (2, Some(-0.0)),
+            (2, Some(-0.5)),
+            (9, Some(1e20)),
+            (9, Some(0.548_813_503_927_324_8)),
+        ] {
             let parts = ChannelVersion::from_parts(counter, suffix);
             let text = ChannelVersion::new(parts.as_str());
             assert_eq!(parts, text);
@@ -287,6 +309,15 @@ mod tests {
             ChannelVersion::from_parts(7, Some(0.25)),
             ChannelVersion::from_parts(7, Some(0.5))
         );
+        // Forks of one parent (one counter) spread over a hash map's buckets.
+        let forks: HashSet<u64> = (0..100)
+            .map(|i| {
+                hash(&ChannelVersion::new(
+                    ChannelVersion::from_parts(7, Some(f64::from(i) / 100.0)).as_str(),
+                ))
+            })
+            .collect();
+        assert_eq!(forks.len(), 100);
         assert_ne!(
             ChannelVersion::from_parts(0, Some(0.0)),
             ChannelVersion::from_parts(0, Some(-0.0))
