@@ -91,12 +91,20 @@ impl Seeds {
             }
             .cloned());
         }
-        let text = std::str::from_utf8(stored).map_err(|e| Error::serialization("json", e))?;
-        let version = match scan_version(text, channel) {
-            Some(found) => found.map(str::to_owned),
-            None => parse_version(text, channel)?,
-        };
-        Ok(version.filter(|v| self.versions.contains(v)))
+        Ok(version_named(stored, channel)?.filter(|v| self.versions.contains(v)))
+    }
+}
+
+/// The version of `channel` that `stored` (a checkpoint's compact record, or the JSON of
+/// earlier versions) names, as text.
+fn version_named(stored: &[u8], channel: &str) -> Result<Option<String>> {
+    if record::is_compact(stored) {
+        return Ok(record::channel_version(stored, channel)?.map(|v| v.as_str().to_owned()));
+    }
+    let text = std::str::from_utf8(stored).map_err(|e| Error::serialization("json", e))?;
+    match scan_version(text, channel) {
+        Some(found) => Ok(found.map(str::to_owned)),
+        None => parse_version(text, channel),
     }
 }
 
@@ -205,27 +213,31 @@ pub(crate) fn delta_history(
             .map(|c| (c.clone(), RawHistory::default()))
             .collect(),
     };
-    let found = match target {
-        Some(id) => conn.prepare_cached(CHECKPOINT_AT).and_then(|mut s| {
-            s.query_row(params![thread_id, ns, id], |r| Ok((r.get(0)?, r.get(1)?)))
-                .optional()
-        }),
-        None => conn
-            .prepare_cached(
-                "SELECT checkpoint_id, parent_checkpoint_id FROM checkpoints
-                 WHERE thread_id = ?1 AND checkpoint_ns = ?2
-                 ORDER BY checkpoint_id DESC LIMIT 1",
-            )
-            .and_then(|mut s| {
-                s.query_row(params![thread_id, ns], |r| Ok((r.get(0)?, r.get(1)?)))
-                    .optional()
-            }),
-    }
-    .map_err(sqlite_error)?;
-    let Some((target_id, parent)): Option<(String, Option<String>)> = found else {
-        return Ok(out);
+    // The target's id, parent and record (JSON text or a compact blob).
+    let (target_id, parent, record) = {
+        let mut stmt = conn
+            .prepare_cached(match target {
+                Some(_) => CHECKPOINT_AT,
+                None => {
+                    "SELECT checkpoint_id, parent_checkpoint_id, checkpoint FROM checkpoints
+                     WHERE thread_id = ?1 AND checkpoint_ns = ?2
+                     ORDER BY checkpoint_id DESC LIMIT 1"
+                }
+            })
+            .map_err(sqlite_error)?;
+        let mut rows = match target {
+            Some(id) => stmt.query(params![thread_id, ns, id]),
+            None => stmt.query(params![thread_id, ns]),
+        }
+        .map_err(sqlite_error)?;
+        let Some(row) = rows.next().map_err(sqlite_error)? else {
+            return Ok(out);
+        };
+        let target_id: String = row.get(0).map_err(sqlite_error)?;
+        let parent: Option<String> = row.get(1).map_err(sqlite_error)?;
+        (target_id, parent, bytes_at(row, 2)?.to_vec())
     };
-    let seeds = stored_versions(conn, thread_id, ns, &out.histories)?;
+    let seeds = stored_versions(conn, thread_id, ns, &record, &out.histories)?;
     let wanted = out.histories.len();
     let (chain, seeded) = walk(conn, thread_id, ns, &target_id, parent, &seeds, wanted)?;
     // Ancestors by id, newest first: the order the writes' scan meets them in reversed (the
@@ -261,33 +273,43 @@ pub(crate) fn delta_history(
     Ok(out)
 }
 
-/// The stored (non-empty) versions of each channel of `wanted`.
+/// The stored (non-empty) versions of each channel of `wanted` that the ancestors of the
+/// checkpoint whose record is `target` may name.
+///
+/// Along a chain a channel's counter never falls, so an ancestor's version in LangGraph's
+/// form (32 digits, a dot, the suffix) sorts at or below the target's: versions above it
+/// belong to other branches (the snapshots of the target's own forks and their children)
+/// and are not read, so a thread forked many times from one place reads no more for it.
+/// Versions in any other form are all read.
 fn stored_versions<T>(
     conn: &Connection,
     thread_id: &str,
     ns: &str,
+    target: &[u8],
     wanted: &BTreeMap<String, T>,
 ) -> Result<BTreeMap<String, Seeds>> {
     let mut seeds: BTreeMap<String, Seeds> = BTreeMap::new();
-    let wanted = serde_json::to_string(&wanted.keys().collect::<Vec<_>>())
-        .map_err(|e| Error::serialization("json", e))?;
     let mut stmt = conn
         .prepare_cached(
-            "SELECT channel, version FROM checkpoint_blobs
-             WHERE thread_id = ?1 AND checkpoint_ns = ?2
-                 AND channel IN (SELECT value FROM json_each(?3))
+            "SELECT version FROM checkpoint_blobs
+             WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3
+                 AND (?4 IS NULL OR version <= ?4 OR version NOT GLOB ?5)
                  AND type <> 'empty' AND blob IS NOT NULL",
         )
         .map_err(sqlite_error)?;
-    let mut rows = stmt
-        .query(params![thread_id, ns, wanted])
-        .map_err(sqlite_error)?;
-    while let Some(row) = rows.next().map_err(sqlite_error)? {
-        let (channel, version): (String, String) = (
-            row.get(0).map_err(sqlite_error)?,
-            row.get(1).map_err(sqlite_error)?,
-        );
-        seeds.entry(channel).or_default().insert(version);
+    let shape = format!("{}.*", "[0-9]".repeat(32));
+    for channel in wanted.keys() {
+        let bound = version_named(target, channel)?.filter(|v| {
+            let b = v.as_bytes();
+            b.len() > 32 && b[32] == b'.' && b[..32].iter().all(u8::is_ascii_digit)
+        });
+        let mut rows = stmt
+            .query(params![thread_id, ns, channel, bound, shape])
+            .map_err(sqlite_error)?;
+        while let Some(row) = rows.next().map_err(sqlite_error)? {
+            let version: String = row.get(0).map_err(sqlite_error)?;
+            seeds.entry(channel.clone()).or_default().insert(version);
+        }
     }
     Ok(seeds)
 }
