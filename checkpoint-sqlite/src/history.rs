@@ -277,10 +277,11 @@ pub(crate) fn delta_history(
 /// checkpoint whose record is `target` may name.
 ///
 /// Along a chain a channel's counter never falls, so an ancestor's version in LangGraph's
-/// form (32 digits, a dot, the suffix) sorts at or below the target's: versions above it
-/// belong to other branches (the snapshots of the target's own forks and their children)
-/// and are not read, so a thread forked many times from one place reads no more for it.
-/// Versions in any other form are all read.
+/// form (a 32-digit counter, zero-padded, then a dot and the suffix) sorts at or below the
+/// target's. The versions above it that start with `0` (that form) belong to other branches,
+/// such as the snapshots of the target's own forks, and are not read: a thread forked many
+/// times from one place reads no more for it. Two index ranges read the rest: up to the
+/// target's version, and from `1` on (integer versions of older savers, any other text).
 fn stored_versions<T>(
     conn: &Connection,
     thread_id: &str,
@@ -292,19 +293,25 @@ fn stored_versions<T>(
     let mut stmt = conn
         .prepare_cached(
             "SELECT version FROM checkpoint_blobs
-             WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3
-                 AND (?4 IS NULL OR version <= ?4 OR version NOT GLOB ?5)
-                 AND type <> 'empty' AND blob IS NOT NULL",
+             WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version <= ?4
+                 AND type <> 'empty' AND blob IS NOT NULL
+             UNION ALL
+             SELECT version FROM checkpoint_blobs
+             WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version >= '1'
+                 AND version > ?4 AND type <> 'empty' AND blob IS NOT NULL",
         )
         .map_err(sqlite_error)?;
-    let shape = format!("{}.*", "[0-9]".repeat(32));
     for channel in wanted.keys() {
-        let bound = version_named(target, channel)?.filter(|v| {
-            let b = v.as_bytes();
-            b.len() > 32 && b[32] == b'.' && b[..32].iter().all(u8::is_ascii_digit)
-        });
+        // Without a version in that form, a bound above any ASCII text: the two ranges
+        // then read every version.
+        let bound = version_named(target, channel)?
+            .filter(|v| {
+                let b = v.as_bytes();
+                b.len() > 32 && b[32] == b'.' && b[..32].iter().all(u8::is_ascii_digit)
+            })
+            .unwrap_or_else(|| "~".repeat(4));
         let mut rows = stmt
-            .query(params![thread_id, ns, channel, bound, shape])
+            .query(params![thread_id, ns, channel, bound])
             .map_err(sqlite_error)?;
         while let Some(row) = rows.next().map_err(sqlite_error)? {
             let version: String = row.get(0).map_err(sqlite_error)?;
