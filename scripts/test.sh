@@ -24,7 +24,8 @@ trap 'stop_services; rm -rf "$scratch"' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step says how long the suite has run: CI gives it 30 minutes on two cores.
+step() { printf '\n==> [%dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
@@ -70,3 +71,4 @@ step "waypoint bench --quick --peers: both sides in one run, as README's figures
 "${CARGO_TARGET_DIR:-target}/debug/waypoint" bench --quick --peers --out "$scratch/bench"
 grep -q '^## Against LangGraph$' "$scratch/bench/REPORT.md"
 grep -qE '^\| checkpoint put \(sequential\), puts/s \| [0-9,.]+ / [0-9,.]+ \(' "$scratch/bench/REPORT.md"
+step "done"
