@@ -301,15 +301,15 @@ fn stored_versions<T>(
                  AND version > ?4 AND type <> 'empty' AND blob IS NOT NULL",
         )
         .map_err(sqlite_error)?;
+    // Without a target version in that form: the first range reads up to `~~~~`, and
+    // everything above it also sorts from `1` on, so the two ranges read every version.
+    const UNBOUNDED: &str = "~~~~";
     for channel in wanted.keys() {
-        // Without a version in that form, a bound above any ASCII text: the two ranges
-        // then read every version.
-        let bound = version_named(target, channel)?
-            .filter(|v| {
-                let b = v.as_bytes();
-                b.len() > 32 && b[32] == b'.' && b[..32].iter().all(u8::is_ascii_digit)
-            })
-            .unwrap_or_else(|| "~".repeat(4));
+        let bound = version_named(target, channel)?.filter(|v| {
+            let b = v.as_bytes();
+            b.len() > 32 && b[32] == b'.' && b[..32].iter().all(u8::is_ascii_digit)
+        });
+        let bound = bound.as_deref().unwrap_or(UNBOUNDED);
         let mut rows = stmt
             .query(params![thread_id, ns, channel, bound])
             .map_err(sqlite_error)?;
