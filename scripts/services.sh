@@ -47,9 +47,11 @@ postgres_bin() {
 # away or hang it). With a fourth argument TLSDIR (make_test_ca), the server accepts TLS
 # connections only, with those certificates, at postgres://waypoint@localhost:PORT/postgres:
 # user `waypoint` is trusted over TLS, user `waypoint_cert` must present a client
-# certificate whose CN is its name.
+# certificate whose CN is its name. WAYPOINT_POSTGRES_FSYNC=off starts it without fsync (for
+# test suites only: a killed or paused server still loses nothing, a crashed OS would).
 start_postgres() {
     local root="$1/$2" var="$3" tls="${4:-}" bin port ctl host=127.0.0.1
+    local fsync="${WAYPOINT_POSTGRES_FSYNC:-on}"
     bin="${_waypoint_postgres_bin:-$(postgres_bin)}"
     port="$(free_port)"
     _waypoint_owner="${WAYPOINT_SERVICE_USER:-nobody}"
@@ -72,7 +74,7 @@ start_postgres() {
 set -euo pipefail
 run() { if [ "\$(id -u)" = 0 ]; then runuser -u $_waypoint_owner -- "\$@"; else "\$@"; fi; }
 case "\$1" in
-    start) run $bin/pg_ctl -D $root/data -l $root/server.log -w -t 60 start -o "-c listen_addresses=127.0.0.1 -p $port -k $root -c max_connections=300 -c shared_buffers=256MB" >/dev/null ;;
+    start) run $bin/pg_ctl -D $root/data -l $root/server.log -w -t 60 start -o "-c listen_addresses=127.0.0.1 -p $port -k $root -c max_connections=300 -c shared_buffers=256MB -c fsync=$fsync" >/dev/null ;;
     stop) run $bin/pg_ctl -D $root/data -m fast -w -t 60 stop >/dev/null ;;
     # A hung server: the postmaster (first, so it forks no more) and every process it
     # started stopped with SIGSTOP, sockets left open; \`resume\` continues them.

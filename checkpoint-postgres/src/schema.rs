@@ -250,8 +250,9 @@ const SCHEMA_PLACEHOLDER: &str = "@schema@";
 /// anything is changed, a schema holding a table of these names that neither Waypoint's nor
 /// LangGraph's setup made, and a schema migrated by a newer version.
 ///
-/// On a direct connection (`pooled` is `None`) statements run outside any transaction, under
-/// a session lock: `CREATE INDEX CONCURRENTLY` refuses a transaction. Behind a transaction
+/// On a direct connection (`pooled` is `None`) setup holds a session lock, and a first setup
+/// is one transaction (see `run_fresh`); a later one runs its statements outside any
+/// transaction: `CREATE INDEX CONCURRENTLY` refuses a transaction. Behind a transaction
 /// pooler (`pooled` opens its transactions, see [`PostgresConfig::pooled_begin`]) a session
 /// lock could be taken on one server session and released on another, and statements of
 /// one setup could run on several: setup is one transaction there, under a transaction lock,
@@ -269,7 +270,11 @@ pub(crate) async fn migrate(
     let key = (tables.lock)(schema);
     let Some(begin) = pooled else {
         lock(conn, key, wait).await?;
-        let done = run_migrations(conn, schema, tables, true).await;
+        let done = match fresh(conn, schema, tables).await {
+            Ok(true) => run_fresh(conn, schema, tables).await,
+            Ok(false) => run_migrations(conn, schema, tables, true).await,
+            Err(failure) => Err(failure),
+        };
         let unlocked = scalar::<bool>(conn, format!("SELECT pg_advisory_unlock({key})")).await;
         return done.and(unlocked.map(drop));
     };
@@ -290,6 +295,39 @@ pub(crate) async fn migrate(
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
+}
+
+/// Whether no migration of `tables` has run in the schema yet: none of their migration
+/// tables exists there.
+async fn fresh(
+    conn: &mut PgConnection,
+    schema: Option<&str>,
+    tables: &Tables,
+) -> Result<bool, Failure> {
+    // `checked_schema` made the name a plain identifier.
+    let prefix = schema.map(|s| format!("\"{s}\".")).unwrap_or_default();
+    let absent: Vec<String> = tables
+        .migrations
+        .iter()
+        .map(|m| format!("to_regclass('{prefix}{}') IS NULL", m.table))
+        .collect();
+    scalar::<bool>(conn, format!("SELECT {}", absent.join(" AND "))).await
+}
+
+/// A first setup on a direct connection: one transaction, all or nothing, building its
+/// indexes without `CONCURRENTLY`, as behind a pooler. The tables are new and empty, so the
+/// builds block no one, and setup makes one commit instead of one per statement, and never
+/// waits, as `CONCURRENTLY` does, for every older transaction in the database to end.
+async fn run_fresh(
+    conn: &mut PgConnection,
+    schema: Option<&str>,
+    tables: &Tables,
+) -> Result<(), Failure> {
+    let mut tx = sqlx::Connection::begin(&mut *conn)
+        .await
+        .map_err(Failure::Driver)?;
+    run_migrations(&mut tx, schema, tables, false).await?;
+    tx.commit().await.map_err(Failure::Driver)
 }
 
 /// Runs `$body` (a future using `$conn: &mut PgConnection`) as it is on a direct connection.

@@ -91,64 +91,75 @@ pub fn heading_queries(passages: &[Passage]) -> Vec<Query> {
     queries
 }
 
-/// Stores `passages` in a fresh store indexed by `embedder` and measures recall@1 and
-/// recall@5 of `queries` with exact search. A query naming an unknown passage is an error.
-pub async fn recall(
-    embedder: Arc<dyn Embedder>,
-    passages: &[Passage],
-    queries: &[Query],
-) -> Result<Recall> {
-    let ids: HashSet<&str> = passages.iter().map(|p| p.id.as_str()).collect();
-    if let Some(query) = queries
-        .iter()
-        .find(|q| q.passages.is_empty() || q.passages.iter().any(|id| !ids.contains(id.as_str())))
-    {
-        return Err(Error::InvalidValue(format!(
-            "query {:?} names no passage or an unknown one: {:?}",
-            query.text, query.passages
-        )));
-    }
-    let exact = AnnConfig {
-        flat_threshold: usize::MAX,
-        ..AnnConfig::default()
-    };
-    let index = IndexConfig::new(embedder).fields(["text"]).ann(exact);
-    let store = InMemoryStore::with_config(StoreConfig::new().index(index))?;
-    let puts = passages
-        .iter()
-        .map(|p| {
-            let mut value = Object::new();
-            value.insert("page".into(), p.page.clone().into());
-            value.insert("heading".into(), p.heading.clone().into());
-            value.insert("text".into(), p.text.clone().into());
-            Op::Put(PutOp::new([NAMESPACE], p.id.clone(), value))
-        })
-        .collect();
-    store.batch(puts).await?;
+/// The passages stored once in a store indexed by one embedder, ready to be searched by any
+/// number of query sets (embedding the passages is most of a check's time).
+pub struct Memories {
+    /// The store holding the passages.
+    store: InMemoryStore,
+    /// The passages' ids, to refuse a query naming another.
+    ids: HashSet<String>,
+}
 
-    let (mut at_1, mut at_5) = (0usize, 0usize);
-    for query in queries {
-        let hits = store
-            .search(
-                SearchOp::new([NAMESPACE])
-                    .query(query.text.clone())
-                    .limit(5),
-            )
-            .await?;
-        let right = |hit: &SearchItem| query.passages.contains(&hit.item.key);
-        at_1 += usize::from(hits.first().is_some_and(right));
-        at_5 += usize::from(hits.iter().any(right));
+impl Memories {
+    /// Stores `passages` in a fresh store indexed by `embedder`, searched exactly.
+    pub async fn store(embedder: Arc<dyn Embedder>, passages: &[Passage]) -> Result<Self> {
+        let exact = AnnConfig {
+            flat_threshold: usize::MAX,
+            ..AnnConfig::default()
+        };
+        let index = IndexConfig::new(embedder).fields(["text"]).ann(exact);
+        let store = InMemoryStore::with_config(StoreConfig::new().index(index))?;
+        let puts = passages
+            .iter()
+            .map(|p| {
+                let mut value = Object::new();
+                value.insert("page".into(), p.page.clone().into());
+                value.insert("heading".into(), p.heading.clone().into());
+                value.insert("text".into(), p.text.clone().into());
+                Op::Put(PutOp::new([NAMESPACE], p.id.clone(), value))
+            })
+            .collect();
+        store.batch(puts).await?;
+        let ids = passages.iter().map(|p| p.id.clone()).collect();
+        Ok(Self { store, ids })
     }
-    let share = |n: usize| {
-        if queries.is_empty() {
-            0.0
-        } else {
-            n as f64 / queries.len() as f64
+
+    /// Recall@1 and recall@5 of `queries`. A query naming an unknown passage is an error.
+    pub async fn recall(&self, queries: &[Query]) -> Result<Recall> {
+        if let Some(query) = queries
+            .iter()
+            .find(|q| q.passages.is_empty() || q.passages.iter().any(|id| !self.ids.contains(id)))
+        {
+            return Err(Error::InvalidValue(format!(
+                "query {:?} names no passage or an unknown one: {:?}",
+                query.text, query.passages
+            )));
         }
-    };
-    Ok(Recall {
-        queries: queries.len(),
-        at_1: share(at_1),
-        at_5: share(at_5),
-    })
+        let (mut at_1, mut at_5) = (0usize, 0usize);
+        for query in queries {
+            let hits = self
+                .store
+                .search(
+                    SearchOp::new([NAMESPACE])
+                        .query(query.text.clone())
+                        .limit(5),
+                )
+                .await?;
+            let right = |hit: &SearchItem| query.passages.contains(&hit.item.key);
+            at_1 += usize::from(hits.first().is_some_and(right));
+            at_5 += usize::from(hits.iter().any(right));
+        }
+        let share = |n: usize| {
+            if queries.is_empty() {
+                0.0
+            } else {
+                n as f64 / queries.len() as f64
+            }
+        };
+        Ok(Recall {
+            queries: queries.len(),
+            at_1: share(at_1),
+            at_5: share(at_5),
+        })
+    }
 }

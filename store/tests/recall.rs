@@ -19,16 +19,12 @@ async fn hashing_recall() -> Result<(Recall, Recall), waypoint_store::Error> {
     recalls(Arc::new(HashingEmbedder::new(HASHING_DIMS))).await
 }
 
-/// Recall of `embedder` on (headings, questions).
+/// Recall of `embedder` on (headings, questions), the passages embedded once.
 async fn recalls(embedder: Arc<dyn Embedder>) -> Result<(Recall, Recall), waypoint_store::Error> {
     let passages = eval::seed_passages()?;
-    let headings = eval::recall(
-        embedder.clone(),
-        &passages,
-        &eval::heading_queries(&passages),
-    )
-    .await?;
-    let questions = eval::recall(embedder, &passages, &eval::seed_questions()?).await?;
+    let memories = eval::Memories::store(embedder, &passages).await?;
+    let headings = memories.recall(&eval::heading_queries(&passages)).await?;
+    let questions = memories.recall(&eval::seed_questions()?).await?;
     Ok((headings, questions))
 }
 
@@ -57,7 +53,9 @@ async fn a_query_naming_an_unknown_passage_is_an_error() -> TestResult {
         text: String::from("anything"),
         passages: vec![String::from("p999")],
     };
-    let err = eval::recall(Arc::new(HashingEmbedder::new(16)), &passages, &[query])
+    let memories = eval::Memories::store(Arc::new(HashingEmbedder::new(16)), &passages).await?;
+    let err = memories
+        .recall(&[query])
         .await
         .expect_err("an unknown passage id must be refused");
     assert!(err.to_string().contains("p999"), "{err}");

@@ -65,8 +65,9 @@ async fn measure(
     passages: &[Passage],
     sets: &[(&str, &Vec<Query>)],
 ) -> Result<()> {
+    let memories = eval::Memories::store(embedder, passages).await?;
     for (name, queries) in sets {
-        let recall = eval::recall(embedder.clone(), passages, queries).await?;
+        let recall = memories.recall(queries).await?;
         let rows = [("1", recall.at_1), ("5", recall.at_5)];
         for (k, value) in rows {
             let workload = format!("{name} ({}) recall@{k}", recall.queries);
