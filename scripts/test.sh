@@ -19,7 +19,8 @@ source scripts/models.sh
 
 # Scratch space for servers, test databases and files; removed however the script ends.
 scratch="$(mktemp -d -t waypoint-test.XXXXXX)"
-trap 'stop_services; rm -rf "$scratch"' EXIT
+python_pid=
+trap '[ -z "$python_pid" ] || kill "$python_pid" 2>/dev/null || true; stop_services; rm -rf "$scratch"' EXIT
 # Interrupted or killed, the script still exits through the EXIT trap above.
 trap 'exit 130' INT
 trap 'exit 143' TERM
@@ -30,6 +31,13 @@ step() { printf '\n==> [%dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"
 step "cargo fmt --check"
 cargo fmt --all -- --check
 cargo fmt --manifest-path fuzz/Cargo.toml -- --check
+
+# The LangGraph venvs and the model files download and install while the steps below compile
+# (on a fresh machine, about two minutes of mostly waiting on the network); the servers step
+# waits for them. Each call takes a lock, so a second call only finds them made.
+prepare_python() { langgraph_venv && langgraph06_venv && minilm_model && minilm_reference_venv; }
+prepare_python >"$scratch/python.log" 2>&1 &
+python_pid=$!
 
 step "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --all-features -- -D warnings
@@ -60,10 +68,9 @@ start_postgres "$scratch" postgres-tls POSTGRES_TLS "$scratch/tls"
 start_redis "$scratch" redis-tls REDIS_TLS "$scratch/tls"
 start_pgbouncer "$scratch" pgbouncer PGBOUNCER "$WAYPOINT_TEST_POSTGRES_URL"
 start_redis_cluster "$scratch" redis-cluster REDIS_CLUSTER
-langgraph_venv
-langgraph06_venv
-minilm_model
-minilm_reference_venv
+wait "$python_pid" || { cat "$scratch/python.log" >&2; exit 1; }
+cat "$scratch/python.log"
+prepare_python
 export TMPDIR="$scratch"
 
 step "cargo test"

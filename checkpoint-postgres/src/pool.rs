@@ -292,9 +292,10 @@ impl Pool {
     }
 
     /// Creates the schema (if one is configured) and `tables`, or migrates them (see
-    /// [`schema::migrate`]), without the statement timeout. The connection is kept for the
-    /// next operation only when setup succeeded on a session with its usual settings: a
-    /// failed setup may leave its lock behind.
+    /// [`schema::migrate`]), without the statement timeout: with one configured (on a direct
+    /// connection), on a session of its own opened without it. A pooled connection is kept
+    /// for the next operation only when setup succeeded: a failed setup may leave its lock
+    /// behind.
     pub(crate) fn setup<'a>(&'a self, tables: &'a Tables) -> BoxFuture<'a, Result<(), Failure>> {
         async move { self.in_op("setup", self.setup_on_conn(tables).await) }.boxed()
     }
@@ -305,13 +306,36 @@ impl Pool {
             let config = &self.inner.config;
             let schema = config.checked_schema()?;
             let wait = config.timeout.max(Duration::from_secs(60));
-            let mut conn = self.acquire().await?;
-            let limited = config.statement_timeout.is_some() && !config.transaction_pooler;
-            if limited {
-                schema::execute(&mut conn, String::from("SET statement_timeout = 0")).await?;
+            if config.statement_timeout.is_some() && !config.transaction_pooler {
+                // A session of its own, opened without the timeout: on a pooled session, the
+                // `SET statement_timeout = 0` lifting it would itself run under it, and a
+                // short timeout on a busy server cut it off.
+                let unlimited = PostgresConfig {
+                    statement_timeout: None,
+                    ..config.clone()
+                };
+                let options = unlimited.connect_options()?;
+                let mut conn = match tokio::time::timeout(
+                    config.timeout,
+                    PgConnection::connect_with(&options),
+                )
+                .await
+                {
+                    Ok(Ok(conn)) => conn,
+                    Ok(Err(e)) => return Err(Failure::Connect(connect_cause(&e))),
+                    Err(_) => {
+                        let waited = config.timeout;
+                        return Err(Failure::Connect(format!("no answer within {waited:?}")));
+                    }
+                };
+                let done = schema::migrate(&mut conn, schema, None, tables, wait).await;
+                // Closing politely is a courtesy: the session ends either way.
+                let _ = sqlx::Connection::close(conn).await;
+                return done;
             }
+            let mut conn = self.acquire().await?;
             let done = schema::migrate(&mut conn, schema, self.pooled_begin()?, tables, wait).await;
-            if done.is_ok() && !limited {
+            if done.is_ok() {
                 conn.finish(&done);
             }
             done

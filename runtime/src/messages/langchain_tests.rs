@@ -3,7 +3,7 @@
 //!
 //! `testdata/model_dumps.json` is `python tests/interop/messages.py dump` run with
 //! langchain-core 1.7.2: the class and `model_dump()` of one or more messages of each class
-//! (tests/langchain_messages.rs checks the same list against live Python).
+//! (tests/integration/langchain_messages.rs checks the same list against live Python).
 
 use proptest::prelude::*;
 use serde::de::{IgnoredAny, MapAccess, Visitor};

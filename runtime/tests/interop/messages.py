@@ -1,4 +1,4 @@
-"""LangChain messages of every class, for the Rust cross-check in tests/langchain_messages.rs.
+"""LangChain messages of every class, for the Rust cross-check in tests/integration/langchain_messages.rs.
 
     python messages.py dump          prints [{"module", "class", "dump"}] for each message:
                                      its class and json.dumps of model_dump()

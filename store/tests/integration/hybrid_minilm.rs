@@ -3,7 +3,6 @@
 //! nothing), the lexical leg ranks an exact identifier above look-alikes, and the fused
 //! ranking ranks each first. (That the vector leg can miss an identifier is shown with a
 //! deterministic embedder in the conformance suite: this model finds this one.)
-#![cfg(feature = "minilm")]
 
 use std::sync::Arc;
 

@@ -1,8 +1,6 @@
 //! `connect(url)` on every backend: one call gives a working checkpointer and store, on one
 //! pool, and follows the one setup rule.
 
-#![cfg(all(feature = "sqlite", feature = "postgres", feature = "redis"))]
-
 use serde_json::json;
 use waypoint_checkpoint::{CheckpointConfig, CheckpointMetadata, CheckpointSource};
 use waypoint_runtime::checkpoint::{Checkpoint, CheckpointSaver};

@@ -3,7 +3,7 @@
 
 // The example itself, so the test runs exactly the graph it prints (its `main` is unused).
 #[allow(dead_code)]
-#[path = "../examples/summarize.rs"]
+#[path = "../../examples/summarize.rs"]
 mod example;
 
 use example::{ChatState, MAX_MESSAGES, TURNS, build_graph, chat};
