@@ -1,5 +1,5 @@
 """Values of every kind LangGraph's JsonPlusSerializer writes as msgpack, for the Rust
-cross-check in `checkpoint/tests/langgraph_interop.rs`.
+cross-check in `checkpoint/tests/integration/langgraph_interop.rs`.
 
 The classes live at module level in this importable module, so that Python can rebuild
 them from the (module, name) LangGraph stores; the runner puts this directory on sys.path.
