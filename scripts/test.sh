@@ -74,7 +74,12 @@ prepare_python
 export TMPDIR="$scratch"
 
 step "cargo test"
-cargo test --workspace --all-features
+# Built as one workspace (so every package gets the same dependency features), then run in two
+# lanes at once: the tests that mostly wait on servers beside the ones that keep a core busy.
+cargo test --workspace --all-features --no-run --message-format=json-render-diagnostics \
+    >"$scratch/tests.json"
+python3 scripts/test_lanes.py "$scratch/tests.json"
+cargo test --workspace --all-features --doc
 
 step "waypoint bench --quick --peers: both sides in one run, as README's figures are made"
 # The binary `cargo test` just built (all features, store code optimised): a release build
