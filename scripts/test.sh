@@ -33,7 +33,7 @@ cargo fmt --all -- --check
 cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 
 # The LangGraph venvs and the model files download and install while the steps below compile
-# (on a fresh machine, about two minutes of mostly waiting on the network); the servers step
+# (most of the 1m42s the servers step took before, mostly waiting on the network); that step
 # waits for them. Each call takes a lock, so a second call only finds them made.
 prepare_python() { langgraph_venv && langgraph06_venv && minilm_model && minilm_reference_venv; }
 prepare_python >"$scratch/python.log" 2>&1 &
