@@ -7,15 +7,17 @@ the other. On two cores the server lane leaves a core mostly idle; the other lan
 tests fill it. (In a clean run at 537d169 the lanes' binaries ran 8m18s and 5m44s, the server
 lane then holding every end-to-end runtime test too; one after another, at 47cd454, ~10m.)
 
-Usage: test_lanes.py CARGO_JSON_FILE. The local lane prints as it runs; the server lane's
-output follows when both are done. Every binary runs even after one fails; the exit status is
-1 if any failed, with their names listed last.
+Usage: test_lanes.py CARGO_JSON_FILE. The local lane prints each binary's output as it ends;
+the server lane's follows when both are done. Every binary runs even after one fails; the exit
+status is 1 if any failed, with why (libtest's failures list) and their names listed last.
 """
 
 import json
 import os
+import re
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -59,21 +61,37 @@ def library_path():
     return os.pathsep.join(d for d in dirs if d)
 
 
+def failure_report(output, limit=60):
+    """The part of a failed binary's output that says why: from libtest's "failures:" list
+    (or the whole, when it has none, as when the binary itself crashed), without backtraces,
+    its last `limit` lines."""
+    start = output.find("\nfailures:\n")
+    lines = output[start + 1 if start >= 0 else 0 :].splitlines()
+    backtrace = re.compile(r"^\s+(\d+: |at )|^stack backtrace:|^note: Some details are omitted")
+    kept = [line for line in lines if not backtrace.match(line)]
+    return "\n".join(kept[-limit:])
+
+
 def run_lane(binaries, out, failures):
-    """Runs `binaries` one after another, writing their output to `out`."""
+    """Runs `binaries` one after another, writing their output to `out` after each ends, and
+    appending (label, why) to `failures` for each that failed."""
     libraries = library_path()
     for _, _, folder, executable, label in binaries:
         start = time.monotonic()
         out.write(f"     Running {label} ({executable})\n")
         out.flush()
         env = dict(os.environ, CARGO_MANIFEST_DIR=folder, LD_LIBRARY_PATH=libraries)
-        status = subprocess.run(
-            [executable], cwd=folder, env=env, stdout=out, stderr=subprocess.STDOUT
-        ).returncode
+        with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as captured:
+            status = subprocess.run(
+                [executable], cwd=folder, env=env, stdout=captured, stderr=subprocess.STDOUT
+            ).returncode
+            captured.seek(0)
+            output = captured.read()
+        out.write(output)
         out.write(f"     [{time.monotonic() - start:.1f} s] {label}: exit {status}\n")
         out.flush()
         if status != 0:
-            failures.append(label)
+            failures.append((label, failure_report(output)))
 
 
 def main():
@@ -93,8 +111,11 @@ def main():
         server_log.seek(0)
         sys.stdout.write("\n==== server lane ====\n")
         sys.stdout.write(server_log.read())
+    # The failures' reasons come last, where a log's tail shows them.
+    for label, why in failures:
+        print(f"\n==== why {label} failed ====\n{why}")
     print(f"\n{len(binaries)} test binaries, {len(failures)} failed")
-    for label in failures:
+    for label, _ in failures:
         print(f"FAILED: {label}")
     sys.exit(1 if failures else 0)
 
