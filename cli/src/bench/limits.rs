@@ -343,13 +343,19 @@ fn pgbench_rates(progress: &str, summary: &str) -> Result<Vec<f64>> {
 
 /// Puts/s of `redis-benchmark -c 1` sending, per request, EVALSHA of a script making the
 /// writes of one put's MULTI/EXEC (the same commands, keys of the same shape, values of the
-/// sizes our put stored; fresh checkpoint keys, fields and members every request).
+/// sizes our put stored; fresh checkpoint keys, fields and members every request). A put of
+/// the workload hands over every channel's value and sends each (`HSETNX`: a value already
+/// stored at its version is left as it is, and one that is not is never dropped): the new
+/// channel's under a fresh field, the others' under fields stored already.
 /// redis-benchmark sends one command per request, so the transaction is a script; its server
 /// time is a little above MULTI/EXEC's, which makes this limit a little lower.
 async fn redis_benchmark(url: &str, scale: &Scale) -> Result<Vec<f64>> {
     let saver = servers::redis_saver(url).await?;
     let value = checkpoints::channel_value();
-    checkpoints::put_all(&saver, "limit", checkpoints::history(6, &value)).await?;
+    let items = checkpoints::history(6, &value);
+    // The values one put hands over (every channel's).
+    let values = items.last().map_or(1, |(cp, _, _)| cp.channel_values.len());
+    checkpoints::put_all(&saver, "limit", items).await?;
     let mut conn = saver.connection();
     let prefix = saver.config().prefix.clone();
     let fields = |pattern: String| {
@@ -383,7 +389,7 @@ async fn redis_benchmark(url: &str, scale: &Scale) -> Result<Vec<f64>> {
     let id = |len: usize| format!("__rand_int__{}", "0".repeat(len.saturating_sub(12)));
     let fill = |len: usize| "x".repeat(len.max(1));
     let id_len = 36;
-    let args: Vec<String> = vec![
+    let mut args: Vec<String> = vec![
         "EVALSHA".into(),
         sha,
         "7".into(),
@@ -400,10 +406,16 @@ async fn redis_benchmark(url: &str, scale: &Scale) -> Result<Vec<f64>> {
         fill(size("b")),
         id(id_len),
         id(id_len + 2),
+        id(id_len + 2 + 36),
         id(blob.0.len()),
         fill(blob.1.len()),
-        id(id_len + 2 + 36),
     ];
+    // The values of the channels the put does not version anew, under fields that the first
+    // request stores and later ones find.
+    for carried in 1..values {
+        args.push(format!("{carried:0>len$}", len = blob.0.len()));
+        args.push(fill(blob.1.len()));
+    }
     let server = url::Url::parse(url).context("the Redis URL does not parse")?;
     let mut command = Command::new("redis-benchmark");
     command
@@ -440,16 +452,16 @@ async fn redis_benchmark(url: &str, scale: &Scale) -> Result<Vec<f64>> {
 
 /// The writes of one put's MULTI/EXEC on a standalone server (`put_pipeline` and the global
 /// index entry), as a script: KEYS checkpoint, ns index, thread index, blobs, registry, meta,
-/// global index; ARGV parent, checkpoint, metadata, fields, id, index member, blob field,
-/// blob value, global member.
+/// global index; ARGV parent, checkpoint, metadata, fields, id, index member, global member,
+/// then each value's blob field and value.
 const PUT_SCRIPT: &str = "redis.call('HSETNX', KEYS[1], 'p', ARGV[1])
 redis.call('HSET', KEYS[1], 'c', ARGV[2], 'm', ARGV[3], 'b', ARGV[4])
 redis.call('ZADD', KEYS[2], 0, ARGV[5])
 redis.call('ZADD', KEYS[3], 0, ARGV[6])
-redis.call('HSETNX', KEYS[4], ARGV[7], ARGV[8])
+for i = 8, #ARGV - 1, 2 do redis.call('HSETNX', KEYS[4], ARGV[i], ARGV[i + 1]) end
 redis.call('SADD', KEYS[5], KEYS[1], KEYS[2], KEYS[3], KEYS[4])
 redis.call('HINCRBY', KEYS[6], 'gen', 1)
-redis.call('ZADD', KEYS[7], 0, ARGV[9])
+redis.call('ZADD', KEYS[7], 0, ARGV[7])
 return 1";
 
 /// Every key matching `pattern`.
