@@ -15,7 +15,7 @@ use indicatif::ProgressBar;
 use redis::AsyncCommands;
 use redis::aio::ConnectionLike;
 use rusqlite::types::Value as SqlValue;
-use waypoint_checkpoint::CheckpointSaver;
+use waypoint_checkpoint::{CheckpointSaver, SerializedValue};
 use waypoint_checkpoint_sqlite::SqliteSaver;
 use waypoint_workloads::checkpoints;
 use waypoint_workloads::servers;
@@ -47,6 +47,13 @@ pub(crate) fn steps(targets: &Targets) -> u64 {
     3 + servers
 }
 
+/// The sequential put's workload name, in the checkpoint group and here.
+const SEQUENTIAL: &str = "put (sequential)";
+
+/// The suffix of the row holding our samples taken in turns with a limit's (see
+/// [`Alternating`]); a share of that limit is ours from that row (`report`).
+pub(crate) const ALTERNATING: &str = ", ours in turns";
+
 /// Measures every limit the run can reach.
 pub(crate) async fn run(targets: &Targets, scale: &Scale, bar: &ProgressBar) -> Result<Table> {
     let mut table = Table::new(
@@ -59,7 +66,10 @@ pub(crate) async fn run(targets: &Targets, scale: &Scale, bar: &ProgressBar) -> 
              `redis-benchmark -c 1` running one put's commands as EVALSHA ({} per sample); a \
              bare rusqlite loop writing the rows of {} SQLite puts per sample in the same \
              mode; fdatasync of {SYNC_BYTES}-byte appends in the temporary directory; memcpy \
-             of {} MiB. Median of {} samples.",
+             of {} MiB. Median of {} samples. `put (sequential){ALTERNATING}`: our saver's \
+             sequential puts (as in the checkpoint group) taking turns with the SQLite and \
+             Redis limits' samples, sample for sample; their shares of those limits are the \
+             ones reported.",
             scale.puts,
             scale.puts,
             COPY_BYTES >> 20,
@@ -70,11 +80,7 @@ pub(crate) async fn run(targets: &Targets, scale: &Scale, bar: &ProgressBar) -> 
 
     bar.set_message("limits · sqlite");
     let done = sqlite(dir.path(), scale).await;
-    note(
-        &mut table,
-        "sqlite",
-        done.map(|s| ("put (sequential)", "puts/s", s)),
-    );
+    note_alternating(&mut table, "sqlite", done);
     bar.inc(1);
 
     for target in &targets.list {
@@ -84,7 +90,7 @@ pub(crate) async fn run(targets: &Targets, scale: &Scale, bar: &ProgressBar) -> 
                     bar.set_message(format!("limits · postgres · pgbench -c {clients}"));
                     let done = pgbench(url, clients, scale).await;
                     let workload = match clients {
-                        1 => "put (sequential)".to_owned(),
+                        1 => SEQUENTIAL.to_owned(),
                         n => format!("put ({n} writers)"),
                     };
                     note(
@@ -98,11 +104,7 @@ pub(crate) async fn run(targets: &Targets, scale: &Scale, bar: &ProgressBar) -> 
             Target::Redis(url) => {
                 bar.set_message("limits · redis · redis-benchmark -c 1");
                 let done = redis_benchmark(url, scale).await;
-                note(
-                    &mut table,
-                    "redis",
-                    done.map(|s| ("put (sequential)", "puts/s", s)),
-                );
+                note_alternating(&mut table, "redis", done);
                 bar.inc(1);
             }
             Target::Memory | Target::Sqlite => {}
@@ -139,6 +141,24 @@ pub(crate) async fn run(targets: &Targets, scale: &Scale, bar: &ProgressBar) -> 
     Ok(table)
 }
 
+/// Records the sequential put's limit and ours beside it ([`ALTERNATING`]) in `column`, or
+/// why they are missing as a note.
+fn note_alternating(table: &mut Table, column: &str, done: Result<Alternating>) {
+    let (limit, ours) = match done {
+        Ok(done) => (Ok(done.limit), Some(done.ours)),
+        Err(e) => (Err(e), None),
+    };
+    note(table, column, limit.map(|s| (SEQUENTIAL, "puts/s", s)));
+    if let Some(ours) = ours {
+        table.rate(
+            &format!("{SEQUENTIAL}{ALTERNATING}"),
+            "puts/s",
+            column,
+            ours,
+        );
+    }
+}
+
 /// Records a limit's samples in `column`, or why it is missing as a note.
 fn note(table: &mut Table, column: &str, done: Result<(&str, &str, Vec<f64>)>) {
     match done {
@@ -153,9 +173,11 @@ fn note(table: &mut Table, column: &str, done: Result<(&str, &str, Vec<f64>)>) {
 
 /// Puts/s of a bare rusqlite loop writing, per put, the very rows our saver's put wrote
 /// (read back from a scratch database the saver filled), each put one deferred transaction,
-/// in a file with the saver's tables and its journal mode and `synchronous` setting. The WAL
-/// is never checkpointed during the loop (the saver checkpoints on another connection).
-async fn sqlite(dir: &Path, scale: &Scale) -> Result<Vec<f64>> {
+/// in a file with the saver's tables and its journal mode and `synchronous` setting, and of
+/// our saver's puts of the same checkpoints, samples alternating (see [`Alternating`]). The
+/// loop's WAL is never checkpointed during the loop (the saver checkpoints on another
+/// connection).
+async fn sqlite(dir: &Path, scale: &Scale) -> Result<Alternating> {
     let value = checkpoints::channel_value();
     let items = checkpoints::history(scale.puts, &value);
     let per_put: Vec<usize> = items.iter().map(|(_, _, v)| v.len()).collect();
@@ -168,9 +190,70 @@ async fn sqlite(dir: &Path, scale: &Scale) -> Result<Vec<f64>> {
     };
     checkpoints::put_all(&saver, "limit", items).await?;
     drop(saver);
-    let (path, samples) = (dir.join("bare.db"), scale.samples);
-    tokio::task::spawn_blocking(move || {
-        let conn = rusqlite::Connection::open(&scratch)?;
+    let path = dir.join("bare.db");
+    let mut bare =
+        tokio::task::spawn_blocking(move || BareLoop::new(&scratch, &path, synchronous, per_put))
+            .await??;
+    let ours = SqliteSaver::from_path(dir.join("ours.db")).await?;
+    let mut done = Alternating::default();
+    for round in 0..=scale.samples {
+        let rate = put_rate(&ours, scale.puts, &value).await?;
+        let (back, sample) = tokio::task::spawn_blocking(move || {
+            let sample = bare.sample();
+            (bare, sample)
+        })
+        .await?;
+        bare = back;
+        // The first round warms both up.
+        if round > 0 {
+            done.ours.push(rate);
+            done.limit.push(sample?);
+        }
+    }
+    Ok(done)
+}
+
+/// Samples of a limit and of our saver doing the same work, taken in turns (ours, then the
+/// limit's), so that the share compares figures of the same moments on a machine whose
+/// speed swings between minutes.
+#[derive(Default)]
+struct Alternating {
+    limit: Vec<f64>,
+    ours: Vec<f64>,
+}
+
+/// Puts/s of `puts` sequential puts of the workload's checkpoints into a new thread of
+/// `saver` (the checkpoint group's put, on the limit's schedule).
+async fn put_rate(
+    saver: &dyn CheckpointSaver,
+    puts: usize,
+    value: &SerializedValue,
+) -> Result<f64> {
+    let items = checkpoints::history(puts, value);
+    let thread = uuid::Uuid::new_v4().to_string();
+    let start = Instant::now();
+    checkpoints::put_all(saver, &thread, items).await?;
+    let rate = puts as f64 / start.elapsed().as_secs_f64();
+    saver.delete_thread(&thread).await?;
+    Ok(rate)
+}
+
+/// The bare loop of [`sqlite`]: its connection, the rows to write and their statements.
+struct BareLoop {
+    conn: rusqlite::Connection,
+    checkpoint_rows: (Vec<String>, Vec<Vec<SqlValue>>),
+    blob_rows: (Vec<String>, Vec<Vec<SqlValue>>),
+    /// The value rows of each put, in order.
+    per_put: Vec<usize>,
+    checkpoint_sql: String,
+    blob_sql: String,
+}
+
+impl BareLoop {
+    /// A loop writing into a new file at `path` the rows the saver wrote into `scratch` for
+    /// puts of `per_put` values each, in the saver's mode.
+    fn new(scratch: &Path, path: &Path, synchronous: &str, per_put: Vec<usize>) -> Result<Self> {
+        let conn = rusqlite::Connection::open(scratch)?;
         let checkpoint_rows = rows(&conn, "checkpoints")?;
         let blob_rows = rows(&conn, "checkpoint_blobs")?;
         ensure!(
@@ -182,7 +265,7 @@ async fn sqlite(dir: &Path, scale: &Scale) -> Result<Vec<f64>> {
             blob_rows.1.len(),
             per_put.len()
         );
-        let mut bare = rusqlite::Connection::open(&path)?;
+        let bare = rusqlite::Connection::open(path)?;
         let mode: String = bare.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
         ensure!(
             mode.eq_ignore_ascii_case("wal"),
@@ -203,30 +286,38 @@ async fn sqlite(dir: &Path, scale: &Scale) -> Result<Vec<f64>> {
         // loop ~13% of its instructions.
         let checkpoint_sql = insert_sql("checkpoints", &checkpoint_rows.0);
         let blob_sql = insert_sql("checkpoint_blobs", &blob_rows.0);
-        let mut sample = || -> Result<f64> {
-            let thread = SqlValue::Text(uuid::Uuid::new_v4().to_string());
-            let start = Instant::now();
-            let mut blobs = blob_rows.1.iter();
-            for (checkpoint, values) in checkpoint_rows.1.iter().zip(&per_put) {
-                let tx = bare.transaction()?;
-                for row in blobs.by_ref().take(*values) {
-                    insert(&tx, &blob_sql, &blob_rows.0, row, &thread)?;
-                }
-                insert(
-                    &tx,
-                    &checkpoint_sql,
-                    &checkpoint_rows.0,
-                    checkpoint,
-                    &thread,
-                )?;
-                tx.commit()?;
+        drop(ddl);
+        Ok(BareLoop {
+            conn: bare,
+            checkpoint_rows,
+            blob_rows,
+            per_put,
+            checkpoint_sql,
+            blob_sql,
+        })
+    }
+
+    /// Puts/s of one pass over the rows, under a new thread id.
+    fn sample(&mut self) -> Result<f64> {
+        let thread = SqlValue::Text(uuid::Uuid::new_v4().to_string());
+        let start = Instant::now();
+        let mut blobs = self.blob_rows.1.iter();
+        for (checkpoint, values) in self.checkpoint_rows.1.iter().zip(&self.per_put) {
+            let tx = self.conn.transaction()?;
+            for row in blobs.by_ref().take(*values) {
+                insert(&tx, &self.blob_sql, &self.blob_rows.0, row, &thread)?;
             }
-            Ok(per_put.len() as f64 / start.elapsed().as_secs_f64())
-        };
-        sample()?;
-        (0..samples).map(|_| sample()).collect()
-    })
-    .await?
+            insert(
+                &tx,
+                &self.checkpoint_sql,
+                &self.checkpoint_rows.0,
+                checkpoint,
+                &thread,
+            )?;
+            tx.commit()?;
+        }
+        Ok(self.per_put.len() as f64 / start.elapsed().as_secs_f64())
+    }
 }
 
 /// The column names and rows of `table`, in insertion order.
@@ -348,8 +439,9 @@ fn pgbench_rates(progress: &str, summary: &str) -> Result<Vec<f64>> {
 /// stored at its version is left as it is, and one that is not is never dropped): the new
 /// channel's under a fresh field, the others' under fields stored already.
 /// redis-benchmark sends one command per request, so the transaction is a script; its server
-/// time is a little above MULTI/EXEC's, which makes this limit a little lower.
-async fn redis_benchmark(url: &str, scale: &Scale) -> Result<Vec<f64>> {
+/// time is a little above MULTI/EXEC's, which makes this limit a little lower. Our saver's
+/// puts take turns with it (see [`Alternating`]).
+async fn redis_benchmark(url: &str, scale: &Scale) -> Result<Alternating> {
     let saver = servers::redis_saver(url).await?;
     let value = checkpoints::channel_value();
     let items = checkpoints::history(6, &value);
@@ -436,18 +528,21 @@ async fn redis_benchmark(url: &str, scale: &Scale) -> Result<Vec<f64>> {
         command.args(["--tls", "--insecure"]);
     }
     command.args(&args);
-    let mut samples = Vec::with_capacity(scale.samples);
+    let mut done = Alternating::default();
     for round in 0..=scale.samples {
+        let ours = put_rate(&saver, scale.puts, &value).await?;
         let out = ran("redis-benchmark", command.output());
         for key in scan(&mut conn, &format!("{base}*")).await? {
             redis::cmd("UNLINK").arg(key).exec_async(&mut conn).await?;
         }
         let rate = redis_rate(&String::from_utf8_lossy(&out?.stdout))?;
+        // The first round warms both up.
         if round > 0 {
-            samples.push(rate);
+            done.ours.push(ours);
+            done.limit.push(rate);
         }
     }
-    Ok(samples)
+    Ok(done)
 }
 
 /// The writes of one put's MULTI/EXEC on a standalone server (`put_pipeline` and the global

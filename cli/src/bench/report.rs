@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::measure::{Better, Cell, Peer, Row, Table, number};
 use super::peers::LANGGRAPH;
-use super::svg;
+use super::{limits, svg};
 
 /// Where and on what the run happened.
 #[derive(Debug, Serialize)]
@@ -206,16 +206,40 @@ impl<'a> Limits<'a> {
         if group == "limits" {
             return None;
         }
+        self.find(&row.workload, &cell.column, &row.unit)
+            .filter(|v| *v > 0.0)
+    }
+
+    /// The share of its limit `cell` of `row` in `group` reaches: ours from the samples the
+    /// limits group took in turns with the limit's when it did (the same moments of a
+    /// machine whose speed swings), else the cell's own figure.
+    fn share(&self, group: &str, row: &Row, cell: &Cell) -> Option<f64> {
+        if group == "limits" {
+            // The row of ours in turns, beside its limit's.
+            let workload = row.workload.strip_suffix(limits::ALTERNATING)?;
+            let limit = self.find(workload, &cell.column, &row.unit)?;
+            return (limit > 0.0).then(|| cell.value / limit);
+        }
+        let limit = self.of_cell(group, row, cell)?;
+        let alongside = format!("{}{}", row.workload, limits::ALTERNATING);
+        let ours = self
+            .find(&alongside, &cell.column, &row.unit)
+            .unwrap_or(cell.value);
+        Some(ours / limit)
+    }
+
+    /// The figure of `(workload, column, unit)`, if measured.
+    fn find(&self, workload: &str, column: &str, unit: &str) -> Option<f64> {
         self.cells
             .iter()
-            .find(|(w, c, u, _)| *w == row.workload && *c == cell.column && *u == row.unit)
+            .find(|(w, c, u, _)| *w == workload && *c == column && *u == unit)
             .map(|l| l.3)
-            .filter(|v| *v > 0.0)
     }
 }
 
-/// `ours / theirs (ratio)`, or ours alone without a peer; `· N% of limit` when one applies.
-fn cell_text(row: &Row, cell: &Cell, peer: Option<&Peer>, limit: Option<f64>) -> String {
+/// `ours / theirs (ratio)`, or ours alone without a peer; `· N% of limit` when a `share` of a
+/// limit applies.
+fn cell_text(row: &Row, cell: &Cell, peer: Option<&Peer>, share: Option<f64>) -> String {
     let mut text = number(cell.value);
     if let Some(peer) = peer {
         let ratio = peer.ratio(cell.value, row.better);
@@ -231,8 +255,8 @@ fn cell_text(row: &Row, cell: &Cell, peer: Option<&Peer>, limit: Option<f64>) ->
         };
         let _ = write!(text, " / {} ({shown})", number(peer.value));
     }
-    if let Some(limit) = limit {
-        let _ = write!(text, " · {:.0}% of limit", 100.0 * cell.value / limit);
+    if let Some(share) = share {
+        let _ = write!(text, " · {:.0}% of limit", 100.0 * share);
     }
     text
 }
@@ -276,7 +300,7 @@ fn row_lines(
                         return "–".to_owned();
                     };
                     let peer = name.and_then(|n| cell.peers.iter().find(|p| p.name == n));
-                    cell_text(row, cell, peer, limits.of_cell(group, row, cell))
+                    cell_text(row, cell, peer, limits.share(group, row, cell))
                 })
                 .collect();
             (label, cells)
@@ -310,7 +334,8 @@ fn summary_markdown(tables: &[Table], limits: &Limits) -> String {
     let mut md = String::from(
         "## Against LangGraph\n\nOurs / LangGraph's, same run, samples alternating, and how \
          many times faster ours is (bold from 1.5x); a figure alone: LangGraph has no such \
-         saver or store here; `N% of limit`: ours as a share of the `limits` group's figure.\n\n",
+         saver or store here; `N% of limit`: ours as a share of the `limits` group's figure, \
+         ours from that group's samples taken in turns with the limit's where it has them.\n\n",
     );
     let _ = writeln!(md, "| workload | {} |", columns.join(" | "));
     let _ = writeln!(md, "|---|{}", "---|".repeat(columns.len()));
@@ -464,5 +489,33 @@ mod tests {
         assert_eq!(civil_from_days(0), (1970, 1, 1));
         assert_eq!(civil_from_days(19_782), (2024, 2, 29));
         assert_eq!(slug("put (16 writers)"), "put-16-writers");
+    }
+
+    /// A share of a limit is ours in turns with it where the limits group has such samples,
+    /// else the cell's own figure; the limits table shows the share on that row.
+    #[test]
+    fn shares_come_from_samples_taken_in_turns_with_the_limit() {
+        let mut ours = Table::new("checkpoint", "backend", String::new());
+        ours.rate("put (sequential)", "puts/s", "sqlite", vec![70.0]);
+        ours.rate("put (sequential)", "puts/s", "redis", vec![50.0]);
+        let mut limit = Table::new("limits", "backend", String::new());
+        limit.rate("put (sequential)", "puts/s", "sqlite", vec![100.0]);
+        limit.rate("put (sequential)", "puts/s", "redis", vec![200.0]);
+        let turns = format!("put (sequential){}", limits::ALTERNATING);
+        limit.rate(&turns, "puts/s", "sqlite", vec![90.0]);
+        let tables = [ours, limit];
+        let shares = Limits::of(&tables);
+        let row = &tables[0].rows[0];
+        let share = |table: usize, row: &Row, column: &str| {
+            let cell = row.cells.iter().find(|c| c.column == column);
+            shares.share(&tables[table].group, row, cell.expect("a cell"))
+        };
+        assert_eq!(share(0, row, "sqlite"), Some(0.9));
+        assert_eq!(share(0, row, "redis"), Some(0.25));
+        let in_turns = &tables[1].rows[1];
+        assert_eq!(share(1, in_turns, "sqlite"), Some(0.9));
+        assert_eq!(share(1, &tables[1].rows[0], "sqlite"), None);
+        let md = table_markdown_with(&tables[0], &shares);
+        assert!(md.contains("70.0 · 90% of limit"), "{md}");
     }
 }
