@@ -19,7 +19,10 @@ use super::targets::{Target, Targets};
 use super::{Scale, settle};
 
 /// Concurrent writers in the concurrent put workload.
-const WRITERS: usize = 16;
+pub(crate) const WRITERS: usize = 16;
+
+/// The sequential put's workload (its limit's row has the same name).
+pub(crate) const SEQUENTIAL: &str = "put (sequential)";
 
 /// Steps this group reports to its progress bar.
 pub(crate) fn steps(targets: &Targets) -> u64 {
@@ -75,22 +78,14 @@ async fn backend(
     let args = json!({"puts": scale.puts});
     let (puts, theirs) = peers
         .pair(scale.samples, "checkpoint.put", name, args, async || {
-            let items = checkpoints::history(scale.puts, value);
-            let thread = fresh_thread();
-            let start = Instant::now();
-            checkpoints::put_all(&*saver, &thread, items).await?;
-            Ok(vec![per_second(scale.puts, start.elapsed())])
+            let rate = sequential_puts(&*saver, &fresh_thread(), scale.puts, value).await?;
+            Ok(vec![rate])
         })
         .await
         .context("sequential puts failed")?;
-    record(
-        table,
-        "put (sequential)",
-        name,
-        puts,
-        theirs,
-        |t, w, c, s| t.rate(w, "puts/s", c, s),
-    );
+    record(table, SEQUENTIAL, name, puts, theirs, |t, w, c, s| {
+        t.rate(w, "puts/s", c, s)
+    });
     bar.inc(1);
 
     bar.set_message(format!("checkpoint · {name} · put, {WRITERS} writers"));
@@ -189,7 +184,21 @@ async fn backend(
     Ok(())
 }
 
+/// Puts/s of `puts` sequential puts of the workload's checkpoints into the new thread
+/// `thread` of `saver`.
+pub(crate) async fn sequential_puts(
+    saver: &dyn CheckpointSaver,
+    thread: &str,
+    puts: usize,
+    value: &SerializedValue,
+) -> Result<f64> {
+    let items = checkpoints::history(puts, value);
+    let start = Instant::now();
+    checkpoints::put_all(saver, thread, items).await?;
+    Ok(per_second(puts, start.elapsed()))
+}
+
 /// A thread id no other run uses.
-fn fresh_thread() -> String {
+pub(crate) fn fresh_thread() -> String {
     format!("bench-{}", uuid::Uuid::new_v4())
 }

@@ -21,11 +21,9 @@ use waypoint_workloads::checkpoints;
 use waypoint_workloads::servers;
 
 use super::Scale;
-use super::measure::{Table, throughput};
+use super::checkpoint::{SEQUENTIAL, WRITERS, fresh_thread, sequential_puts};
+use super::measure::{Table, per_second, throughput};
 use super::targets::{Target, Targets};
-
-/// Clients of the concurrent pgbench run (the checkpoint group's writers).
-const WRITERS: usize = 16;
 
 /// Bytes each fdatasync round writes.
 const SYNC_BYTES: usize = 4096;
@@ -46,9 +44,6 @@ pub(crate) fn steps(targets: &Targets) -> u64 {
         .sum::<u64>();
     3 + servers
 }
-
-/// The sequential put's workload name, in the checkpoint group and here.
-const SEQUENTIAL: &str = "put (sequential)";
 
 /// The suffix of the row holding our samples taken in turns with a limit's (see
 /// [`Alternating`]); a share of that limit is ours from that row (`report`).
@@ -204,10 +199,11 @@ async fn sqlite(dir: &Path, scale: &Scale) -> Result<Alternating> {
         })
         .await?;
         bare = back;
+        let sample = sample?;
         // The first round warms both up.
         if round > 0 {
             done.ours.push(rate);
-            done.limit.push(sample?);
+            done.limit.push(sample);
         }
     }
     Ok(done)
@@ -222,18 +218,15 @@ struct Alternating {
     ours: Vec<f64>,
 }
 
-/// Puts/s of `puts` sequential puts of the workload's checkpoints into a new thread of
-/// `saver` (the checkpoint group's put, on the limit's schedule).
+/// Puts/s of the checkpoint group's sequential puts on `saver`, on the limit's schedule; the
+/// thread is deleted after.
 async fn put_rate(
     saver: &dyn CheckpointSaver,
     puts: usize,
     value: &SerializedValue,
 ) -> Result<f64> {
-    let items = checkpoints::history(puts, value);
-    let thread = uuid::Uuid::new_v4().to_string();
-    let start = Instant::now();
-    checkpoints::put_all(saver, &thread, items).await?;
-    let rate = puts as f64 / start.elapsed().as_secs_f64();
+    let thread = fresh_thread();
+    let rate = sequential_puts(saver, &thread, puts, value).await?;
     saver.delete_thread(&thread).await?;
     Ok(rate)
 }
@@ -316,7 +309,7 @@ impl BareLoop {
             )?;
             tx.commit()?;
         }
-        Ok(self.per_put.len() as f64 / start.elapsed().as_secs_f64())
+        Ok(per_second(self.per_put.len(), start.elapsed()))
     }
 }
 
