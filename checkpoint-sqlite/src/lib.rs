@@ -31,7 +31,8 @@
 //! **Tables.** The saver's are shaped like LangGraph's PostgreSQL ones: `checkpoints` (one
 //! row per checkpoint, the checkpoint as JSON without its values), `checkpoint_blobs` (channel
 //! values, one row per channel version, so unchanged channels are not stored again) and
-//! `checkpoint_writes` (pending writes), migrations recorded in `waypoint_migrations`. The
+//! `checkpoint_writes` (pending writes), each `WITHOUT ROWID` (rows live in their primary
+//! key's b-tree), migrations recorded in `waypoint_migrations`. The
 //! store's are LangGraph's `SqliteStore` table `store` (migrations in `store_migrations`),
 //! plus Waypoint's vectors and change log (migrations in `waypoint_store_migrations`). One
 //! file holds both.

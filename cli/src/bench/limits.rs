@@ -4,7 +4,7 @@
 //! of SQLite puts in the same mode, the fdatasync rate of the temporary directory's file
 //! system and memcpy bandwidth. A missing tool or server leaves a note, not a failure.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -175,7 +175,15 @@ fn note(table: &mut Table, column: &str, done: Result<(&str, &str, Vec<f64>)>) {
 async fn sqlite(dir: &Path, scale: &Scale) -> Result<Alternating> {
     let value = checkpoints::channel_value();
     let items = checkpoints::history(scale.puts, &value);
-    let per_put: Vec<usize> = items.iter().map(|(_, _, v)| v.len()).collect();
+    // The value rows of each put, by `(channel, version)`, in order.
+    let per_put: Vec<Vec<(String, String)>> = items
+        .iter()
+        .map(|(_, _, new)| {
+            new.iter()
+                .map(|(channel, version)| (channel.clone(), version.as_str().to_owned()))
+                .collect()
+        })
+        .collect();
     let scratch = dir.join("scratch.db");
     let saver = SqliteSaver::from_path(&scratch).await?;
     let synchronous = if saver.config().fsync_commits {
@@ -245,19 +253,49 @@ struct BareLoop {
 impl BareLoop {
     /// A loop writing into a new file at `path` the rows the saver wrote into `scratch` for
     /// puts of `per_put` values each, in the saver's mode.
-    fn new(scratch: &Path, path: &Path, synchronous: &str, per_put: Vec<usize>) -> Result<Self> {
+    fn new(
+        scratch: &Path,
+        path: &Path,
+        synchronous: &str,
+        per_put: Vec<Vec<(String, String)>>,
+    ) -> Result<Self> {
         let conn = rusqlite::Connection::open(scratch)?;
-        let checkpoint_rows = rows(&conn, "checkpoints")?;
-        let blob_rows = rows(&conn, "checkpoint_blobs")?;
+        // Ids grow with each put: key order is the puts' order.
+        let checkpoint_rows = rows(&conn, "checkpoints", "checkpoint_id")?;
+        let (columns, values) = rows(&conn, "checkpoint_blobs", "channel, version")?;
         ensure!(
             checkpoint_rows.1.len() == per_put.len()
-                && blob_rows.1.len() == per_put.iter().sum::<usize>(),
+                && values.len() == per_put.iter().map(Vec::len).sum::<usize>(),
             "the saver wrote {} checkpoint rows and {} value rows for {} puts, not one checkpoint \
              row and one row per new version each",
             checkpoint_rows.1.len(),
-            blob_rows.1.len(),
+            values.len(),
             per_put.len()
         );
+        // Value rows by key, then in the order the puts wrote them.
+        let column = |name: &str| columns.iter().position(|c| c == name);
+        let (Some(channel), Some(version)) = (column("channel"), column("version")) else {
+            bail!("checkpoint_blobs has no channel or version column");
+        };
+        let text = |v: &SqlValue| match v {
+            SqlValue::Text(t) => t.clone(),
+            _ => String::new(),
+        };
+        let mut by_key: HashMap<(String, String), Vec<SqlValue>> = values
+            .into_iter()
+            .map(|row| ((text(&row[channel]), text(&row[version])), row))
+            .collect();
+        let ordered = per_put
+            .iter()
+            .flatten()
+            .map(|key| {
+                by_key
+                    .remove(key)
+                    .with_context(|| format!("the saver wrote no value row for {key:?}"))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let blob_rows = (columns, ordered);
+        let per_put = per_put.iter().map(Vec::len).collect();
         let bare = rusqlite::Connection::open(path)?;
         let mode: String = bare.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
         ensure!(
@@ -313,9 +351,13 @@ impl BareLoop {
     }
 }
 
-/// The column names and rows of `table`, in insertion order.
-fn rows(conn: &rusqlite::Connection, table: &str) -> Result<(Vec<String>, Vec<Vec<SqlValue>>)> {
-    let mut stmt = conn.prepare(&format!("SELECT * FROM {table} ORDER BY rowid"))?;
+/// The column names and rows of `table`, ordered by `order`.
+fn rows(
+    conn: &rusqlite::Connection,
+    table: &str,
+    order: &str,
+) -> Result<(Vec<String>, Vec<Vec<SqlValue>>)> {
+    let mut stmt = conn.prepare(&format!("SELECT * FROM {table} ORDER BY {order}"))?;
     let columns: Vec<String> = stmt.column_names().map(str::to_owned).collect();
     let n = columns.len();
     let rows = stmt
