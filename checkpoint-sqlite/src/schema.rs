@@ -5,12 +5,10 @@ use rusqlite::Connection;
 use crate::error::Failure;
 use crate::migrate::{self, Ledger, Migration, Newer};
 
-/// Migrations in order; a migration's version is its position plus one. Never edit one that
-/// has shipped: append a new one.
-const MIGRATIONS: &[Migration] = &[
-    // 1: the three tables, shaped like langgraph-checkpoint-postgres's.
-    Migration::sql(
-        "CREATE TABLE checkpoints (
+/// The columns and key of `checkpoints`, as migration 1 creates it and 5 rebuilds it.
+macro_rules! checkpoints_columns {
+    () => {
+        "(
         thread_id TEXT NOT NULL,
         checkpoint_ns TEXT NOT NULL DEFAULT '',
         checkpoint_id TEXT NOT NULL,
@@ -20,8 +18,14 @@ const MIGRATIONS: &[Migration] = &[
         metadata TEXT NOT NULL,
         run_id TEXT,
         PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
-    );
-    CREATE TABLE checkpoint_blobs (
+    )"
+    };
+}
+
+/// The columns and key of `checkpoint_blobs` (migrations 1 and 5).
+macro_rules! blobs_columns {
+    () => {
+        "(
         thread_id TEXT NOT NULL,
         checkpoint_ns TEXT NOT NULL DEFAULT '',
         channel TEXT NOT NULL,
@@ -29,8 +33,14 @@ const MIGRATIONS: &[Migration] = &[
         type TEXT NOT NULL,
         blob BLOB,
         PRIMARY KEY (thread_id, checkpoint_ns, channel, version)
-    );
-    CREATE TABLE checkpoint_writes (
+    )"
+    };
+}
+
+/// The columns and key of `checkpoint_writes` (migrations 1 and 5).
+macro_rules! writes_columns {
+    () => {
+        "(
         thread_id TEXT NOT NULL,
         checkpoint_ns TEXT NOT NULL DEFAULT '',
         checkpoint_id TEXT NOT NULL,
@@ -41,13 +51,33 @@ const MIGRATIONS: &[Migration] = &[
         blob BLOB NOT NULL,
         task_path TEXT NOT NULL DEFAULT '',
         PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
-    );",
-    ),
-    // 2: global ordering (list across threads) and delete_for_runs.
-    Migration::sql(
+    )"
+    };
+}
+
+/// The indexes of `checkpoints` (migrations 2 and 5).
+macro_rules! checkpoints_indexes {
+    () => {
         "CREATE INDEX checkpoints_checkpoint_id_idx ON checkpoints (checkpoint_id);
-    CREATE INDEX checkpoints_run_id_idx ON checkpoints (run_id) WHERE run_id IS NOT NULL;",
-    ),
+    CREATE INDEX checkpoints_run_id_idx ON checkpoints (run_id) WHERE run_id IS NOT NULL;"
+    };
+}
+
+/// Migrations in order; a migration's version is its position plus one. Never edit one that
+/// has shipped: append a new one.
+const MIGRATIONS: &[Migration] = &[
+    // 1: the three tables, shaped like langgraph-checkpoint-postgres's.
+    Migration::sql(concat!(
+        "CREATE TABLE checkpoints ",
+        checkpoints_columns!(),
+        ";\n    CREATE TABLE checkpoint_blobs ",
+        blobs_columns!(),
+        ";\n    CREATE TABLE checkpoint_writes ",
+        writes_columns!(),
+        ";"
+    )),
+    // 2: global ordering (list across threads) and delete_for_runs.
+    Migration::sql(checkpoints_indexes!()),
     // 3: per-thread leases (single writer per thread); `expires_at` in Unix microseconds.
     Migration::sql(
         "CREATE TABLE waypoint_thread_leases (
@@ -66,59 +96,37 @@ const MIGRATIONS: &[Migration] = &[
     // versions, a range of writes) read rows in place instead of seeking each one in the
     // table by rowid, and a put inserts into one b-tree per row instead of two. Rows are
     // copied as they are; triggers of other programs on these tables are dropped with them.
-    Migration::sql(
-        "CREATE TABLE waypoint_new_checkpoints (
-        thread_id TEXT NOT NULL,
-        checkpoint_ns TEXT NOT NULL DEFAULT '',
-        checkpoint_id TEXT NOT NULL,
-        parent_checkpoint_id TEXT,
-        type TEXT NOT NULL,
-        checkpoint TEXT NOT NULL,
-        metadata TEXT NOT NULL,
-        run_id TEXT,
-        PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
-    ) WITHOUT ROWID;
+    Migration::sql(concat!(
+        "CREATE TABLE waypoint_new_checkpoints ",
+        checkpoints_columns!(),
+        " WITHOUT ROWID;
     INSERT INTO waypoint_new_checkpoints (thread_id, checkpoint_ns, checkpoint_id,
         parent_checkpoint_id, type, checkpoint, metadata, run_id)
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
         metadata, run_id FROM checkpoints;
     DROP TABLE checkpoints;
     ALTER TABLE waypoint_new_checkpoints RENAME TO checkpoints;
-    CREATE INDEX checkpoints_checkpoint_id_idx ON checkpoints (checkpoint_id);
-    CREATE INDEX checkpoints_run_id_idx ON checkpoints (run_id) WHERE run_id IS NOT NULL;
-    CREATE TABLE waypoint_new_checkpoint_blobs (
-        thread_id TEXT NOT NULL,
-        checkpoint_ns TEXT NOT NULL DEFAULT '',
-        channel TEXT NOT NULL,
-        version TEXT NOT NULL,
-        type TEXT NOT NULL,
-        blob BLOB,
-        PRIMARY KEY (thread_id, checkpoint_ns, channel, version)
-    ) WITHOUT ROWID;
+    ",
+        checkpoints_indexes!(),
+        "
+    CREATE TABLE waypoint_new_checkpoint_blobs ",
+        blobs_columns!(),
+        " WITHOUT ROWID;
     INSERT INTO waypoint_new_checkpoint_blobs (thread_id, checkpoint_ns, channel, version,
         type, blob)
     SELECT thread_id, checkpoint_ns, channel, version, type, blob FROM checkpoint_blobs;
     DROP TABLE checkpoint_blobs;
     ALTER TABLE waypoint_new_checkpoint_blobs RENAME TO checkpoint_blobs;
-    CREATE TABLE waypoint_new_checkpoint_writes (
-        thread_id TEXT NOT NULL,
-        checkpoint_ns TEXT NOT NULL DEFAULT '',
-        checkpoint_id TEXT NOT NULL,
-        task_id TEXT NOT NULL,
-        idx INTEGER NOT NULL,
-        channel TEXT NOT NULL,
-        type TEXT NOT NULL,
-        blob BLOB NOT NULL,
-        task_path TEXT NOT NULL DEFAULT '',
-        PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
-    ) WITHOUT ROWID;
+    CREATE TABLE waypoint_new_checkpoint_writes ",
+        writes_columns!(),
+        " WITHOUT ROWID;
     INSERT INTO waypoint_new_checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id,
         task_id, idx, channel, type, blob, task_path)
     SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob,
         task_path FROM checkpoint_writes;
     DROP TABLE checkpoint_writes;
-    ALTER TABLE waypoint_new_checkpoint_writes RENAME TO checkpoint_writes;",
-    ),
+    ALTER TABLE waypoint_new_checkpoint_writes RENAME TO checkpoint_writes;"
+    )),
 ];
 
 /// The saver's ledger: `waypoint_migrations`, versions from 1, newer ones refused.
