@@ -273,6 +273,24 @@ pub(crate) fn delta_history(
     Ok(out)
 }
 
+/// The two ranges of [`stored_versions`], read through the index `$by` names (migration 6's
+/// index of stored values, whose range skips the empty markers; empty on databases without it).
+macro_rules! stored_versions_sql {
+    ($by:literal) => {
+        concat!(
+            "SELECT version FROM checkpoint_blobs",
+            $by,
+            " WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version <= ?4
+                 AND type <> 'empty' AND blob IS NOT NULL
+             UNION ALL
+             SELECT version FROM checkpoint_blobs",
+            $by,
+            " WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version >= '1'
+                 AND version > ?4 AND type <> 'empty' AND blob IS NOT NULL"
+        )
+    };
+}
+
 /// The stored (non-empty) versions of each channel of `wanted` that the ancestors of the
 /// checkpoint whose record is `target` may name.
 ///
@@ -290,17 +308,15 @@ fn stored_versions<T>(
     wanted: &BTreeMap<String, T>,
 ) -> Result<BTreeMap<String, Seeds>> {
     let mut seeds: BTreeMap<String, Seeds> = BTreeMap::new();
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT version FROM checkpoint_blobs
-             WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version <= ?4
-                 AND type <> 'empty' AND blob IS NOT NULL
-             UNION ALL
-             SELECT version FROM checkpoint_blobs
-             WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version >= '1'
-                 AND version > ?4 AND type <> 'empty' AND blob IS NOT NULL",
-        )
-        .map_err(sqlite_error)?;
+    let mut stmt = match conn.prepare_cached(stored_versions_sql!(
+        " INDEXED BY checkpoint_blobs_stored_idx"
+    )) {
+        Ok(stmt) => stmt,
+        // No such index: a database of schema version 5 or older, opened without setup.
+        Err(_) => conn
+            .prepare_cached(stored_versions_sql!(""))
+            .map_err(sqlite_error)?,
+    };
     // Without a target version in that form: the first range reads up to `~~~~`, and
     // everything above it also sorts from `1` on, so the two ranges read every version.
     const UNBOUNDED: &str = "~~~~";
@@ -745,6 +761,92 @@ mod tests {
             for config in &configs {
                 agrees_with_generic_walk(&saver, config, &wanted).await;
             }
+        }
+    }
+
+    /// A database without migration 6's index (an older schema opened without setup) reads
+    /// the same histories through the primary key, and with the index skipped empty markers
+    /// change nothing: seeds below, between and above runs of empty markers are found.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn stored_versions_read_alike_with_and_without_the_index() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("d.db");
+        let saver = SqliteSaver::from_path(&path).await.expect("open");
+        let wanted = ["m".to_owned()];
+        let mut parent = CheckpointConfig::new("t").with_ns("");
+        let mut version: Option<ChannelVersion> = None;
+        let mut configs = Vec::new();
+        for step in 0..30i64 {
+            let next = ChannelVersion::next(version.as_ref()).expect("version");
+            version = Some(next.clone());
+            let mut cp = Checkpoint::new(step);
+            // Snapshots now and then; every other step stores an empty marker.
+            if step % 11 == 4 {
+                cp.channel_values
+                    .insert("m".to_owned(), val(&format!("snapshot {step}")));
+            }
+            cp.channel_versions.insert("m".to_owned(), next.clone());
+            let meta = CheckpointMetadata::new(CheckpointSource::Loop, step);
+            let config = saver
+                .put(
+                    &parent,
+                    cp,
+                    meta,
+                    ChannelVersions::from([("m".to_owned(), next)]),
+                )
+                .await
+                .expect("put");
+            saver
+                .put_writes(
+                    &config,
+                    vec![("m".to_owned(), val(&format!("w {step}")))],
+                    "t",
+                    "",
+                )
+                .await
+                .expect("writes");
+            configs.push(config.clone());
+            parent = config;
+        }
+        let conn = rusqlite::Connection::open(&path).expect("open raw");
+        let (empty, indexed): (i64, i64) = conn
+            .query_row(
+                "SELECT count(*) FILTER (WHERE type = 'empty'),
+                     (SELECT count(*) FROM checkpoint_blobs INDEXED BY checkpoint_blobs_stored_idx
+                      WHERE thread_id = 't' AND checkpoint_ns = '' AND channel = 'm'
+                          AND type <> 'empty' AND blob IS NOT NULL)
+                 FROM checkpoint_blobs WHERE channel = 'm'",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .expect("count");
+        assert!(empty > 20, "empty markers between the snapshots: {empty}");
+        assert_eq!(indexed, 3, "the index holds the snapshots only");
+        let mut with_index = Vec::new();
+        for config in &configs {
+            agrees_with_generic_walk(&saver, config, &wanted).await;
+            with_index.push(
+                saver
+                    .delta_channel_history(config, &wanted)
+                    .await
+                    .expect("read"),
+            );
+        }
+        conn.execute_batch("DROP INDEX checkpoint_blobs_stored_idx")
+            .expect("drop the index");
+        let older = SqliteSaver::open(crate::SqliteConfig::file(&path).auto_setup(false))
+            .await
+            .expect("open without setup");
+        for (config, expected) in configs.iter().zip(&with_index) {
+            let read = older
+                .delta_channel_history(config, &wanted)
+                .await
+                .expect("read without the index");
+            assert_eq!(&read, expected, "at {config:?}");
+            assert!(
+                read["m"].writes.len() <= 11,
+                "the walk stopped at a snapshot"
+            );
         }
     }
 
