@@ -566,6 +566,38 @@ mod tests {
         assert_eq!(fast, slow, "at {config:?}");
     }
 
+    /// Puts checkpoint `step` of channel `m` at `version` under `parent`, holding `m`'s value
+    /// inline when `snapshot` names one, and one write of `m` to it; returns its config.
+    async fn put_step(
+        saver: &SqliteSaver,
+        parent: &CheckpointConfig,
+        step: i64,
+        version: ChannelVersion,
+        snapshot: Option<&str>,
+    ) -> CheckpointConfig {
+        let mut cp = Checkpoint::new(step);
+        if let Some(value) = snapshot {
+            cp.channel_values.insert("m".to_owned(), val(value));
+        }
+        cp.channel_versions.insert("m".to_owned(), version.clone());
+        let meta = CheckpointMetadata::new(CheckpointSource::Loop, step);
+        let new_versions = ChannelVersions::from([("m".to_owned(), version)]);
+        let config = saver
+            .put(parent, cp, meta, new_versions)
+            .await
+            .expect("put");
+        saver
+            .put_writes(
+                &config,
+                vec![("m".to_owned(), val(&format!("w {step}")))],
+                "t",
+                "",
+            )
+            .await
+            .expect("writes");
+        config
+    }
+
     /// Names a JSON path would need escaped, a channel nobody wrote, a repeated name, and task
     /// paths that order the tasks the other way round from their ids: the one-statement
     /// history agrees with the generic walk at every checkpoint.
@@ -716,27 +748,9 @@ mod tests {
                     _ => ChannelVersion::from((step + 1) as u64 * 10),
                 };
                 version = Some(next.clone());
-                let mut cp = Checkpoint::new(step);
-                if step % snapshot_every == 0 {
-                    cp.channel_values
-                        .insert("m".to_owned(), val(&format!("snapshot {step}")));
-                }
-                cp.channel_versions.insert("m".to_owned(), next.clone());
-                let meta = CheckpointMetadata::new(CheckpointSource::Loop, step);
-                let new_versions = ChannelVersions::from([("m".to_owned(), next)]);
-                let config = saver
-                    .put(&parent, cp.clone(), meta.clone(), new_versions.clone())
-                    .await
-                    .expect("put");
-                saver
-                    .put_writes(
-                        &config,
-                        vec![("m".to_owned(), val(&format!("w {step}")))],
-                        "t",
-                        "",
-                    )
-                    .await
-                    .expect("writes");
+                let snapshot = format!("snapshot {step}");
+                let snapshot = (step % snapshot_every == 0).then_some(snapshot.as_str());
+                let config = put_step(&saver, &parent, step, next, snapshot).await;
                 if step % 10 == 5 {
                     // A fork of the parent: a sibling holding a snapshot at the same counter.
                     let mut fork = Checkpoint::new(step);
@@ -747,7 +761,7 @@ mod tests {
                         .put(
                             &parent,
                             fork,
-                            meta,
+                            CheckpointMetadata::new(CheckpointSource::Loop, step),
                             ChannelVersions::from([("m".to_owned(), forked)]),
                         )
                         .await
@@ -779,32 +793,10 @@ mod tests {
         for step in 0..30i64 {
             let next = ChannelVersion::next(version.as_ref()).expect("version");
             version = Some(next.clone());
-            let mut cp = Checkpoint::new(step);
             // Snapshots now and then; every other step stores an empty marker.
-            if step % 11 == 4 {
-                cp.channel_values
-                    .insert("m".to_owned(), val(&format!("snapshot {step}")));
-            }
-            cp.channel_versions.insert("m".to_owned(), next.clone());
-            let meta = CheckpointMetadata::new(CheckpointSource::Loop, step);
-            let config = saver
-                .put(
-                    &parent,
-                    cp,
-                    meta,
-                    ChannelVersions::from([("m".to_owned(), next)]),
-                )
-                .await
-                .expect("put");
-            saver
-                .put_writes(
-                    &config,
-                    vec![("m".to_owned(), val(&format!("w {step}")))],
-                    "t",
-                    "",
-                )
-                .await
-                .expect("writes");
+            let snapshot = format!("snapshot {step}");
+            let snapshot = (step % 11 == 4).then_some(snapshot.as_str());
+            let config = put_step(&saver, &parent, step, next, snapshot).await;
             configs.push(config.clone());
             parent = config;
         }
