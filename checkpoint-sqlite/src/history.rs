@@ -312,10 +312,15 @@ fn stored_versions<T>(
         " INDEXED BY checkpoint_blobs_stored_idx"
     )) {
         Ok(stmt) => stmt,
-        // No such index: a database of schema version 5 or older, opened without setup.
-        Err(_) => conn
-            .prepare_cached(stored_versions_sql!(""))
-            .map_err(sqlite_error)?,
+        // A database of schema version 5 or older, opened without setup; any other failure
+        // is the caller's error.
+        Err(rusqlite::Error::SqliteFailure(_, Some(message)))
+            if message.starts_with("no such index") =>
+        {
+            conn.prepare_cached(stored_versions_sql!(""))
+                .map_err(sqlite_error)?
+        }
+        Err(e) => return Err(sqlite_error(e)),
     };
     // Without a target version in that form: the first range reads up to `~~~~`, and
     // everything above it also sorts from `1` on, so the two ranges read every version.
