@@ -113,6 +113,7 @@
 //! |---|---|
 //! | `store` (default) | `PostgresStore`, on `waypoint-store`; without it the crate is the saver alone |
 
+mod array;
 mod config;
 mod convert;
 mod error;
