@@ -4,8 +4,6 @@
 //! into `Vec<Option<String>>` allocated (and freed) one string per entry, a quarter of the
 //! client's time in a PostgreSQL fork.
 
-use std::borrow::Cow;
-
 use sqlx::postgres::{PgRow, PgValueFormat};
 use sqlx::{Row, ValueRef};
 use waypoint_checkpoint::Result;
@@ -15,7 +13,7 @@ use crate::error::pg_error;
 /// An array column's elements: `None` for NULL, else the element's bytes as PostgreSQL sends
 /// them in binary (a text's UTF-8, a bytea's bytes, an int4's four bytes, big-endian). A NULL
 /// or dimensionless array has none.
-pub(crate) struct Elements<'r>(Vec<Option<Cow<'r, [u8]>>>);
+pub(crate) struct Elements<'r>(Vec<Option<&'r [u8]>>);
 
 impl<'r> Elements<'r> {
     /// Column `i` of `row`, an array of any element type.
@@ -30,11 +28,11 @@ impl<'r> Elements<'r> {
                 source: source.into(),
             })
         };
+        // Only a simple-protocol read sends text, and the statements read this way are bound.
         if value.format() == PgValueFormat::Text {
-            // Only a simple-protocol read sends text; take the driver's own decoding there.
-            let texts: Vec<Option<String>> = row.try_get(i).map_err(pg_error)?;
-            let owned = texts.into_iter().map(|t| t.map(|t| t.into_bytes().into()));
-            return Ok(Elements(owned.collect()));
+            return Err(decode(
+                "an array in text format where binary was asked".into(),
+            ));
         }
         let bytes = value.as_bytes().map_err(|e| decode(e.to_string()))?;
         parse(bytes).map(Elements).map_err(decode)
@@ -57,33 +55,26 @@ impl<'r> Elements<'r> {
 
     /// Element `i` as bytes (`None`: NULL or past the end).
     pub(crate) fn bytes(&self, i: usize) -> Option<&[u8]> {
-        self.0.get(i).and_then(Option::as_deref)
+        self.0.get(i).copied().flatten()
     }
 
     /// Element `i` as an int4 (`None`: NULL or past the end).
     pub(crate) fn int4(&self, i: usize) -> Result<Option<i32>> {
-        match self.bytes(i) {
-            Some(bytes) => match <[u8; 4]>::try_from(bytes) {
-                Ok(be) => Ok(Some(i32::from_be_bytes(be))),
-                // A text-format read carries the digits.
-                Err(_) => std::str::from_utf8(bytes)
-                    .ok()
-                    .and_then(|t| t.parse().ok())
-                    .map(Some)
-                    .ok_or_else(|| {
-                        pg_error(sqlx::Error::Decode(
-                            format!("an int4 of {} bytes", bytes.len()).into(),
-                        ))
-                    }),
-            },
-            None => Ok(None),
-        }
+        let Some(bytes) = self.bytes(i) else {
+            return Ok(None);
+        };
+        let four = <[u8; 4]>::try_from(bytes).map_err(|_| {
+            pg_error(sqlx::Error::Decode(
+                format!("an int4 of {} bytes", bytes.len()).into(),
+            ))
+        })?;
+        Ok(Some(i32::from_be_bytes(four)))
     }
 }
 
 /// Splits `array_send`'s output: dimensions, a flag, the element type, each dimension's
 /// length and lower bound, then each element as its length (-1: NULL) and bytes.
-fn parse(bytes: &[u8]) -> std::result::Result<Vec<Option<Cow<'_, [u8]>>>, String> {
+fn parse(bytes: &[u8]) -> std::result::Result<Vec<Option<&[u8]>>, String> {
     let mut at = 0;
     let dimensions = word(bytes, &mut at)?;
     let _has_nulls = word(bytes, &mut at)?;
@@ -115,7 +106,7 @@ fn parse(bytes: &[u8]) -> std::result::Result<Vec<Option<Cow<'_, [u8]>>>, String
             .checked_add(n)
             .filter(|&end| end <= bytes.len())
             .ok_or_else(|| format!("an array element of {n} bytes past the end"))?;
-        out.push(Some(Cow::Borrowed(&bytes[at..end])));
+        out.push(Some(&bytes[at..end]));
         at = end;
     }
     Ok(out)
@@ -190,7 +181,6 @@ mod tests {
     fn elements_and_nulls_read_in_place() {
         let bytes = send(&[Some(b"ab"), None, Some(b""), Some(b"xyz")]);
         let got = parse(&bytes).unwrap();
-        let got: Vec<Option<&[u8]>> = got.iter().map(Option::as_deref).collect();
         assert_eq!(
             got,
             [Some(&b"ab"[..]), None, Some(&b""[..]), Some(&b"xyz"[..])]
