@@ -1315,9 +1315,6 @@ fn distinct(channels: &[String]) -> Vec<&str> {
     set.into_iter().collect()
 }
 
-/// Text arrays of a [`DELTA_FROM_SEEDS`] row (NULL: empty).
-type Texts = Vec<Option<String>>;
-
 /// The history read through the seed pointers ([`DELTA_FROM_SEEDS`]); `None` when a wanted
 /// channel has no entry, or its entry does not hold: the seed is not on the target's chain
 /// within the rows read, has no value at the version named, or, named without one, is not
@@ -1363,21 +1360,13 @@ fn seeded_history(
         .iter()
         .map(|c| ((*c).to_owned(), DeltaChannelHistory::default()))
         .collect();
-    let texts = |i: usize| -> Result<Texts> {
-        let v: Option<Texts> = row.try_get(at + i).map_err(pg_error)?;
-        Ok(v.unwrap_or_default())
-    };
-    let blobs = |i: usize| -> Result<Vec<Option<Vec<u8>>>> {
-        let v: Option<Vec<Option<Vec<u8>>>> = row.try_get(at + i).map_err(pg_error)?;
-        Ok(v.unwrap_or_default())
-    };
     let Some(target): Option<String> = row.try_get(at).map_err(pg_error)? else {
         return Ok(None);
     };
-    let (channels, seeds, named, versions) = (texts(1)?, texts(2)?, texts(3)?, texts(4)?);
-    let (tags, values, inlines) = (texts(5)?, blobs(6)?, texts(7)?);
-    // The chain's and the writes' arrays hold an entry per ancestor: read in place.
+    // The arrays, read in place: each seed entry's, the chain's and the writes'.
     let column = |i: usize| Elements::of(row, at + i);
+    let (channels, seeds, named, versions) = (column(1)?, column(2)?, column(3)?, column(4)?);
+    let (tags, values, inlines) = (column(5)?, column(6)?, column(7)?);
     let (ids, parent_ids) = (column(8)?, column(9)?);
     let mut parents: foldhash::HashMap<&str, Option<&str>> = foldhash::HashMap::default();
     parents.reserve(ids.len());
@@ -1414,12 +1403,12 @@ fn seeded_history(
         start += len;
     }
     let mut found = 0;
-    for (i, channel) in channels.iter().enumerate() {
-        let Some(channel) = channel.as_deref().filter(|c| wanted.contains(c)) else {
+    for i in 0..channels.len() {
+        let Some(channel) = channels.text(i)?.filter(|c| wanted.contains(c)) else {
             continue;
         };
         found += 1;
-        let Some(seed) = seeds[i].as_deref() else {
+        let Some(seed) = seeds.text(i)? else {
             return Ok(None);
         };
         // The target's chain, nearest ancestor first, down to the seed.
@@ -1442,15 +1431,16 @@ fn seeded_history(
                 return Ok(None);
             }
         }
-        let stored = match (&tags[i], &values[i], &inlines[i]) {
-            (Some(tag), Some(blob), _) => Some(SerializedValue::new(tag.clone(), blob.clone())),
+        let stored = match (tags.text(i)?, values.bytes(i), inlines.text(i)?) {
+            (Some(tag), Some(blob), _) => Some(SerializedValue::new(tag.to_owned(), blob.to_vec())),
             (_, _, Some(inline)) => Some(inline_value(inline)?),
             _ => None,
         };
+        let version = versions.text(i)?;
         let history = out.entry(channel.to_owned()).or_default();
-        match (&named[i], stored) {
+        match (named.text(i)?, stored) {
             // The seed holds a value at the version its entry names.
-            (Some(named), Some(value)) if versions[i].as_ref() == Some(named) => {
+            (Some(named), Some(value)) if version == Some(named) => {
                 history.seed = Some(open_seed(serde, (thread_id, ns), channel, named, value)?);
             }
             // The history starts empty at the thread's first checkpoint.
