@@ -6,7 +6,7 @@ use std::process::{Command, Output};
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
-use waypoint_checkpoint::CheckpointSaver;
+use waypoint_checkpoint::{CheckpointSaver, ListOptions};
 use waypoint_checkpoint_sqlite::SqliteSaver;
 use waypoint_runtime::PostgresSaver;
 use waypoint_runtime::RedisSaver;
@@ -175,6 +175,38 @@ async fn threads_list_show_history_match_the_runtime() -> TestResult {
             &["threads", "history", &thread, "--filter", "source=input"],
         );
         assert_eq!(input["checkpoints"].as_array().map(Vec::len), Some(1));
+        // A filter on `writes` matches the writes shown, whether stored or rebuilt from where
+        // the checkpoint says (the input's).
+        let by_writes = json!({"writes": {"log": ["start"]}});
+        let runtime_found = graph
+            .get_state_history(&config, &ListOptions::default().filter(by_writes.clone()))
+            .await?;
+        let with_input = history
+            .iter()
+            .filter(|s| s.metadata.to_json().get("writes") == Some(&by_writes["writes"]));
+        assert_eq!(runtime_found.len(), with_input.count(), "{url}");
+        let found = json_of(
+            url,
+            &[
+                "threads",
+                "history",
+                &thread,
+                "--filter",
+                r#"writes={"log":["start"]}"#,
+            ],
+        );
+        let ids = |rows: &Value| {
+            rows.as_array().map(|r| {
+                r.iter()
+                    .map(|r| r["checkpoint_id"].clone())
+                    .collect::<Vec<_>>()
+            })
+        };
+        let expected: Vec<Value> = runtime_found
+            .iter()
+            .map(|s| json!(s.config.checkpoint_id))
+            .collect();
+        assert_eq!(ids(&found["checkpoints"]), Some(expected), "{url}");
         let first = rows[0]["checkpoint_id"].as_str().expect("id");
         let older = json_of(
             url,

@@ -102,7 +102,7 @@ macro_rules! runtime_suite {
         );
         $crate::runtime_suite!(@module handoffs $factory; subgraph_hands_off_to_parent_node, bad_handoffs_are_clear_errors);
         $crate::runtime_suite!(@module streaming $factory; seed_001_flat_graph_streams_with_empty_namespace, subgraph_parts_carry_their_namespace, whole_ai_message_is_one_messages_part);
-        $crate::runtime_suite!(@module metadata $factory; bookkeeping_keys_are_hidden, guide_metadata_has_writes, writes_list_sends_and_stay_sealed, writes_stored_once_show_as_recorded, prune_keeps_where_writes_come_from);
+        $crate::runtime_suite!(@module metadata $factory; bookkeeping_keys_are_hidden, guide_metadata_has_writes, writes_list_sends_and_stay_sealed, writes_stored_once_show_as_recorded, history_filters_on_shown_writes, prune_keeps_where_writes_come_from);
         $crate::runtime_suite!(@module events $factory; graph_nodes_and_subgraph_events_nest);
         $crate::runtime_suite!(@module messages_mode_all $factory; tool_and_human_messages_are_streamed, agent_events_show_model_calls_and_custom_events, custom_events_stay_out_of_other_modes, subgraph_agent_events_nest_in_its_tasks);
         $crate::runtime_suite!(@module graph_api $factory; goto_only_node_pauses_and_resumes, json_messages_fold_by_id_across_runs);

@@ -246,6 +246,84 @@ pub async fn writes_stored_once_show_as_recorded(saver: Arc<dyn CheckpointSaver>
     Ok(())
 }
 
+/// A history filtered on `writes` finds the checkpoints whose shown `writes` match, stored
+/// inline or rebuilt from where the checkpoint says (the input's, a node's reply), with the
+/// rest of the filter and the limit applied as without it.
+pub async fn history_filters_on_shown_writes(saver: Arc<dyn CheckpointSaver>) -> TestResult {
+    let mut graph = StateGraph::json(JsonSchema::new().append("log"));
+    graph.add_node("talk", |s: JsonState, _c: Context| async move {
+        let turn = s.get("log").and_then(Value::as_array).map_or(0, Vec::len);
+        Ok(obj(json!({"log": [{"role": "ai", "n": turn}]})))
+    });
+    graph.add_edge(START, "talk").add_edge("talk", END);
+    let graph = graph.compile(CompileOptions::default().checkpointer(Arc::clone(&saver)))?;
+    let dropped = saver.backend() == "postgres" && saver.langgraph_values();
+
+    let thread_id = thread();
+    let config = RunConfig::thread(thread_id.clone());
+    for turn in 0..3 {
+        let input = obj(json!({"log": [{"role": "user", "n": turn}]}));
+        graph.invoke(Some(input), &config).await?;
+    }
+    let history = |filter: Value, limit: Option<usize>| {
+        let options = ListOptions {
+            filter: Some(filter),
+            limit,
+            ..ListOptions::default()
+        };
+        let graph = &graph;
+        let config = &config;
+        async move { graph.get_state_history(config, &options).await }
+    };
+    let steps = |found: &[waypoint_runtime::StateSnapshot<JsonState>]| {
+        found.iter().map(|s| s.metadata.step).collect::<Vec<_>>()
+    };
+    // Every turn: input (step 3t - 1), the start task's step (3t) and the reply (3t + 1).
+    let all = history(json!({}), None).await?;
+    assert_eq!(all.len(), 9);
+
+    let reply = json!({"writes": {"talk": {"log": [{"role": "ai", "n": 3}]}}});
+    let found = history(reply.clone(), None).await?;
+    let expected = if dropped { vec![] } else { vec![Some(4)] };
+    assert_eq!(steps(&found), expected, "the second reply");
+    if let Some(snapshot) = found.first() {
+        assert_eq!(
+            snapshot.metadata.to_json().get(metadata::WRITES),
+            Some(&reply["writes"])
+        );
+    }
+    // Containment, as any metadata filter: part of the update finds every reply.
+    let any_reply = json!({"writes": {"talk": {}}});
+    let replies = history(any_reply.clone(), None).await?;
+    let expected = if dropped {
+        vec![]
+    } else {
+        vec![Some(7), Some(4), Some(1)]
+    };
+    assert_eq!(steps(&replies), expected, "every reply, newest first");
+    let limited = history(any_reply.clone(), Some(2)).await?;
+    assert_eq!(
+        steps(&limited),
+        expected.into_iter().take(2).collect::<Vec<_>>()
+    );
+    // With the rest of the filter, applied by the saver.
+    let with_step = json!({"writes": {"talk": {}}, "step": 1});
+    let expected = if dropped { vec![] } else { vec![Some(1)] };
+    assert_eq!(steps(&history(with_step, None).await?), expected);
+    // An input checkpoint's `writes` is the input.
+    let inputs = json!({"writes": {"log": [{"role": "user", "n": 2}]}});
+    let expected = if dropped { vec![] } else { vec![Some(5)] };
+    assert_eq!(
+        steps(&history(inputs, None).await?),
+        expected,
+        "the third input"
+    );
+    // What the thread never wrote matches nothing.
+    let other = json!({"writes": {"talk": {"log": [{"role": "ai", "n": 99}]}}});
+    assert!(history(other, None).await?.is_empty());
+    Ok(())
+}
+
 /// A thread pruned to its latest checkpoint keeps the parent whose pending writes that
 /// checkpoint's `writes` is rebuilt from, even where every channel is stored whole (no delta
 /// ancestor is kept): the metadata shows the same before and after.

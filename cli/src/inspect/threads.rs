@@ -483,8 +483,7 @@ async fn history(target: &Target, thread_id: &str, ns: &str, options: &ListOptio
     let saver = open(target).await?;
     require_thread(saver.as_ref(), thread_id).await?;
     let config = CheckpointConfig::new(thread_id).with_ns(ns);
-    let tuples = saver
-        .list(Some(&config), options)
+    let tuples = waypoint_runtime::stored::list(saver.as_ref(), Some(&config), options)
         .await
         .with_context(|| format!("cannot list the checkpoints of thread `{thread_id}`"))?;
     let by_id: BTreeMap<&str, &CheckpointTuple> = tuples

@@ -252,7 +252,8 @@ impl<S: State> CompiledGraph<S> {
     }
 
     /// The thread's checkpoints as snapshots, newest first, filtered by metadata, before a
-    /// checkpoint id, and limited as `options` says.
+    /// checkpoint id, and limited as `options` says. A filter on `writes` matches the
+    /// `writes` the snapshots show ([`crate::stored::list`]).
     pub async fn get_state_history(
         &self,
         config: &RunConfig,
@@ -269,7 +270,7 @@ impl<S: State> CompiledGraph<S> {
         if options.before.is_none() {
             options.before = config.checkpoint_id.clone();
         }
-        let tuples = saver.list(Some(&list_config), &options).await?;
+        let tuples = crate::stored::list(saver.as_ref(), Some(&list_config), &options).await?;
         snapshot::history(&self.inner, saver, tuples).await
     }
 

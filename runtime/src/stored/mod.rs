@@ -21,7 +21,7 @@ mod writes;
 
 pub use decode::Decoded;
 pub use writes::{
-    metadata_of, rebuild as rebuild_writes, rebuild_input, shown_metadata, writes_from,
+    list, metadata_of, rebuild as rebuild_writes, rebuild_input, shown_metadata, writes_from,
 };
 
 /// The prefix of a node's trigger channel.

@@ -9,10 +9,13 @@
 //! back the very value it would have stored; otherwise the value is stored as it is. Reading
 //! rebuilds it the same way, for any saver and without the graph.
 
+use std::collections::HashMap;
+
 use serde_json::{Map, Value};
+use waypoint_checkpoint::raw::json_contains;
 use waypoint_checkpoint::{
-    CheckpointMetadata, CheckpointSaver, CheckpointTuple, PendingWrite, SerializedValue, channels,
-    metadata,
+    CheckpointConfig, CheckpointMetadata, CheckpointSaver, CheckpointTuple, ListOptions,
+    PendingWrite, SerializedValue, channels, metadata,
 };
 
 use super::decode::runtime_json;
@@ -106,6 +109,60 @@ pub async fn metadata_of(
     };
     let parent_writes = parent.as_ref().map(|p| p.pending_writes.as_slice());
     Ok(shown_metadata(tuple, parent_writes))
+}
+
+/// The checkpoints [`CheckpointSaver::list`] gives for `config` and `options`, with a filter
+/// on `writes` matched against the `writes` users see: rebuilt where the checkpoint stores
+/// where to rebuild it from instead of the value ([`shown_metadata`]), which the saver's own
+/// filter cannot match.
+///
+/// Such a filter lists the checkpoints matching the rest of it, unlimited, and keeps those
+/// whose shown `writes` contain the filter's, up to the limit; any other filter is the
+/// saver's alone.
+pub async fn list(
+    saver: &dyn CheckpointSaver,
+    config: Option<&CheckpointConfig>,
+    options: &ListOptions,
+) -> Result<Vec<CheckpointTuple>> {
+    let mut rest = options.clone();
+    let wanted = match &mut rest.filter {
+        Some(Value::Object(filter)) => filter.remove(metadata::WRITES),
+        _ => None,
+    };
+    let Some(wanted) = wanted else {
+        return Ok(saver.list(config, options).await?);
+    };
+    let wanted = Value::Object(Map::from_iter([(metadata::WRITES.to_owned(), wanted)]));
+    rest.limit = None;
+    let tuples = saver.list(config, &rest).await?;
+    // A checkpoint's parent is most often the next one listed: its writes are at hand.
+    let writes_of: HashMap<&str, &[PendingWrite]> = tuples
+        .iter()
+        .map(|t| (t.checkpoint.id.as_str(), t.pending_writes.as_slice()))
+        .collect();
+    let (mut keep, mut found) = (Vec::with_capacity(tuples.len()), 0);
+    for tuple in &tuples {
+        if options.limit.is_some_and(|limit| found >= limit) {
+            break;
+        }
+        let parent = tuple.parent_config.as_ref();
+        let listed = parent
+            .and_then(|p| p.checkpoint_id.as_deref())
+            .and_then(|id| writes_of.get(id).copied());
+        let shown = match (writes_from(&tuple.metadata), listed) {
+            (Some(_), None) => metadata_of(saver, tuple).await?,
+            _ => shown_metadata(tuple, listed),
+        };
+        let matches = json_contains(&Value::Object(shown.to_json()), &wanted);
+        found += usize::from(matches);
+        keep.push(matches);
+    }
+    drop(writes_of);
+    Ok(tuples
+        .into_iter()
+        .zip(keep)
+        .filter_map(|(tuple, keep)| keep.then_some(tuple))
+        .collect())
 }
 
 #[cfg(test)]
