@@ -9,8 +9,8 @@ use waypoint_checkpoint::{
     metadata,
 };
 use waypoint_runtime::{
-    CompileOptions, Context, DeltaPolicy, Durability, END, JsonSchema, JsonState, RunConfig, START,
-    Send, StateGraph,
+    CompileOptions, CompiledGraph, Context, DeltaPolicy, Durability, END, JsonSchema, JsonState,
+    RunConfig, START, Send, StateGraph,
 };
 
 use crate::graphs::{Calls, documented_json};
@@ -246,25 +246,35 @@ pub async fn writes_stored_once_show_as_recorded(saver: Arc<dyn CheckpointSaver>
     Ok(())
 }
 
-/// A history filtered on `writes` finds the checkpoints whose shown `writes` match, stored
-/// inline or rebuilt from where the checkpoint says (the input's, a node's reply), with the
-/// rest of the filter and the limit applied as without it.
-pub async fn history_filters_on_shown_writes(saver: Arc<dyn CheckpointSaver>) -> TestResult {
+/// A one-node chat: `talk` appends `{"role": "ai", "n": <entries before>}` to `log`.
+fn talk() -> StateGraph<JsonState> {
     let mut graph = StateGraph::json(JsonSchema::new().append("log"));
     graph.add_node("talk", |s: JsonState, _c: Context| async move {
         let turn = s.get("log").and_then(Value::as_array).map_or(0, Vec::len);
         Ok(obj(json!({"log": [{"role": "ai", "n": turn}]})))
     });
     graph.add_edge(START, "talk").add_edge("talk", END);
-    let graph = graph.compile(CompileOptions::default().checkpointer(Arc::clone(&saver)))?;
-    let dropped = saver.backend() == "postgres" && saver.langgraph_values();
+    graph
+}
 
-    let thread_id = thread();
-    let config = RunConfig::thread(thread_id.clone());
+/// Three user turns of [`talk`] on a new thread; its config.
+async fn three_turns(graph: &CompiledGraph<JsonState>) -> waypoint_runtime::Result<RunConfig> {
+    let config = RunConfig::thread(thread());
     for turn in 0..3 {
         let input = obj(json!({"log": [{"role": "user", "n": turn}]}));
         graph.invoke(Some(input), &config).await?;
     }
+    Ok(config)
+}
+
+/// A history filtered on `writes` finds the checkpoints whose shown `writes` match, stored
+/// inline or rebuilt from where the checkpoint says (the input's, a node's reply), with the
+/// rest of the filter and the limit applied as without it.
+pub async fn history_filters_on_shown_writes(saver: Arc<dyn CheckpointSaver>) -> TestResult {
+    let graph = talk().compile(CompileOptions::default().checkpointer(Arc::clone(&saver)))?;
+    let dropped = saver.backend() == "postgres" && saver.langgraph_values();
+
+    let config = three_turns(&graph).await?;
     let history = |filter: Value, limit: Option<usize>| {
         let options = ListOptions {
             filter: Some(filter),
@@ -328,12 +338,6 @@ pub async fn history_filters_on_shown_writes(saver: Arc<dyn CheckpointSaver>) ->
 /// checkpoint's `writes` is rebuilt from, even where every channel is stored whole (no delta
 /// ancestor is kept): the metadata shows the same before and after.
 pub async fn prune_keeps_where_writes_come_from(saver: Arc<dyn CheckpointSaver>) -> TestResult {
-    let mut graph = StateGraph::json(JsonSchema::new().append("log"));
-    graph.add_node("talk", |s: JsonState, _c: Context| async move {
-        let turn = s.get("log").and_then(Value::as_array).map_or(0, Vec::len);
-        Ok(obj(json!({"log": [{"role": "ai", "n": turn}]})))
-    });
-    graph.add_edge(START, "talk").add_edge("talk", END);
     // Every change stores the whole value: the latest checkpoint needs no ancestor.
     let whole = DeltaPolicy {
         min_snapshot_bytes: 0,
@@ -343,15 +347,11 @@ pub async fn prune_keeps_where_writes_come_from(saver: Arc<dyn CheckpointSaver>)
     let options = CompileOptions::default()
         .checkpointer(Arc::clone(&saver))
         .delta(whole);
-    let graph = graph.compile(options)?;
+    let graph = talk().compile(options)?;
     let dropped = saver.backend() == "postgres" && saver.langgraph_values();
 
-    let thread_id = thread();
-    let config = RunConfig::thread(thread_id.clone());
-    for turn in 0..3 {
-        let input = obj(json!({"log": [{"role": "user", "n": turn}]}));
-        graph.invoke(Some(input), &config).await?;
-    }
+    let config = three_turns(&graph).await?;
+    let thread_id = config.thread_id.clone().unwrap_or_default();
     let before = graph.get_state(&config).await?.metadata.to_json();
     let stored = saver
         .get_tuple(&CheckpointConfig::new(thread_id.clone()))
