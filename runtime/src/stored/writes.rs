@@ -136,9 +136,14 @@ pub async fn list(
     rest.limit = None;
     let tuples = saver.list(config, &rest).await?;
     // A checkpoint's parent is most often the next one listed: its writes are at hand.
-    let writes_of: HashMap<&str, &[PendingWrite]> = tuples
+    // Keyed by thread and namespace too: a copied thread keeps its checkpoints' ids.
+    let key = |c: &CheckpointConfig| {
+        let id = c.checkpoint_id.clone().unwrap_or_default();
+        (c.thread_id.clone(), c.ns().to_owned(), id)
+    };
+    let writes_of: HashMap<(String, String, String), &[PendingWrite]> = tuples
         .iter()
-        .map(|t| (t.checkpoint.id.as_str(), t.pending_writes.as_slice()))
+        .map(|t| (key(&t.config), t.pending_writes.as_slice()))
         .collect();
     let (mut keep, mut found) = (Vec::with_capacity(tuples.len()), 0);
     for tuple in &tuples {
@@ -146,9 +151,7 @@ pub async fn list(
             break;
         }
         let parent = tuple.parent_config.as_ref();
-        let listed = parent
-            .and_then(|p| p.checkpoint_id.as_deref())
-            .and_then(|id| writes_of.get(id).copied());
+        let listed = parent.and_then(|p| writes_of.get(&key(p)).copied());
         let shown = match (writes_from(&tuple.metadata), listed) {
             (Some(_), None) => metadata_of(saver, tuple).await?,
             _ => shown_metadata(tuple, listed),
@@ -157,7 +160,6 @@ pub async fn list(
         found += usize::from(matches);
         keep.push(matches);
     }
-    drop(writes_of);
     Ok(tuples
         .into_iter()
         .zip(keep)
