@@ -1392,15 +1392,11 @@ fn seeded_history(
         foldhash::HashMap::default();
     writes.reserve(sorted.len());
     let mut start = 0;
-    while let Some(&first) = sorted.get(start) {
-        let len = sorted[start..]
-            .iter()
-            .take_while(|&&w| group(w) == group(first))
-            .count();
-        if let (Some(channel), Some(id)) = group(first) {
-            writes.insert((channel, id), start..start + len);
+    for run in sorted.chunk_by(|&a, &b| group(a) == group(b)) {
+        if let (Some(channel), Some(id)) = group(run[0]) {
+            writes.insert((channel, id), start..start + run.len());
         }
-        start += len;
+        start += run.len();
     }
     let mut found = 0;
     for i in 0..channels.len() {
