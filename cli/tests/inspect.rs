@@ -195,18 +195,17 @@ async fn threads_list_show_history_match_the_runtime() -> TestResult {
                 r#"writes={"log":["start"]}"#,
             ],
         );
-        let ids = |rows: &Value| {
-            rows.as_array().map(|r| {
-                r.iter()
-                    .map(|r| r["checkpoint_id"].clone())
-                    .collect::<Vec<_>>()
-            })
-        };
+        let listed: Vec<&Value> = found["checkpoints"]
+            .as_array()
+            .expect("rows")
+            .iter()
+            .map(|row| &row["checkpoint_id"])
+            .collect();
         let expected: Vec<Value> = runtime_found
             .iter()
             .map(|s| json!(s.config.checkpoint_id))
             .collect();
-        assert_eq!(ids(&found["checkpoints"]), Some(expected), "{url}");
+        assert_eq!(listed, expected.iter().collect::<Vec<_>>(), "{url}");
         let first = rows[0]["checkpoint_id"].as_str().expect("id");
         let older = json_of(
             url,

@@ -137,11 +137,11 @@ pub async fn list(
     let tuples = saver.list(config, &rest).await?;
     // A checkpoint's parent is most often the next one listed: its writes are at hand.
     // Keyed by thread and namespace too: a copied thread keeps its checkpoints' ids.
-    let key = |c: &CheckpointConfig| {
-        let id = c.checkpoint_id.clone().unwrap_or_default();
-        (c.thread_id.clone(), c.ns().to_owned(), id)
-    };
-    let writes_of: HashMap<(String, String, String), &[PendingWrite]> = tuples
+    fn key(c: &CheckpointConfig) -> (&str, &str, &str) {
+        let id = c.checkpoint_id.as_deref().unwrap_or_default();
+        (c.thread_id.as_str(), c.ns(), id)
+    }
+    let writes_of: HashMap<(&str, &str, &str), &[PendingWrite]> = tuples
         .iter()
         .map(|t| (key(&t.config), t.pending_writes.as_slice()))
         .collect();
