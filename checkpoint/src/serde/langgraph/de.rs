@@ -155,7 +155,10 @@ fn any<'a, V: Visitor<'a>>(
         Token::F32(f) => visitor.visit_f32(f),
         Token::F64(f) => visitor.visit_f64(f),
         Token::Str(bytes) => visitor.visit_borrowed_str(utf8(bytes)?),
-        Token::Bin(b) => lc2(Lc2::Bytes(b), visitor),
+        Token::Bin(b) => {
+            view_levels(cursor, BYTES_LEVELS)?;
+            lc2(Lc2::Bytes(b), visitor)
+        }
         Token::Array(n) => inside(cursor, |c| visit_seq(visitor, Items::new(c, n))),
         Token::Map(n) if cursor.map_shape(n)? == MapShape::PLAIN => {
             inside(cursor, |c| visit_map(visitor, Entries::new(c, n)))
@@ -171,15 +174,36 @@ fn any<'a, V: Visitor<'a>>(
     }
 }
 
+/// How many containers deep bytes at a cursor sit in their `lc: 2` form: the object and its
+/// `args`.
+const BYTES_LEVELS: usize = 2;
+/// How many containers deep a map's entries sit in its `builtins.dict` form: the object, its
+/// `args`, the list of pairs and a pair (one more than the map itself).
+const DICT_LEVELS: usize = 4;
+
+/// Refuses a value at `cursor` whose `lc: 2` form, `levels` containers deep, would nest deeper
+/// than the reader accepts: that form, written back, must read again.
+fn view_levels(cursor: &Cursor<'_>, levels: usize) -> Result<()> {
+    let mut deeper = *cursor;
+    for _ in 0..levels {
+        deeper.enter()?;
+    }
+    Ok(())
+}
+
 /// A map of `n` entries at `cursor` in its `builtins.dict` form; the cursor moves past it.
+/// The entries' nesting counts from where that form puts them.
 fn dict<'a, V: Visitor<'a>>(cursor: &mut Cursor<'a>, n: usize, visitor: V) -> Result<V::Value> {
-    let entries = inside(cursor, |c| {
+    let mut entries = inside(cursor, |c| {
         let entries = *c;
         for _ in 0..n.saturating_mul(2) {
             c.pass()?;
         }
         Ok(entries)
     })?;
+    for _ in 1..DICT_LEVELS {
+        entries.enter()?;
+    }
     lc2(Lc2::Dict(entries, n), visitor)
 }
 

@@ -1210,6 +1210,43 @@ fn deeply_nested_maps_keep_their_form() {
 }
 
 #[test]
+fn the_dict_form_of_a_map_nests_no_deeper_than_readers_accept() {
+    // Python dicts with int keys, `depth` deep, around bytes: the JSON view shows each as
+    // `{"args": [[[key, value]]], ..}`, four levels, and the bytes as an object holding a list.
+    let nested = |depth: usize| {
+        let mut node = Node::Bin(vec![1, 2]);
+        for _ in 0..depth {
+            node = Node::Map(vec![(Node::UInt(1), node)]);
+        }
+        node.to_msgpack().unwrap()
+    };
+    // 31 dicts put the bytes 124 levels down in the view, and their object 126: the view
+    // reads, and written back in either msgpack reads again as itself.
+    let bytes = nested(31);
+    let view = to_value(&bytes);
+    for format in [Format::MsgPack, Format::LangGraph] {
+        let written = format.encode(&view).unwrap();
+        assert_eq!(
+            format.decode::<Value>(&written).unwrap(),
+            view,
+            "{format:?}"
+        );
+    }
+    // 32 put the bytes' object past 128; 33 put the innermost entries there. The tree still
+    // reads and writes them, byte for byte; the view is refused, not written back unreadable.
+    for depth in [32, 33] {
+        let bytes = nested(depth);
+        let message = refused(&bytes);
+        assert!(
+            message.contains("nested deeper than 128"),
+            "{depth}: {message}"
+        );
+        let tree = Node::from_msgpack(&bytes).unwrap();
+        assert_eq!(tree.to_msgpack().unwrap(), bytes);
+    }
+}
+
+#[test]
 fn the_deserializer_accepts_exactly_what_the_reader_accepts() {
     use serde::de::IgnoredAny;
 
