@@ -587,5 +587,25 @@ async fn reads_what_python_langgraph_wrote() -> TestResult {
     assert_eq!(json!(rows.len()), expected["history"]);
     let next: Vec<Value> = rows.iter().map(|r| r["next"].clone()).collect();
     assert_eq!(Value::Array(next), expected["history_next"]);
+
+    // A functional API thread keeps its state in bookkeeping channels: `--internal` shows
+    // the value LangGraph's `get_state` does, and what `previous` will be.
+    let func = json_of(url, &["threads", "show", "py-thread-func"]);
+    assert_eq!(func["values"], json!({}));
+    assert_eq!(
+        func["internal_channels"],
+        json!(["__end__", "__previous__"])
+    );
+    assert_eq!(func.get("internal_values"), None);
+    let func = json_of(url, &["threads", "show", "py-thread-func", "--internal"]);
+    assert_eq!(func["internal_values"]["__end__"], expected["functional"]);
+    assert_eq!(func["internal_values"]["__previous__"], json!(6));
+    let table = ok(url, &["threads", "show", "py-thread-func"]);
+    assert!(
+        table.contains("2 internal not shown, --internal shows them"),
+        "{table}"
+    );
+    let table = ok(url, &["threads", "show", "py-thread-func", "--internal"]);
+    assert!(table.contains(r#"{"doubled":[0,2,4]}"#), "{table}");
     Ok(())
 }

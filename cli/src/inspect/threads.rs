@@ -43,8 +43,9 @@ pub(crate) enum ThreadsCommand {
     /// --json prints {"thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id",
     /// "step", "source", "created_at", "metadata", "values": {channel: value},
     /// "internal_channels": [..], "next": [..], "pending_writes": [{"task_id", "channel",
-    /// "value"}], "interrupts": [{"task_id", "id", "value"}]}. A value that cannot be read
-    /// is {"undecodable": REASON, "type": TAG, "bytes": N}.
+    /// "value"}], "interrupts": [{"task_id", "id", "value"}]}, with --internal also
+    /// "internal_values": {channel: value}. A value that cannot be read is {"undecodable":
+    /// REASON, "type": TAG, "bytes": N}.
     Show {
         #[command(flatten)]
         target: Target,
@@ -56,6 +57,10 @@ pub(crate) enum ThreadsCommand {
         /// A checkpoint id instead of the latest.
         #[arg(long)]
         checkpoint: Option<String>,
+        /// Also show the bookkeeping channels' values: triggers, sends, and the state of a
+        /// LangGraph functional API (`@entrypoint`) thread, its `__end__` and `__previous__`.
+        #[arg(long)]
+        internal: bool,
     },
     /// Lists a thread's checkpoints, newest first.
     ///
@@ -155,7 +160,8 @@ pub(crate) async fn threads(command: ThreadsCommand) -> Result<()> {
             thread_id,
             ns,
             checkpoint,
-        } => show(&target, &thread_id, &ns, checkpoint.as_deref()).await,
+            internal,
+        } => show(&target, &thread_id, &ns, checkpoint.as_deref(), internal).await,
         ThreadsCommand::History {
             target,
             thread_id,
@@ -358,8 +364,14 @@ async fn get_checkpoint(
     }
 }
 
-/// `threads show`.
-async fn show(target: &Target, thread_id: &str, ns: &str, id: Option<&str>) -> Result<()> {
+/// `threads show`; `show_internal` adds the bookkeeping channels' values.
+async fn show(
+    target: &Target,
+    thread_id: &str,
+    ns: &str,
+    id: Option<&str>,
+    show_internal: bool,
+) -> Result<()> {
     let saver = open(target).await?;
     let tuple = get_checkpoint(saver.as_ref(), thread_id, ns, id).await?;
     let values = channel_values(saver.as_ref(), &tuple).await?;
@@ -386,19 +398,14 @@ async fn show(target: &Target, thread_id: &str, ns: &str, id: Option<&str>) -> R
         .and_then(|p| p.checkpoint_id.clone());
     // As snapshots show it: no bookkeeping keys, `writes` rebuilt where the parent holds it.
     let metadata = Value::Object(metadata_of(saver.as_ref(), &tuple).await?.to_json());
-    if target.json {
-        let values: serde_json::Map<String, Value> = visible
+    let to_json = |channels: &[(&String, &Decoded)]| -> serde_json::Map<String, Value> {
+        channels
             .iter()
             .map(|(name, value)| ((*name).clone(), value.to_json()))
-            .collect();
-        let internal: Vec<&String> = internal.iter().map(|(name, _)| *name).collect();
-        let writes: Vec<Value> = writes
-            .iter()
-            .map(|(task, channel, value)| {
-                json!({"task_id": task, "channel": channel, "value": value.to_json()})
-            })
-            .collect();
-        return print_json(&json!({
+            .collect()
+    };
+    if target.json {
+        let mut shown = json!({
             "thread_id": tuple.config.thread_id,
             "checkpoint_ns": tuple.config.ns(),
             "checkpoint_id": tuple.checkpoint.id,
@@ -407,12 +414,21 @@ async fn show(target: &Target, thread_id: &str, ns: &str, id: Option<&str>) -> R
             "source": metadata.get("source"),
             "created_at": tuple.checkpoint.ts,
             "metadata": metadata,
-            "values": values,
-            "internal_channels": internal,
+            "values": to_json(&visible),
+            "internal_channels": internal.iter().map(|(name, _)| *name).collect::<Vec<_>>(),
             "next": next,
-            "pending_writes": writes,
+            "pending_writes": writes
+                .iter()
+                .map(|(task, channel, value)| {
+                    json!({"task_id": task, "channel": channel, "value": value.to_json()})
+                })
+                .collect::<Vec<_>>(),
             "interrupts": interrupts,
-        }));
+        });
+        if show_internal {
+            shown["internal_values"] = Value::Object(to_json(&internal));
+        }
+        return print_json(&shown);
     }
     let mut head = Table::new(&[]);
     head.row(["checkpoint", tuple.checkpoint.id.as_str()])
@@ -434,13 +450,19 @@ async fn show(target: &Target, thread_id: &str, ns: &str, id: Option<&str>) -> R
             },
         ]);
     print!("{}", head.render());
-    println!(
-        "\nvalues ({} channels; {} internal not shown)",
-        visible.len(),
-        internal.len()
-    );
+    let hidden = match (internal.len(), show_internal) {
+        (0, _) => String::new(),
+        (n, true) => format!("; then {n} internal"),
+        (n, false) => format!("; {n} internal not shown, --internal shows them"),
+    };
+    println!("\nvalues ({} channels{hidden})", visible.len());
+    let shown: Vec<&(&String, &Decoded)> = if show_internal {
+        visible.iter().chain(&internal).collect()
+    } else {
+        visible.iter().collect()
+    };
     let mut table = Table::new(&["CHANNEL", "VALUE"]);
-    for (name, value) in &visible {
+    for (name, value) in shown {
         table.row([(*name).clone(), cell(value)]);
     }
     if !table.is_empty() {
