@@ -236,9 +236,10 @@ impl MapShape {
         let mut shape = ShapeOf::default();
         for _ in 0..n {
             let key = cursor.token()?;
+            let seen = cursor.seen_through(key);
             cursor.skip_rest(key)?;
             let value = cursor.token()?;
-            shape.entry(key, value);
+            shape.entry(seen, cursor.seen_through(value));
             cursor.skip_rest(value)?;
         }
         Ok((shape.finish(n), cursor.pos - start))
@@ -299,9 +300,10 @@ fn maps_of(input: &[u8]) -> Option<Vec<(usize, MapShape)>> {
                 let mut shape = ShapeOf::default();
                 for _ in 0..n {
                     let key = cursor.token()?;
+                    let seen = cursor.seen_through(key);
                     walk(cursor, key, inner, out)?;
                     let value = cursor.token()?;
-                    shape.entry(key, value);
+                    shape.entry(seen, cursor.seen_through(value));
                     walk(cursor, value, inner, out)?;
                 }
                 let shape = shape.finish(n);
@@ -363,6 +365,24 @@ impl<'a> Cursor<'a> {
     /// The offset of the position in the whole input.
     fn offset(&self) -> usize {
         self.base + self.pos
+    }
+
+    /// After the head `token`: what readers see of that value's head. They see through a
+    /// `_DeltaSnapshot` to the value it wraps, so a map's shape is worked out from that.
+    fn seen_through(&self, token: Token<'a>) -> Token<'a> {
+        let Token::Ext(len) = token else {
+            return token;
+        };
+        let mut ahead = *self;
+        match ahead.ext_payload(len) {
+            Ok((code, mut payload)) if u8::try_from(code) == Ok(EXT_DELTA_SNAPSHOT) => {
+                match payload.token() {
+                    Ok(inner) => payload.seen_through(inner),
+                    Err(_) => token,
+                }
+            }
+            _ => token,
+        }
     }
 
     /// After [`Token::Map`]: the shape of that map of `n` entries.

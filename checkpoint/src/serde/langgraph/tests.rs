@@ -1210,6 +1210,34 @@ fn deeply_nested_maps_keep_their_form() {
 }
 
 #[test]
+fn a_map_is_shown_by_the_keys_readers_see_through_snapshots() {
+    // Readers see through a `_DeltaSnapshot`, keys included: a map whose key is a snapshot of
+    // a string is a plain dict, and one whose keys and values are snapshots of an `lc: 2`
+    // map's is shown in its dict form. Either view writes back and reads again as itself.
+    let snapshot =
+        |inner: &[u8]| [&[0xc7, u8::try_from(inner.len()).unwrap(), 7][..], inner].concat();
+    let plain = [&[0x81][..], &snapshot(&[0xa0]), &[0x00]].concat();
+    assert_eq!(to_value(&plain), json!({"": 0}));
+    let lookalike = [
+        &[0x83][..],
+        &snapshot(b"\xa2lc"),
+        &snapshot(&[0x02]),
+        &[0xa4],
+        b"type",
+        &snapshot(b"\xabconstructor"),
+        &[0xa3],
+        b"ext",
+        &[0xc0],
+    ]
+    .concat();
+    let view = to_value(&lookalike);
+    assert_eq!(view["id"], json!(["builtins", "dict"]), "{view}");
+    for (bytes, view) in [(&plain, json!({"": 0})), (&lookalike, view)] {
+        assert_eq!(to_value(&packed(&view)), view, "{}", hex::encode(bytes));
+    }
+}
+
+#[test]
 fn the_dict_form_of_a_map_nests_no_deeper_than_readers_accept() {
     // Python dicts with int keys, `depth` deep, around bytes: the JSON view shows each as
     // `{"args": [[[key, value]]], ..}`, four levels, and the bytes as an object holding a list.
