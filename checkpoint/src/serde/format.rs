@@ -47,6 +47,11 @@ pub const TAG_EMPTY: &str = "empty";
 #[cfg(feature = "msgpack")]
 pub(crate) const MAX_DEPTH: usize = 128;
 
+/// rmp-serde's depth limit that accepts [`MAX_DEPTH`] levels, as LangGraph's reader does: it
+/// refuses the container that brings its count to the limit.
+#[cfg(feature = "msgpack")]
+const RMP_DEPTH: usize = MAX_DEPTH + 1;
+
 /// bincode preallocates strings and byte buffers from their length prefix, so a hostile
 /// prefix would abort the process on allocation; claims past this many bytes are errors.
 #[cfg(feature = "bincode")]
@@ -67,7 +72,7 @@ fn rmp_decode<R>(
     ) -> R,
 ) -> (R, usize) {
     let mut de = rmp_serde::Deserializer::new(std::io::Cursor::new(bytes));
-    de.set_max_depth(MAX_DEPTH);
+    de.set_max_depth(RMP_DEPTH);
     let value = read(&mut de);
     let read = usize::try_from(de.position()).unwrap_or(usize::MAX);
     (value, bytes.len().saturating_sub(read))
@@ -224,7 +229,7 @@ impl Format {
                 // `rmp_decode` copies each into a buffer first); that one only counts the
                 // bytes after a value, when there are some.
                 let mut de = rmp_serde::Deserializer::from_read_ref(bytes);
-                de.set_max_depth(MAX_DEPTH);
+                de.set_max_depth(RMP_DEPTH);
                 match T::deserialize(&mut de) {
                     Ok(value) if rmp_at_end(&mut de) => Ok(value),
                     Ok(_) => match rmp_decode(bytes, |de| T::deserialize(de)) {

@@ -1248,18 +1248,28 @@ fn the_dict_form_of_a_map_nests_no_deeper_than_readers_accept() {
         }
         node.to_msgpack().unwrap()
     };
+    let reads_back = |view: &Value| {
+        for format in [Format::MsgPack, Format::LangGraph] {
+            let written = format.encode(view).unwrap();
+            assert_eq!(
+                &format.decode::<Value>(&written).unwrap(),
+                view,
+                "{format:?}"
+            );
+        }
+    };
     // 31 dicts put the bytes 124 levels down in the view, and their object 126: the view
     // reads, and written back in either msgpack reads again as itself.
     let bytes = nested(31);
-    let view = to_value(&bytes);
-    for format in [Format::MsgPack, Format::LangGraph] {
-        let written = format.encode(&view).unwrap();
-        assert_eq!(
-            format.decode::<Value>(&written).unwrap(),
-            view,
-            "{format:?}"
-        );
+    reads_back(&to_value(&bytes));
+    // A dict whose key is 124 lists deep: its view is 128 levels deep, the most readers
+    // accept, and reads again from either msgpack.
+    let mut key = Node::UInt(7);
+    for _ in 0..124 {
+        key = Node::Array(vec![key]);
     }
+    let bytes = Node::Map(vec![(key, Node::Nil)]).to_msgpack().unwrap();
+    reads_back(&to_value(&bytes));
     // 32 put the bytes' object past 128; 33 put the innermost entries there. The tree still
     // reads and writes them, byte for byte; the view is refused, not written back unreadable.
     for depth in [32, 33] {
