@@ -156,7 +156,7 @@ fn any<'a, V: Visitor<'a>>(
         Token::F64(f) => visitor.visit_f64(f),
         Token::Str(bytes) => visitor.visit_borrowed_str(utf8(bytes)?),
         Token::Bin(b) => {
-            view_levels(cursor, BYTES_LEVELS)?;
+            view_levels(*cursor, BYTES_LEVELS)?;
             lc2(Lc2::Bytes(b), visitor)
         }
         Token::Array(n) => inside(cursor, |c| visit_seq(visitor, Items::new(c, n))),
@@ -181,29 +181,27 @@ const BYTES_LEVELS: usize = 2;
 /// `args`, the list of pairs and a pair (one more than the map itself).
 const DICT_LEVELS: usize = 4;
 
-/// Refuses a value at `cursor` whose `lc: 2` form, `levels` containers deep, would nest deeper
-/// than the reader accepts: that form, written back, must read again.
-fn view_levels(cursor: &Cursor<'_>, levels: usize) -> Result<()> {
-    let mut deeper = *cursor;
+/// `cursor`, `levels` containers deeper: refused where the `lc: 2` form of a value there
+/// would nest deeper than the reader accepts (that form, written back, must read again).
+fn view_levels<'a>(mut cursor: Cursor<'a>, levels: usize) -> Result<Cursor<'a>> {
     for _ in 0..levels {
-        deeper.enter()?;
+        cursor.enter()?;
     }
-    Ok(())
+    Ok(cursor)
 }
 
 /// A map of `n` entries at `cursor` in its `builtins.dict` form; the cursor moves past it.
 /// The entries' nesting counts from where that form puts them.
 fn dict<'a, V: Visitor<'a>>(cursor: &mut Cursor<'a>, n: usize, visitor: V) -> Result<V::Value> {
-    let mut entries = inside(cursor, |c| {
+    let entries = inside(cursor, |c| {
         let entries = *c;
         for _ in 0..n.saturating_mul(2) {
             c.pass()?;
         }
         Ok(entries)
     })?;
-    for _ in 1..DICT_LEVELS {
-        entries.enter()?;
-    }
+    // Inside the map: three more levels to where the form puts the entries.
+    let entries = view_levels(entries, DICT_LEVELS - 1)?;
     lc2(Lc2::Dict(entries, n), visitor)
 }
 
