@@ -154,18 +154,21 @@ const LEDGER: Ledger = Ledger {
 /// The schema version this build writes.
 pub(crate) const LATEST: i64 = MIGRATIONS.len() as i64;
 
-/// What opening a saver checks: a database whose schema is newer than this build is refused.
+/// What opening a saver checks, with or without `auto_setup`: a database another program's
+/// `checkpoints` table is in, or whose schema is newer than this build, is refused.
 pub(crate) fn check_open(conn: &Connection) -> Result<(), Failure> {
+    check_owner(conn)?;
     LEDGER.refuse_newer(conn)
 }
 
 /// Refuses a `checkpoints` table Waypoint did not create (LangGraph's `SqliteSaver` writes
-/// one of another layout); nothing is changed in a database another program owns.
+/// one of another layout, which Waypoint neither reads nor changes).
 fn check_owner(conn: &Connection) -> Result<(), Failure> {
     if LEDGER.applied(conn)?.is_none() && migrate::has_table(conn, "checkpoints")? {
         return Err(Failure::Refused(
-            "the database has a `checkpoints` table that Waypoint did not create (LangGraph's \
-             SqliteSaver writes one of another layout): give Waypoint a file of its own"
+            "the database has a `checkpoints` table that Waypoint did not create: LangGraph's \
+             SqliteSaver keeps whole checkpoints in one of another layout, which Waypoint does \
+             not read (it reads LangGraph's PostgreSQL tables); give Waypoint a file of its own"
                 .into(),
         ));
     }

@@ -560,12 +560,17 @@ async fn a_database_of_another_layout_is_refused_and_left_untouched() {
             .expect("schema")
     };
     let before = schema();
-    let err = SqliteSaver::from_path(&db)
-        .await
-        .expect_err("a foreign checkpoints table is refused");
-    assert!(
-        matches!(&err, waypoint_checkpoint::Error::InvalidConfig(m) if m.contains("did not create")),
-        "{err}"
-    );
-    assert_eq!(schema(), before, "the schema is unchanged");
+    // Without setup too (as `waypoint threads` opens a file): refused at open, not read as
+    // Waypoint's records and failing on the first row.
+    for auto_setup in [true, false] {
+        let err = SqliteSaver::open(SqliteConfig::file(&db).auto_setup(auto_setup))
+            .await
+            .expect_err("a foreign checkpoints table is refused");
+        assert!(
+            matches!(&err, waypoint_checkpoint::Error::InvalidConfig(m)
+                if m.contains("did not create") && m.contains("SqliteSaver")),
+            "auto_setup {auto_setup}: {err}"
+        );
+        assert_eq!(schema(), before, "the schema is unchanged");
+    }
 }
