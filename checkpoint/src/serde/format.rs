@@ -13,6 +13,12 @@
 //! - `MsgPack` decodes with rmp-serde; only if that fails, with LangGraph's reader;
 //! - `LangGraph` decodes with LangGraph's reader; only if that fails, with rmp-serde.
 //!
+//! One exception: bytes that may hold a NaN or infinite float are read by `MsgPack` as by
+//! `LangGraph`. rmp-serde hands such a float to a request for any value, and
+//! `serde_json::Value` turns it into `null`; LangGraph's reader shows it in its
+//! `builtins.float` form, which writes back as the float (typed requests read a float either
+//! way).
+//!
 //! The first reading that succeeds wins, so the result is deterministic. A value both
 //! readings accept but read differently (a type whose compact and human-readable forms
 //! overlap) therefore reads as its own format wrote it only when the reader is configured
@@ -76,6 +82,26 @@ fn rmp_decode<R>(
     let value = read(&mut de);
     let read = usize::try_from(de.position()).unwrap_or(usize::MAX);
     (value, bytes.len().saturating_sub(read))
+}
+
+/// Whether msgpack `bytes` may hold a NaN or infinite float: a float32 or float64 marker
+/// followed by an exponent of all ones. Bytes inside another value (an integer, `bin` data;
+/// never UTF-8 text) can look like one: that only sends the value to the other reader.
+#[cfg(feature = "msgpack")]
+pub(crate) fn may_hold_non_finite_float(bytes: &[u8]) -> bool {
+    let mut rest = bytes;
+    while let Some(at) = memchr::memchr2(0xca, 0xcb, rest) {
+        let exponent_all_ones = match rest.get(at + 1..at + 3) {
+            Some(&[high, low]) if rest[at] == 0xcb => high & 0x7f == 0x7f && low & 0xf0 == 0xf0,
+            Some(&[high, low]) => high & 0x7f == 0x7f && low & 0x80 == 0x80,
+            _ => false,
+        };
+        if exponent_all_ones {
+            return true;
+        }
+        rest = &rest[at + 1..];
+    }
+    false
 }
 
 /// Whether `de` has read all its input: reading one more marker finds none.
@@ -199,6 +225,8 @@ impl Format {
     pub fn decode<T: DeserializeOwned>(self, bytes: &[u8]) -> Result<T> {
         match self {
             // Waypoint's own first, then LangGraph's (see the module docs).
+            #[cfg(feature = "msgpack")]
+            Format::MsgPack if may_hold_non_finite_float(bytes) => Format::LangGraph.decode(bytes),
             #[cfg(feature = "msgpack")]
             Format::MsgPack => self.decode_fast(bytes).or_else(|fast| {
                 super::langgraph::decode(bytes).map_err(|refusal| match refusal.python {

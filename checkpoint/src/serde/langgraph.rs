@@ -27,12 +27,15 @@
 //! [`Node::decode`] does the same from the bytes the tree writes. What each request sees:
 //!
 //! - a request for any value (`serde_json::Value`, untagged enums) sees a Python object as the
-//!   `lc: 2` map above, and a `_DeltaSnapshot` as the value it wraps. Two msgpack values JSON
-//!   cannot hold take the same form with `ext: null`: bytes are
+//!   `lc: 2` map above, and a `_DeltaSnapshot` as the value it wraps. Three msgpack values
+//!   JSON cannot hold take the same form with `ext: null`: bytes are
 //!   `{"lc": 2, "type": "constructor", "id": ["builtins", "bytes"], "ext": null, "method":
-//!   "fromhex", "args": ["<hex>"], "kwargs": {}}`, and a map with a key that is not a string
-//!   (or shaped like this form, see below) is `{..., "id": ["builtins", "dict"], "ext": null,
-//!   "method": null, "args": [[[key, value], ...]], "kwargs": {}}`;
+//!   "fromhex", "args": ["<hex>"], "kwargs": {}}`, a NaN or infinite float is
+//!   `{..., "id": ["builtins", "float"], "ext": null, "method": null, "args": ["nan"],
+//!   "kwargs": {}}` (or `"inf"`, `"-inf"`, as Python's `float()` reads them), and a map with
+//!   a key that is not a string (or shaped like this form, see below) is
+//!   `{..., "id": ["builtins", "dict"], "ext": null, "method": null, "args": [[[key, value],
+//!   ...]], "kwargs": {}}`;
 //! - typed requests see through objects: a struct or map reads the `kwargs` of codes 2, 4
 //!   and 5 (a struct with a field `lc` reads the `lc: 2` map instead); a sequence or tuple
 //!   reads the `args` of code 1 or the values of a code-2 object (a namedtuple); everything
@@ -66,10 +69,9 @@
 //! stay data. On writing, an `lc: 2` constructor map with an `ext` key that does not
 //! describe a valid object is an error, as is a value nested deeper than the reader accepts.
 //!
-//! What a `serde_json::Value` cannot keep: NaN and infinite floats read as `null` (JSON has
-//! no such numbers), and a `_DeltaSnapshot` reads as the value it wraps; the [`Node`] keeps
-//! both, so a saver that carries values it does not interpret should carry the tree (or the
-//! bytes).
+//! What a `serde_json::Value` cannot keep: a `_DeltaSnapshot` reads as the value it wraps (and
+//! a float32 as the float64 Python reads it as); the [`Node`] keeps both, so a saver that
+//! carries values it does not interpret should carry the tree (or the bytes).
 //!
 //! A plain Python dict that has the shape of an `lc: 2` constructor map with `ext` (keys `lc`
 //! equal to 2, `type` equal to `"constructor"`, and `ext`) is shown, to a request for any
@@ -358,6 +360,17 @@ mod codec {
         /// Whether the object is built from keyword arguments (codes 2, 4, 5).
         pub(crate) fn has_kwargs(&self) -> bool {
             matches!(self.ext, EXT_KW_ARGS | EXT_PYDANTIC_V1 | EXT_PYDANTIC_V2)
+        }
+    }
+
+    /// How Python's `float()` spells a float JSON cannot hold (`nan`, `inf`, `-inf`), the
+    /// argument of its `builtins.float` form; `None` for a finite float.
+    pub(crate) fn non_finite_text(f: f64) -> Option<&'static str> {
+        match f {
+            f if f.is_nan() => Some("nan"),
+            f64::INFINITY => Some("inf"),
+            f64::NEG_INFINITY => Some("-inf"),
+            _ => None,
         }
     }
 

@@ -20,7 +20,7 @@ use serde::de::{
 };
 use serde::forward_to_deserialize_any;
 
-use super::codec::{EXT_KW_ARGS, EXT_POS_ARGS, describe};
+use super::codec::{EXT_KW_ARGS, EXT_POS_ARGS, describe, non_finite_text};
 use super::read::{self, Cursor, Ext, Fail, MapShape, RawArgs, RawObject, Reading, Token, utf8};
 use crate::serde::path::deserialize_tracking;
 
@@ -152,11 +152,17 @@ fn any<'a, V: Visitor<'a>>(
         Token::Bool(b) => visitor.visit_bool(b),
         Token::Int(n) => visitor.visit_i64(n),
         Token::UInt(n) => visitor.visit_u64(n),
-        Token::F32(f) => visitor.visit_f32(f),
-        Token::F64(f) => visitor.visit_f64(f),
+        Token::F32(f) => match non_finite_text(f64::from(f)) {
+            None => visitor.visit_f32(f),
+            Some(text) => float_form(cursor, text, visitor),
+        },
+        Token::F64(f) => match non_finite_text(f) {
+            None => visitor.visit_f64(f),
+            Some(text) => float_form(cursor, text, visitor),
+        },
         Token::Str(bytes) => visitor.visit_borrowed_str(utf8(bytes)?),
         Token::Bin(b) => {
-            view_levels(*cursor, BYTES_LEVELS)?;
+            view_levels(*cursor, ONE_ARG_LEVELS)?;
             lc2(Lc2::Bytes(b), visitor)
         }
         Token::Array(n) => inside(cursor, |c| visit_seq(visitor, Items::new(c, n))),
@@ -174,9 +180,9 @@ fn any<'a, V: Visitor<'a>>(
     }
 }
 
-/// How many containers deep bytes at a cursor sit in their `lc: 2` form: the object and its
-/// `args`.
-const BYTES_LEVELS: usize = 2;
+/// How many containers deep bytes or a float at a cursor sit in their one-argument `lc: 2`
+/// form: the object and its `args`.
+const ONE_ARG_LEVELS: usize = 2;
 /// How many containers deep a map's entries sit in its `builtins.dict` form: the object, its
 /// `args`, the list of pairs and a pair (one more than the map itself).
 const DICT_LEVELS: usize = 4;
@@ -188,6 +194,16 @@ fn view_levels<'a>(mut cursor: Cursor<'a>, levels: usize) -> Result<Cursor<'a>> 
         cursor.enter()?;
     }
     Ok(cursor)
+}
+
+/// A NaN or infinite float, which JSON cannot hold, in its `builtins.float` form.
+fn float_form<'a, V: Visitor<'a>>(
+    cursor: &Cursor<'a>,
+    text: &'static str,
+    visitor: V,
+) -> Result<V::Value> {
+    view_levels(*cursor, ONE_ARG_LEVELS)?;
+    lc2(Lc2::Float(text), visitor)
 }
 
 /// A map of `n` entries at `cursor` in its `builtins.dict` form; the cursor moves past it.
@@ -248,6 +264,8 @@ fn unexpected<'a>(token: &Token<'a>) -> Unexpected<'a> {
 enum Lc2<'a> {
     Object(RawObject<'a>),
     Bytes(&'a [u8]),
+    /// A NaN or infinite float, as `float()` spells it.
+    Float(&'static str),
     /// A map's `n` entries at the cursor.
     Dict(Cursor<'a>, usize),
 }
@@ -275,6 +293,13 @@ impl<'a> Lc2<'a> {
                 Part::Nil,
                 Part::Str("fromhex"),
                 Part::OneHex(b),
+                no_kwargs(),
+            ),
+            Lc2::Float(text) => (
+                Part::Id("builtins", "float"),
+                Part::Nil,
+                Part::Nil,
+                Part::OneStr(text),
                 no_kwargs(),
             ),
             Lc2::Dict(at, n) => (
@@ -341,7 +366,8 @@ trait Rest {
 }
 
 /// Forwards a request to the argument of a one-argument object and the value of a
-/// `_DeltaSnapshot`; bytes are shown as bytes; other values read naturally.
+/// `_DeltaSnapshot`; bytes are shown as bytes and floats as floats; other values read
+/// naturally.
 macro_rules! see_through {
     ($($method:ident $(($($arg:ident: $ty:ty),*))?;)*) => {$(
         fn $method<V: Visitor<'a>>(self, $($($arg: $ty,)*)? visitor: V) -> Result<V::Value> {
@@ -356,6 +382,10 @@ macro_rules! see_through {
                     },
                 },
                 Token::Bin(b) => visitor.visit_borrowed_bytes(b),
+                // A typed request reads any float as a float (only a request for any value
+                // sees a NaN or an infinity in its `builtins.float` form).
+                Token::F32(f) => visitor.visit_f32(f),
+                Token::F64(f) => visitor.visit_f64(f),
                 token => any(token, cursor, visitor),
             })
         }
@@ -568,6 +598,8 @@ enum Part<'a> {
     Hex(&'a [u8]),
     /// `[hex]`: the arguments of `bytes.fromhex`.
     OneHex(&'a [u8]),
+    /// `[text]`: the arguments of `float`.
+    OneStr(&'a str),
     /// `[[key, value], ...]`: this many map entries from the cursor, as pairs.
     Entries(Cursor<'a>, usize),
     /// `[[[key, value], ...]]`: the arguments of `dict`.
@@ -639,6 +671,7 @@ impl<'a> Deserializer<'a> for PartDe<'a> {
             Part::Kwargs(mut at, n) => visit_map(visitor, Kwargs::new(&mut at, n)),
             Part::Hex(b) => visitor.visit_string(hex::encode(b)),
             Part::OneHex(b) => visit_seq(visitor, Fixed::new([Some(Part::Hex(b)), None])),
+            Part::OneStr(s) => visit_seq(visitor, Fixed::new([Some(Part::Str(s)), None])),
             Part::Entries(mut at, n) => visit_seq(visitor, Pairs::new(&mut at, n)),
             Part::OneEntries(at, n) => {
                 visit_seq(visitor, Fixed::new([Some(Part::Entries(at, n)), None]))

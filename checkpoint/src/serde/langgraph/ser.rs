@@ -3,7 +3,9 @@
 
 use serde::ser::{self, Serialize, SerializeMap as _, SerializeSeq as _, Serializer};
 
-use super::codec::{DELTA_SNAPSHOT_MODULE, DELTA_SNAPSHOT_NAME, EXT_DELTA_SNAPSHOT};
+use super::codec::{
+    DELTA_SNAPSHOT_MODULE, DELTA_SNAPSHOT_NAME, EXT_DELTA_SNAPSHOT, non_finite_text,
+};
 use super::de::CodecError;
 use super::{Node, PyObject, writing_langgraph};
 
@@ -462,6 +464,14 @@ impl Constructor {
                         .map(Node::Bin)
                         .map_err(|e| malformed(&format!("has bad hex: {e}")))
                 }
+                ("builtins.float", None, [Node::Str(text)]) if no_extra => match text.as_str() {
+                    "nan" => Ok(Node::F64(f64::NAN)),
+                    "inf" => Ok(Node::F64(f64::INFINITY)),
+                    "-inf" => Ok(Node::F64(f64::NEG_INFINITY)),
+                    _ => Err(malformed(
+                        "has an argument other than `nan`, `inf` or `-inf`",
+                    )),
+                },
                 ("builtins.dict", None, [Node::Array(pairs)]) if no_extra => std::mem::take(pairs)
                     .into_iter()
                     .map(|pair| match pair {
@@ -474,8 +484,8 @@ impl Constructor {
                     .collect::<Result<Vec<_>>>()
                     .map(Node::Map),
                 _ => Err(malformed(
-                    "has `ext: null` but is neither `builtins.bytes` from hex nor a \
-                     `builtins.dict` of pairs",
+                    "has `ext: null` but is neither `builtins.bytes` from hex, a \
+                     `builtins.float` from text nor a `builtins.dict` of pairs",
                 )),
             },
             Some(EXT_DELTA_SNAPSHOT) => {
@@ -519,8 +529,14 @@ pub(super) fn serialize_node<S: Serializer>(
         Node::Bool(b) => s.serialize_bool(*b),
         Node::Int(n) => s.serialize_i64(*n),
         Node::UInt(n) => s.serialize_u64(*n),
-        Node::F32(f) => s.serialize_f32(*f),
-        Node::F64(f) => s.serialize_f64(*f),
+        Node::F32(f) => match non_finite_text(f64::from(*f)) {
+            Some(text) if !writing_langgraph() => Lc2Out::Float(text).serialize(s),
+            _ => s.serialize_f32(*f),
+        },
+        Node::F64(f) => match non_finite_text(*f) {
+            Some(text) if !writing_langgraph() => Lc2Out::Float(text).serialize(s),
+            _ => s.serialize_f64(*f),
+        },
         Node::Str(v) => s.serialize_str(v),
         Node::Bin(b) if writing_langgraph() => s.serialize_bytes(b),
         Node::Bin(b) => Lc2Out::Bytes(b).serialize(s),
@@ -553,6 +569,7 @@ enum Lc2Out<'a> {
     Object(&'a PyObject),
     Snapshot(&'a Node),
     Bytes(&'a [u8]),
+    Float(&'static str),
     Dict(&'a [(Node, Node)]),
 }
 
@@ -632,6 +649,13 @@ impl Serialize for Lc2Out<'_> {
                 map.serialize_entry("ext", &None::<u8>)?;
                 map.serialize_entry("method", "fromhex")?;
                 map.serialize_entry("args", &One(hex::encode(b)))?;
+                map.serialize_entry("kwargs", &Kwargs(&[]))?;
+            }
+            Lc2Out::Float(text) => {
+                map.serialize_entry("id", &Id("builtins", "float"))?;
+                map.serialize_entry("ext", &None::<u8>)?;
+                map.serialize_entry("method", &None::<&str>)?;
+                map.serialize_entry("args", &One(text))?;
                 map.serialize_entry("kwargs", &Kwargs(&[]))?;
             }
             Lc2Out::Dict(entries) => {

@@ -40,6 +40,15 @@ mod golden {
     pub(super) const SEND: &str =
         "c71d0193af6c616e6767726170682e7479706573a453656e6492a16e81a16b01";
     pub(super) const BYTES_IN_LIST: &str = "91c4026162";
+    /// `[float("nan"), float("inf"), float("-inf"), 1.5]`.
+    pub(super) const NON_FINITE_FLOATS: &str =
+        "94cb7ff8000000000000cb7ff0000000000000cbfff0000000000000cb3ff8000000000000";
+}
+
+/// The `builtins.float` form of a float JSON cannot hold, as `float()` spells it.
+fn float_form(text: &str) -> Value {
+    json!({"lc": 2, "type": "constructor", "id": ["builtins", "float"], "ext": null,
+           "method": null, "args": [text], "kwargs": {}})
 }
 
 fn lc2(ext: u64, id: &[&str], method: Value, args: Value, kwargs: Value) -> Value {
@@ -226,7 +235,72 @@ fn vectors() -> Vec<(&'static str, Value, bool)> {
                     "method": "fromhex", "args": ["6162"], "kwargs": {}}]),
             true,
         ),
+        (
+            golden::NON_FINITE_FLOATS,
+            json!([
+                float_form("nan"),
+                float_form("inf"),
+                float_form("-inf"),
+                1.5
+            ]),
+            true,
+        ),
     ]
+}
+
+/// NaN and the infinities, which `serde_json::Value` has no number for, are never read as
+/// `null`: a request for any value sees them in their `builtins.float` form, whichever msgpack
+/// reader runs, and that form writes back as the float; typed requests read the float.
+#[test]
+fn non_finite_floats_are_never_read_as_null() {
+    let bytes = hex(golden::NON_FINITE_FLOATS);
+    // Typed, through both readers.
+    for format in [Format::LangGraph, Format::MsgPack] {
+        let floats: Vec<f64> = format.decode(&bytes).expect("typed floats");
+        assert!(floats[0].is_nan(), "{format:?}");
+        assert_eq!(
+            &floats[1..],
+            [f64::INFINITY, f64::NEG_INFINITY, 1.5],
+            "{format:?}"
+        );
+        let narrow: Vec<f32> = format.decode(&bytes).expect("typed f32");
+        assert_eq!(narrow[1], f32::INFINITY, "{format:?}");
+    }
+    // Waypoint's own bytes (rmp-serde) of a typed NaN, read as any value: the form too.
+    let own = Format::MsgPack
+        .encode(&BTreeMap::from([("x", f64::NEG_INFINITY), ("y", 0.25)]))
+        .unwrap();
+    let view: Value = Format::MsgPack.decode(&own).unwrap();
+    assert_eq!(view, json!({"x": float_form("-inf"), "y": 0.25}));
+    // float32 too, written back as the float64 Python reads it as.
+    let narrow = [
+        0x92, 0xca, 0x7f, 0x80, 0x00, 0x00, 0xca, 0x3f, 0xc0, 0x00, 0x00,
+    ];
+    let view = to_value(&narrow);
+    assert_eq!(view, json!([float_form("inf"), 1.5]));
+    let written = Format::LangGraph.encode(&view).unwrap();
+    let back: Vec<f64> = Format::LangGraph.decode(&written).unwrap();
+    assert_eq!(back, [f64::INFINITY, 1.5]);
+    // The tree keeps the float; shown as JSON, it is the form.
+    let node = Node::from_msgpack(&bytes).unwrap();
+    assert_eq!(
+        serde_json::to_value(&node).unwrap(),
+        json!([
+            float_form("nan"),
+            float_form("inf"),
+            float_form("-inf"),
+            1.5
+        ])
+    );
+    // Bytes that only look like such a float (inside an integer: `ce 00 cb 7f f0`; UTF-8
+    // text never has them) send the value to the other reader, which reads it the same.
+    let lookalike = packed(&json!({"n": 0x00cb_7ff0, "f": 2.5}));
+    assert!(crate::serde::format::may_hold_non_finite_float(&lookalike));
+    assert_eq!(
+        to_value(&lookalike),
+        Format::MsgPack.decode::<Value>(&lookalike).unwrap()
+    );
+    assert_eq!(to_value(&lookalike), json!({"n": 0x00cb_7ff0, "f": 2.5}));
 }
 
 #[test]
@@ -942,6 +1016,16 @@ fn malformed_lc2_maps_are_errors_when_writing() {
             "only for `langgraph.checkpoint.serde.types._DeltaSnapshot`",
         ),
         (with("ext", Value::Null), "neither `builtins.bytes`"),
+        (
+            json!({"lc": 2, "type": "constructor", "id": ["builtins", "float"], "ext": null,
+                   "method": null, "args": ["1e999"], "kwargs": {}}),
+            "other than `nan`, `inf` or `-inf`",
+        ),
+        (
+            json!({"lc": 2, "type": "constructor", "id": ["builtins", "float"], "ext": null,
+                   "method": null, "args": [1.0], "kwargs": {}}),
+            "neither `builtins.bytes`",
+        ),
         (
             lc2(2, &["m", "P"], Value::Null, json!([1]), json!({})),
             "takes keyword arguments only",
