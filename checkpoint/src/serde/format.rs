@@ -13,7 +13,7 @@
 //! - `MsgPack` decodes with rmp-serde; only if that fails, with LangGraph's reader;
 //! - `LangGraph` decodes with LangGraph's reader; only if that fails, with rmp-serde.
 //!
-//! One exception: bytes that may hold a NaN or infinite float are read by `MsgPack` as by
+//! One exception: a value that holds a NaN or infinite float is read by `MsgPack` as by
 //! `LangGraph`. rmp-serde hands such a float to a request for any value, and
 //! `serde_json::Value` turns it into `null`; LangGraph's reader shows it in its
 //! `builtins.float` form, which writes back as the float (typed requests read a float either
@@ -85,8 +85,9 @@ fn rmp_decode<R>(
 }
 
 /// Whether msgpack `bytes` may hold a NaN or infinite float: a float32 or float64 marker
-/// followed by an exponent of all ones. Bytes inside another value (an integer, `bin` data;
-/// never UTF-8 text) can look like one: that only sends the value to the other reader.
+/// followed by an exponent of all ones. A quick filter: bytes inside another value (an
+/// integer, `bin` data; never UTF-8 text) can look like one, so a match is checked by
+/// following the value's structure.
 #[cfg(feature = "msgpack")]
 pub(crate) fn may_hold_non_finite_float(bytes: &[u8]) -> bool {
     let mut rest = bytes;
@@ -226,7 +227,12 @@ impl Format {
         match self {
             // Waypoint's own first, then LangGraph's (see the module docs).
             #[cfg(feature = "msgpack")]
-            Format::MsgPack if may_hold_non_finite_float(bytes) => Format::LangGraph.decode(bytes),
+            Format::MsgPack
+                if may_hold_non_finite_float(bytes)
+                    && super::langgraph::has_non_finite_float(bytes) =>
+            {
+                Format::LangGraph.decode(bytes)
+            }
             #[cfg(feature = "msgpack")]
             Format::MsgPack => self.decode_fast(bytes).or_else(|fast| {
                 super::langgraph::decode(bytes).map_err(|refusal| match refusal.python {

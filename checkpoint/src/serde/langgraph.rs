@@ -96,6 +96,8 @@ mod write;
 pub use self::codec::{Node, PyObject};
 #[cfg(feature = "msgpack")]
 pub(crate) use self::codec::{decode, encode};
+#[cfg(feature = "msgpack")]
+pub(crate) use self::read::has_non_finite_float;
 
 thread_local! {
     static WRITING: Cell<bool> = const { Cell::new(false) };

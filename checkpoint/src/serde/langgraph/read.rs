@@ -36,6 +36,37 @@ pub(super) fn check(bytes: &[u8]) -> Result<bool, (Error, bool)> {
     }
 }
 
+/// Whether the msgpack value `bytes` begin with holds a NaN or infinite float outside
+/// extensions (Python objects, which rmp-serde does not read as data); `false` when the bytes
+/// end or break off first. Follows only the structure, like [`Cursor::skip`].
+pub(crate) fn has_non_finite_float(bytes: &[u8]) -> bool {
+    let mut cursor = Cursor::new(bytes);
+    let mut left: usize = 1;
+    while left > 0 {
+        left -= 1;
+        let values = match cursor.token() {
+            Ok(Token::F32(f)) if !f.is_finite() => return true,
+            Ok(Token::F64(f)) if !f.is_finite() => return true,
+            Ok(Token::Array(n)) => n,
+            Ok(Token::Map(n)) => n.saturating_mul(2),
+            Ok(Token::Ext(len)) => match cursor.take(len.saturating_add(1)) {
+                Ok(_) => 0,
+                Err(_) => return false,
+            },
+            Ok(_) => 0,
+            Err(_) => return false,
+        };
+        match left
+            .checked_add(values)
+            .filter(|&left| left <= cursor.remaining())
+        {
+            Some(more) => left = more,
+            None => return false,
+        }
+    }
+    false
+}
+
 /// Reads the one value `bytes` hold; an error comes with whether an extension was met.
 pub(super) fn read(bytes: &[u8]) -> Result<(Node, bool), (Error, bool)> {
     let python = check(bytes)?;
