@@ -204,11 +204,27 @@ impl Format {
         }
     }
 
-    /// Encodes `value` in this format.
+    /// Encodes `value` in this format; JSON refuses a NaN or infinite float (it has no
+    /// number for one) when the `msgpack` feature, which finds it, is compiled in.
     pub fn encode<T: Serialize + ?Sized>(self, value: &T) -> Result<Vec<u8>> {
         let fail = |e: &dyn std::fmt::Display| Error::serialization(self.tag(), e);
         match self {
-            Format::Json => serde_json::to_vec(value).map_err(|e| fail(&e)),
+            Format::Json => {
+                let bytes = serde_json::to_vec(value).map_err(|e| fail(&e))?;
+                // serde_json writes a NaN or infinite float as `null`: refused, not lost. Only
+                // output with a `null` can hide one.
+                #[cfg(feature = "msgpack")]
+                if memchr::memmem::find(&bytes, b"null").is_some()
+                    && super::langgraph::Node::from_value(value)
+                        .is_ok_and(|node| node.has_non_finite_float())
+                {
+                    return Err(fail(
+                        &"the value holds a NaN or infinite float, which JSON has no number for \
+                          (it would read back as null); MessagePack keeps it",
+                    ));
+                }
+                Ok(bytes)
+            }
             #[cfg(feature = "msgpack")]
             Format::MsgPack => rmp_serde::to_vec_named(value).map_err(|e| fail(&e)),
             #[cfg(feature = "msgpack")]
@@ -349,6 +365,33 @@ impl Format {
 #[cfg(all(test, feature = "msgpack"))]
 mod tests {
     use super::Format;
+
+    /// JSON has no number for NaN or the infinities: a value holding one is refused rather
+    /// than written as `null`; nulls and finite floats are written as before.
+    #[cfg(feature = "msgpack")]
+    #[test]
+    fn json_refuses_a_float_it_would_write_as_null() {
+        #[derive(serde::Serialize)]
+        struct Reading {
+            label: Option<String>,
+            value: f64,
+        }
+        let refused = |value: f64| Reading { label: None, value };
+        for value in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            let error = Format::Json.encode(&refused(value)).unwrap_err();
+            assert!(error.to_string().contains("NaN or infinite"), "{error}");
+            assert!(Format::MsgPack.encode(&refused(value)).is_ok());
+        }
+        assert!(Format::Json.encode(&[f32::NAN]).is_err());
+        assert_eq!(
+            Format::Json.encode(&refused(1.5)).unwrap(),
+            br#"{"label":null,"value":1.5}"#
+        );
+        assert_eq!(
+            Format::Json.encode(&f64::MAX).unwrap(),
+            b"1.7976931348623157e+308"
+        );
+    }
 
     #[test]
     fn msgpack_refuses_bytes_after_the_value() {
