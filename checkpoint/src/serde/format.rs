@@ -84,27 +84,6 @@ fn rmp_decode<R>(
     (value, bytes.len().saturating_sub(read))
 }
 
-/// Whether msgpack `bytes` may hold a NaN or infinite float: a float32 or float64 marker
-/// followed by an exponent of all ones. A quick filter: bytes inside another value (an
-/// integer, `bin` data; never UTF-8 text) can look like one, so a match is checked by
-/// following the value's structure.
-#[cfg(feature = "msgpack")]
-pub(crate) fn may_hold_non_finite_float(bytes: &[u8]) -> bool {
-    let mut rest = bytes;
-    while let Some(at) = memchr::memchr2(0xca, 0xcb, rest) {
-        let exponent_all_ones = match rest.get(at + 1..at + 3) {
-            Some(&[high, low]) if rest[at] == 0xcb => high & 0x7f == 0x7f && low & 0xf0 == 0xf0,
-            Some(&[high, low]) => high & 0x7f == 0x7f && low & 0x80 == 0x80,
-            _ => false,
-        };
-        if exponent_all_ones {
-            return true;
-        }
-        rest = &rest[at + 1..];
-    }
-    false
-}
-
 /// Whether `de` has read all its input: reading one more marker finds none.
 #[cfg(feature = "msgpack")]
 fn rmp_at_end<'de, R: rmp_serde::decode::ReadSlice<'de>>(
@@ -243,10 +222,7 @@ impl Format {
         match self {
             // Waypoint's own first, then LangGraph's (see the module docs).
             #[cfg(feature = "msgpack")]
-            Format::MsgPack
-                if may_hold_non_finite_float(bytes)
-                    && super::langgraph::has_non_finite_float(bytes) =>
-            {
+            Format::MsgPack if super::langgraph::has_non_finite_float(bytes) => {
                 Format::LangGraph.decode(bytes)
             }
             #[cfg(feature = "msgpack")]

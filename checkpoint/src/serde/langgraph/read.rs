@@ -38,33 +38,31 @@ pub(super) fn check(bytes: &[u8]) -> Result<bool, (Error, bool)> {
 
 /// Whether the msgpack value `bytes` begin with holds a NaN or infinite float outside
 /// extensions (Python objects, which rmp-serde does not read as data); `false` when the bytes
-/// end or break off first. Follows only the structure, like [`Cursor::skip`].
+/// end or break off first. Bytes with no float marker before an exponent of all ones are
+/// answered without reading the structure (such bytes inside an integer or `bin` data only
+/// make it read; UTF-8 text never holds them).
 pub(crate) fn has_non_finite_float(bytes: &[u8]) -> bool {
-    let mut cursor = Cursor::new(bytes);
-    let mut left: usize = 1;
-    while left > 0 {
-        left -= 1;
-        let values = match cursor.token() {
-            Ok(Token::F32(f)) if !f.is_finite() => return true,
-            Ok(Token::F64(f)) if !f.is_finite() => return true,
-            Ok(Token::Array(n)) => n,
-            Ok(Token::Map(n)) => n.saturating_mul(2),
-            Ok(Token::Ext(len)) => match cursor.take(len.saturating_add(1)) {
-                Ok(_) => 0,
-                Err(_) => return false,
-            },
-            Ok(_) => 0,
-            Err(_) => return false,
+    let mut rest = bytes;
+    let mut marker = false;
+    while let Some(at) = memchr::memchr2(0xca, 0xcb, rest) {
+        marker = match rest.get(at + 1..at + 3) {
+            Some(&[high, low]) if rest[at] == 0xcb => high & 0x7f == 0x7f && low & 0xf0 == 0xf0,
+            Some(&[high, low]) => high & 0x7f == 0x7f && low & 0x80 == 0x80,
+            _ => false,
         };
-        match left
-            .checked_add(values)
-            .filter(|&left| left <= cursor.remaining())
-        {
-            Some(more) => left = more,
-            None => return false,
+        if marker {
+            break;
         }
+        rest = &rest[at + 1..];
     }
-    false
+    marker
+        && Cursor::new(bytes)
+            .skip_until(|token| match *token {
+                Token::F32(f) => !f.is_finite(),
+                Token::F64(f) => !f.is_finite(),
+                _ => false,
+            })
+            .unwrap_or(false)
 }
 
 /// Reads the one value `bytes` hold; an error comes with whether an extension was met.
@@ -574,10 +572,20 @@ impl<'a> Cursor<'a> {
 
     /// Moves past the next value, following only its structure (lengths), not checking it.
     pub(super) fn skip(&mut self) -> Read<()> {
+        self.skip_until(|_| false).map(|_| ())
+    }
+
+    /// [`Cursor::skip`], stopping early at the first token (outside extensions) `stop`
+    /// accepts; whether it stopped.
+    fn skip_until(&mut self, mut stop: impl FnMut(&Token<'a>) -> bool) -> Read<bool> {
         let mut left: usize = 1;
         while left > 0 {
             left -= 1;
-            let values = match self.token()? {
+            let token = self.token()?;
+            if stop(&token) {
+                return Ok(true);
+            }
+            let values = match token {
                 Token::Array(n) => n,
                 Token::Map(n) => n.saturating_mul(2),
                 Token::Ext(len) => {
@@ -591,7 +599,7 @@ impl<'a> Cursor<'a> {
                 .filter(|&left| left <= self.remaining())
                 .ok_or_else(|| Fail::new("a length beyond the input"))?;
         }
-        Ok(())
+        Ok(false)
     }
 
     /// [`Cursor::token`], refusing a container that claims more items than the input left
