@@ -25,8 +25,13 @@ Commands (`url` is a PostgreSQL URL, `thread` a thread id):
     {"cmd": "history", "url": ..., "thread": ...}
     {"cmd": "interrupts", "url": ..., "thread": ...}                  # ids and values
     {"cmd": "hammer", "url": ..., "thread": ..., "runs": N, "threads": K}
+    {"cmd": "types_check", "url": ..., "thread": ..., "graph": "types"}
 
-`"graph": "counter"` runs a command on the counter graph instead of the agent.
+`"graph": "counter"` runs a command on the counter graph instead of the agent, `"graph":
+"types"` on the types graph (`build_types`; its `invoke` input `{"fill": true}` stores
+`python_values()` in `misc`, `{}` only runs the node). `types_check` compares the thread's
+`misc` with `python_values()` as LangGraph's serializer reads them back, by Python's `==`
+and class at every level.
 
 INPUT is `{"text": ..., "id": ..., "topic": ..., "turns": ..., "profile": {...}, "note":
 {...}}` (all optional but `text`): a human message and the fields given. Every answer is a JSON
@@ -37,13 +42,22 @@ messages and pydantic models, `asdict()` for dataclasses), plain values as they 
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
+import datetime
+import decimal
+import enum
+import ipaddress
 import json
+import math
 import operator
+import pathlib
+import re
 import sys
 import threading
 import traceback
+import uuid
 from typing import Annotated, Any, Optional
 
 from typing_extensions import TypedDict
@@ -262,6 +276,104 @@ def build_counter(checkpointer):
     return builder.compile(checkpointer=checkpointer)
 
 
+# The types graph: one node, `touch`, on a state whose `misc` holds values of many Python
+# types (`python_values`); Python's `touch` leaves `misc` as it is, Waypoint's rewrites it.
+
+
+class Color(enum.Enum):
+    """An enum in the state (one int member, one str member)."""
+
+    RED = 1
+    BLUE = "b"
+
+
+Pair = collections.namedtuple("Pair", "a b")
+
+
+class TypesState(TypedDict, total=False):
+    """The types graph's state."""
+
+    misc: dict
+    log: Annotated[list[str], operator.add]
+
+
+def python_values() -> dict:
+    """Values of the types LangGraph's serializer stores, each under its own key."""
+    return {
+        "datetime_utc": datetime.datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=datetime.timezone.utc),
+        "datetime_offset": datetime.datetime(
+            2024, 5, 6, 7, 8, 9, tzinfo=datetime.timezone(datetime.timedelta(hours=5, minutes=30))
+        ),
+        "datetime_naive": datetime.datetime(2024, 5, 6, 7, 8, 9),
+        "date": datetime.date(2024, 1, 2),
+        "time": datetime.time(3, 4, 5, 6),
+        "timedelta": datetime.timedelta(days=1, seconds=2, microseconds=3),
+        "uuid": uuid.UUID("12345678-1234-5678-1234-567812345678"),
+        "decimal": decimal.Decimal("1.10"),
+        "set": {1, 2, 3},
+        "frozenset": frozenset({"a"}),
+        "tuple": (1, "x", None),
+        "bytes": b"\x00\xff",
+        "enum_str": Color.BLUE,
+        "enum_int": Color.RED,
+        "model": Profile(name="n", tier=2, tags=["t"]),
+        "dataclass": Note(text="kept", score=3),
+        "namedtuple": Pair(1, 2),
+        "path": pathlib.Path("/tmp/x"),
+        "ip": ipaddress.IPv4Address("10.0.0.1"),
+        "pattern": re.compile("a+b", re.I),
+        "int_min": -(2**63),
+        "int_max": 2**64 - 1,
+        "float": 0.1,
+        "nan": float("nan"),
+        "inf": float("inf"),
+        "minus_inf": float("-inf"),
+        "non_str_keys": {1: "one", (2, 3): "tuple"},
+        "nested": [[[{"k": [1, {"deep": (4, 5)}]}]]],
+        "unicode": "h\u00e9llo \u2603 \U0001F600",
+    }
+
+
+def same(a: Any, b: Any) -> bool:
+    """`a == b` with the same class at every level (a NaN is the same as a NaN)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float) and math.isnan(a):
+        return math.isnan(b)
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def touch(state: TypesState) -> dict:
+    return {"log": ["python"]}
+
+
+def build_types(checkpointer):
+    builder = StateGraph(TypesState)
+    builder.add_node("touch", touch)
+    builder.add_edge(START, "touch")
+    builder.add_edge("touch", END)
+    return builder.compile(checkpointer=checkpointer)
+
+
+def types_check(graph, serde, config: dict) -> dict:
+    """Which of `python_values` the thread's `misc` holds as LangGraph's own serializer gives
+    them back (class and value: a tuple comes back a list), which it holds otherwise (their
+    repr), and the keys it holds besides."""
+    misc = graph.get_state(config).values.get("misc") or {}
+    expected = serde.loads_typed(serde.dumps_typed(python_values()))
+    return {
+        "same": sorted(k for k, v in expected.items() if k in misc and same(misc[k], v)),
+        "changed": {k: repr(misc[k]) for k, v in expected.items() if k in misc and not same(misc[k], v)},
+        "missing": sorted(k for k in expected if k not in misc),
+        "extra": {str(k): repr(v) for k, v in misc.items() if k not in expected},
+        "log": list(graph.get_state(config).values.get("log") or []),
+    }
+
+
 # ----------------------------------------------------------------------------------------
 # Showing values
 
@@ -288,8 +400,9 @@ def view(value: Any) -> Any:
 
 
 def plain(value: Any) -> Any:
-    """`value` as JSON-ready data (objects JSON has no form for: their repr)."""
-    return json.loads(json.dumps(value, default=repr))
+    """`value` as JSON-ready data (objects JSON has no form for: their repr; NaN and infinite
+    floats: `"NaN"`, `"Infinity"`, `"-Infinity"`)."""
+    return json.loads(json.dumps(value, default=repr), parse_constant=str)
 
 
 def interrupts_of(items) -> list[dict]:
@@ -337,7 +450,9 @@ def open_saver(url: str):
     warning (langgraph-checkpoint 4.x; 2.x revives every class anyway)."""
     with PostgresSaver.from_conn_string(url) as saver:
         try:
-            saver.serde = JsonPlusSerializer(allowed_msgpack_modules=[("app", "Profile"), ("app", "Note")])
+            saver.serde = JsonPlusSerializer(
+                allowed_msgpack_modules=[("app", "Profile"), ("app", "Note"), ("app", "Color"), ("app", "Pair")]
+            )
         except TypeError:
             pass
         yield saver
@@ -408,12 +523,17 @@ def execute(cmd: dict) -> dict:
         if kind == "setup":
             saver.setup()
             return {"ok": True}
-        graph = build_counter(saver) if cmd.get("graph") == "counter" else build_agent(saver)
+        builds = {"counter": build_counter, "types": build_types}
+        graph = builds.get(cmd.get("graph"), build_agent)(saver)
         config = config_of(cmd)
+        if kind == "types_check":
+            return types_check(graph, saver.serde, config)
         if kind == "invoke":
             spec = cmd.get("input")
             if cmd.get("graph") == "counter":
                 data = {"log": []}
+            elif cmd.get("graph") == "types":
+                data = {"misc": python_values(), "log": []} if spec.get("fill") else {"log": []}
             else:
                 data = make_input(spec) if spec is not None else None
             output = graph.invoke(data, config)

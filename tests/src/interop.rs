@@ -19,8 +19,9 @@ use serde_json::{Map, Value, json};
 use waypoint_checkpoint::CheckpointSaver;
 use waypoint_checkpoint_postgres::PostgresSaver;
 use waypoint_runtime::{
-    BoxError, Command, CompileOptions, CompiledGraph, Context, END, ListOptions, Message,
-    NodeResult, Outcome, Route, RunConfig, START, Send, State, StateGraph, StateSnapshot,
+    BoxError, Command, CompileOptions, CompiledGraph, Context, END, JsonSchema, JsonState,
+    ListOptions, Message, NodeResult, Outcome, Route, RunConfig, START, Send, State, StateGraph,
+    StateSnapshot,
 };
 use waypoint_test_kit::{database_url, fresh_name};
 
@@ -531,6 +532,28 @@ pub fn counter_graph(
     let mut graph = StateGraph::<CounterState>::new();
     graph.add_node("bump", bump);
     graph.add_edge(START, "bump").add_edge("bump", END);
+    graph.compile(CompileOptions::default().checkpointer(Arc::clone(saver)))
+}
+
+/// The app's types graph (`build_types`) over a dynamic JSON state: its one node, `touch`,
+/// reads `misc` (values of many Python types, each as Waypoint reads it) and writes it back
+/// with `"waypoint": true` added.
+pub fn types_graph(
+    saver: &Arc<dyn CheckpointSaver>,
+) -> waypoint_runtime::Result<CompiledGraph<JsonState>> {
+    let mut graph = StateGraph::json(JsonSchema::new().last_value("misc").append("log"));
+    graph.add_node("touch", |state: JsonState, _ctx: Context| async move {
+        let mut misc = match state.get("misc") {
+            Some(Value::Object(misc)) => misc.clone(),
+            _ => Map::new(),
+        };
+        misc.insert("waypoint".to_owned(), json!(true));
+        let mut update = Map::new();
+        update.insert("misc".to_owned(), Value::Object(misc));
+        update.insert("log".to_owned(), json!(["waypoint"]));
+        Ok(update)
+    });
+    graph.add_edge(START, "touch").add_edge("touch", END);
     graph.compile(CompileOptions::default().checkpointer(Arc::clone(saver)))
 }
 

@@ -8,7 +8,9 @@
 //! `==`; the inline str/int fields are there), and the thread must hold what the same script
 //! gives when Python plays every hop (a reference thread, played alongside). The last test
 //! runs Python and Waypoint writers on one thread at once: every Waypoint run commits or is
-//! refused with `Conflict`, and none forks the thread silently.
+//! refused with `Conflict`, and none forks the thread silently. One more carries values of many
+//! Python types (datetimes, UUID, Decimal, sets, enums, a namedtuple, bytes, NaN and infinite
+//! floats, dicts keyed by ints and tuples…) through a Waypoint node that rewrites them.
 //!
 //! Skipped (with the reason printed) without `WAYPOINT_TEST_POSTGRES_URL` and
 //! `WAYPOINT_TEST_PYTHON` (`WAYPOINT_TEST_PYTHON_06` for langgraph 0.6); a failure instead when
@@ -22,7 +24,7 @@ use waypoint_runtime::{Error, RunConfig};
 use waypoint_test_kit::{env_or_skip, postgres_url};
 use waypoint_tests::interop::{
     PyApp, Waypoint, assert_same_history, assert_same_state, counter_graph, drop_database,
-    fresh_database, input, masked, message_classes, run_once,
+    fresh_database, input, masked, message_classes, run_once, types_graph,
 };
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -456,6 +458,75 @@ async fn langgraph_06_reads_and_continues_a_waypoint_thread() -> TestResult {
         "the end",
         &py.history(&thread)?,
         &wp.history(&thread).await?,
+    );
+    s.finish().await;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// Values of many Python types through a Waypoint node
+
+/// What the app's `types_check` answers for `thread`.
+fn types_check(py: &mut PyApp, thread: &str) -> Result<Value, BoxError> {
+    py.call(json!({"cmd": "types_check", "graph": "types", "thread": thread}))
+}
+
+/// LangGraph's `builtins.float` form, in which a value read as JSON carries `arg`.
+fn float_form(arg: &str) -> Value {
+    json!({"lc": 2, "type": "constructor", "id": ["builtins", "float"], "ext": null,
+        "method": null, "args": [arg], "kwargs": {}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_values_of_many_types_survive_a_waypoint_node_that_rewrites_them() -> TestResult {
+    let Some(mut s) = open("WAYPOINT_TEST_PYTHON").await? else {
+        return Ok(());
+    };
+    let thread = uuid::Uuid::new_v4().to_string();
+    let py = &mut s.py;
+    py.call(json!({"cmd": "invoke", "graph": "types", "thread": thread, "input": {"fill": true}}))?;
+    let theirs = types_check(py, &thread)?;
+    assert_eq!(theirs["changed"], json!({}), "Python's own round trip");
+    let kinds = theirs["same"].as_array().map_or(0, Vec::len);
+    assert!(kinds >= 29, "every kind of value is stored: {theirs}");
+
+    // Waypoint's node reads `misc` as JSON and writes it back with one key more.
+    let graph = types_graph(&s.wp.saver)?;
+    let config = RunConfig::thread(thread.as_str());
+    let mut input = serde_json::Map::new();
+    input.insert("log".to_owned(), json!([]));
+    graph.invoke(Some(input.clone()), &config).await?;
+    let ours = graph.get_state(&config).await?.values.to_value();
+    let misc = &ours["misc"];
+    assert_eq!(misc["waypoint"], json!(true));
+    assert_eq!(misc["float"], json!(0.1));
+    for (key, arg) in [("nan", "nan"), ("inf", "inf"), ("minus_inf", "-inf")] {
+        assert_eq!(
+            misc[key],
+            float_form(arg),
+            "{key} is carried, not read as null"
+        );
+    }
+
+    // Python reads every value back with its class, and continues from Waypoint's checkpoint.
+    let after = types_check(py, &thread)?;
+    assert_eq!(after["same"], theirs["same"], "{after}");
+    assert_eq!(after["changed"], json!({}));
+    assert_eq!(after["missing"], json!([]));
+    assert_eq!(after["extra"], json!({"waypoint": "True"}));
+    assert_eq!(after["log"], json!(["python", "waypoint"]));
+    py.call(json!({"cmd": "invoke", "graph": "types", "thread": thread, "input": {}}))?;
+    let last = types_check(py, &thread)?;
+    assert_eq!(last["same"], theirs["same"], "{last}");
+    assert_eq!(last["log"], json!(["python", "waypoint", "python"]));
+
+    // And Waypoint reads Python's last checkpoint as it read the first.
+    graph.invoke(Some(input), &config).await?;
+    let again = graph.get_state(&config).await?.values.to_value();
+    assert_eq!(again["misc"], ours["misc"]);
+    assert_eq!(
+        again["log"],
+        json!(["python", "waypoint", "python", "waypoint"])
     );
     s.finish().await;
     Ok(())
