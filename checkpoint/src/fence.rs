@@ -57,6 +57,10 @@ impl CheckpointSaver for Fenced {
         self.inner.sealed()
     }
 
+    fn in_process(&self) -> bool {
+        self.inner.in_process()
+    }
+
     async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
         self.inner.get_tuple(config).await
     }

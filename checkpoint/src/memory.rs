@@ -530,6 +530,10 @@ impl CheckpointSaver for InMemorySaver {
         self.serde.is_encrypted()
     }
 
+    fn in_process(&self) -> bool {
+        true
+    }
+
     #[tracing::instrument(level = "info", skip_all, fields(backend = "memory",
         thread_id = %config.thread_id, checkpoint_ns = config.ns(), checkpoint_id = Empty,
         rows = Empty, bytes = Empty))]

@@ -193,6 +193,12 @@ pub trait CheckpointSaver: Send + Sync + Debug {
         false
     }
 
+    /// Whether a save completes in this process, waiting on no I/O (the in-memory saver): a
+    /// runtime then gains nothing by saving in the background, and saves in line instead.
+    fn in_process(&self) -> bool {
+        false
+    }
+
     /// The checkpoint `config` names, or the latest of its thread and namespace.
     ///
     /// Returns `None` for an unknown thread, namespace or id. The tuple's config is exactly
@@ -625,6 +631,9 @@ macro_rules! forward_saver {
             }
             fn sealed(&self) -> bool {
                 (**self).sealed()
+            }
+            fn in_process(&self) -> bool {
+                (**self).in_process()
             }
             async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
                 (**self).get_tuple(config).await

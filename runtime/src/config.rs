@@ -30,7 +30,8 @@ pub enum Durability {
     #[default]
     Sync,
     /// The same saves, made in the background while the next step runs (LangGraph's default):
-    /// checkpoints stay in order, and the run waits for all of them before it returns.
+    /// checkpoints stay in order, and the run waits for all of them before it returns. A
+    /// saver that saves in process (`InMemorySaver`) is written in line, as in `Sync`.
     Async,
     /// Only when the run ends (finished, failed or interrupted): one checkpoint and its writes.
     Exit,

@@ -288,7 +288,8 @@ async fn a_run_on_the_memory_saver_is_traced() -> TestResult {
     run_is_traced(Arc::new(InMemorySaver::new())).await
 }
 
-/// A streamed run is one `stream` span (the spawned run's), with its super-steps inside.
+/// A streamed run is one `stream` span (the spawned run's), with its super-steps inside, and
+/// its async saves in a span of their own (on SQLite: the in-memory saver saves in line).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_streamed_run_is_traced() -> TestResult {
     use futures::StreamExt;
@@ -296,7 +297,8 @@ async fn a_streamed_run_is_traced() -> TestResult {
     let thread = fresh_name("trace");
     let config = RunConfig::thread(&thread).durability(Durability::Async);
     let input = NotesUpdate::default().secret(SECRET.to_string());
-    let graph = graph(Arc::new(InMemorySaver::new()))?;
+    let path = kept_temp_dir()?.join("stream.db");
+    let graph = graph(Arc::new(SqliteSaver::from_path(&path).await?))?;
     let parts: Vec<_> = graph
         .stream(Some(input), &config, &[StreamMode::Values])
         .collect()

@@ -156,6 +156,9 @@ impl<'g, S: State> Run<'g, S> {
             Some(_) => config.thread_id.clone(),
             None => graph.thread_of(config)?.map(str::to_owned),
         };
+        let in_process = (nested.saver.as_ref())
+            .or(graph.checkpointer.as_ref())
+            .is_some_and(|saver| saver.in_process());
         let custom = emitter.custom_sink();
         let messages = emitter.message_sink();
         Ok(Run {
@@ -170,7 +173,7 @@ impl<'g, S: State> Run<'g, S> {
             last_source: CheckpointSource::Loop,
             last_writes: None,
             resume: None,
-            saves: Saves::new(config.durability),
+            saves: Saves::new(config.durability, in_process),
             nested,
             replaying: false,
             stop: i64::MAX,
