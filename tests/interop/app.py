@@ -268,12 +268,17 @@ def bump(state: CounterState) -> dict:
     return {"turns": state.get("turns", 0) + 1, "log": ["python"]}
 
 
-def build_counter(checkpointer):
-    builder = StateGraph(CounterState)
-    builder.add_node("bump", bump)
-    builder.add_edge(START, "bump")
-    builder.add_edge("bump", END)
+def one_node(state_type, node, checkpointer):
+    """A graph of `node` alone, from START to END."""
+    builder = StateGraph(state_type)
+    builder.add_node(node.__name__, node)
+    builder.add_edge(START, node.__name__)
+    builder.add_edge(node.__name__, END)
     return builder.compile(checkpointer=checkpointer)
+
+
+def build_counter(checkpointer):
+    return one_node(CounterState, bump, checkpointer)
 
 
 # The types graph: one node, `touch`, on a state whose `misc` holds values of many Python
@@ -352,11 +357,7 @@ def touch(state: TypesState) -> dict:
 
 
 def build_types(checkpointer):
-    builder = StateGraph(TypesState)
-    builder.add_node("touch", touch)
-    builder.add_edge(START, "touch")
-    builder.add_edge("touch", END)
-    return builder.compile(checkpointer=checkpointer)
+    return one_node(TypesState, touch, checkpointer)
 
 
 def types_check(graph, serde, config: dict) -> dict:
