@@ -14,6 +14,9 @@
 //! A step's sole task hands its writes to the barrier in every mode: the step's checkpoint is
 //! the very next write and holds them (see `Run::run_tasks`).
 //!
+//! A saver that saves in process ([`CheckpointSaver::in_process`]: the in-memory one) has no
+//! background writer: its async runs save as sync ones do (see [`Saves::new`]).
+//!
 //! Each checkpoint's metadata also records LangGraph's `writes` key (see [`step_writes`]):
 //! what made it, as LangGraph up to 0.4 stored it. It duplicates the update values, as
 //! LangGraph's did, and is recorded in every durability mode (in exit mode only the last
