@@ -134,16 +134,12 @@ impl Saves {
     /// with `WAYPOINT_BENCH_PROFILE`).
     pub(crate) fn new(durability: Durability, in_process: bool) -> Self {
         match durability {
-            Durability::Sync => Saves::Sync {
-                with_checkpoint: Vec::new(),
-                rebuilt: None,
-            },
-            Durability::Async if in_process => Saves::Sync {
-                with_checkpoint: Vec::new(),
-                rebuilt: None,
-            },
-            Durability::Async => Saves::Async {
+            Durability::Async if !in_process => Saves::Async {
                 writer: None,
+                rebuilt: None,
+            },
+            Durability::Sync | Durability::Async => Saves::Sync {
+                with_checkpoint: Vec::new(),
                 rebuilt: None,
             },
             Durability::Exit => Saves::Exit { kept: Vec::new() },
