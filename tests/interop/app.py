@@ -364,14 +364,15 @@ def types_check(graph, serde, config: dict) -> dict:
     """Which of `python_values` the thread's `misc` holds as LangGraph's own serializer gives
     them back (class and value: a tuple comes back a list), which it holds otherwise (their
     repr), and the keys it holds besides."""
-    misc = graph.get_state(config).values.get("misc") or {}
+    values = graph.get_state(config).values
+    misc = values.get("misc") or {}
     expected = serde.loads_typed(serde.dumps_typed(python_values()))
     return {
         "same": sorted(k for k, v in expected.items() if k in misc and same(misc[k], v)),
         "changed": {k: repr(misc[k]) for k, v in expected.items() if k in misc and not same(misc[k], v)},
         "missing": sorted(k for k in expected if k not in misc),
         "extra": {str(k): repr(v) for k, v in misc.items() if k not in expected},
-        "log": list(graph.get_state(config).values.get("log") or []),
+        "log": list(values.get("log") or []),
     }
 
 
