@@ -184,7 +184,7 @@ impl Format {
     }
 
     /// Encodes `value` in this format; JSON refuses a NaN or infinite float (it has no
-    /// number for one) when the `msgpack` feature, which finds it, is compiled in.
+    /// number for one).
     pub fn encode<T: Serialize + ?Sized>(self, value: &T) -> Result<Vec<u8>> {
         let fail = |e: &dyn std::fmt::Display| Error::serialization(self.tag(), e);
         match self {
@@ -192,10 +192,8 @@ impl Format {
                 let bytes = serde_json::to_vec(value).map_err(|e| fail(&e))?;
                 // serde_json writes a NaN or infinite float as `null`: refused, not lost. Only
                 // output with a `null` can hide one.
-                #[cfg(feature = "msgpack")]
                 if memchr::memmem::find(&bytes, b"null").is_some()
-                    && super::langgraph::Node::from_value(value)
-                        .is_ok_and(|node| node.has_non_finite_float())
+                    && super::finite::has_non_finite_float(value)
                 {
                     return Err(fail(
                         &"the value holds a NaN or infinite float, which JSON has no number for \
@@ -338,13 +336,12 @@ impl Format {
     }
 }
 
-#[cfg(all(test, feature = "msgpack"))]
+#[cfg(test)]
 mod tests {
     use super::Format;
 
     /// JSON has no number for NaN or the infinities: a value holding one is refused rather
-    /// than written as `null`; nulls and finite floats are written as before.
-    #[cfg(feature = "msgpack")]
+    /// than written as `null`, in every build; nulls and finite floats are written as before.
     #[test]
     fn json_refuses_a_float_it_would_write_as_null() {
         #[derive(serde::Serialize)]
@@ -356,6 +353,7 @@ mod tests {
         for value in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
             let error = Format::Json.encode(&refused(value)).unwrap_err();
             assert!(error.to_string().contains("NaN or infinite"), "{error}");
+            #[cfg(feature = "msgpack")]
             assert!(Format::MsgPack.encode(&refused(value)).is_ok());
         }
         assert!(Format::Json.encode(&[f32::NAN]).is_err());
@@ -369,6 +367,7 @@ mod tests {
         );
     }
 
+    #[cfg(feature = "msgpack")]
     #[test]
     fn msgpack_refuses_bytes_after_the_value() {
         // `01 02`: the value 1, then a byte too many, refused by both readings of the tag.

@@ -215,24 +215,6 @@ mod codec {
             decode(&self.to_msgpack()?).map_err(|refusal| refusal.error)
         }
 
-        /// Whether a NaN or infinite float appears anywhere in this value.
-        pub(crate) fn has_non_finite_float(&self) -> bool {
-            match self {
-                Node::F32(f) => !f.is_finite(),
-                Node::F64(f) => !f.is_finite(),
-                Node::Array(items) => items.iter().any(Node::has_non_finite_float),
-                Node::Map(entries) => entries
-                    .iter()
-                    .any(|(k, v)| k.has_non_finite_float() || v.has_non_finite_float()),
-                Node::Object(o) => {
-                    o.args.iter().any(Node::has_non_finite_float)
-                        || o.kwargs.iter().any(|(_, v)| v.has_non_finite_float())
-                }
-                Node::DeltaSnapshot(value) => value.has_non_finite_float(),
-                _ => false,
-            }
-        }
-
         /// Whether a Python object or `_DeltaSnapshot` appears anywhere in this value.
         pub fn has_python_objects(&self) -> bool {
             match self {

@@ -12,6 +12,7 @@
 //! both ways (see `Format`).
 
 mod cipher;
+mod finite;
 mod format;
 mod history;
 mod langgraph;
