@@ -2,8 +2,8 @@
 //!
 //! JSON has no number for these floats, and serde_json writes them as `null`, so
 //! [`super::Format::Json`] asks this walk before it keeps bytes holding a `null`. The walk is a
-//! serde `Serializer` that writes nothing: it stops at the first such float, and hands every
-//! other value to nothing, so it builds no tree and needs no other format compiled in.
+//! serde `Serializer` that writes nothing and stops at the first such float: it builds no
+//! tree and needs no other format compiled in.
 
 use std::fmt;
 
