@@ -22,9 +22,10 @@ use crate::error::sqlite_error;
 #[derive(Default)]
 struct Seeds {
     versions: HashSet<String>,
-    /// The same versions by counter, so a compact record's version is compared (encoded)
-    /// only with the few of its counter, and nothing is encoded for the others.
-    by_counter: HashMap<Option<u64>, Vec<String>>,
+    /// The same versions by their encoding in a compact record, so a record's version is
+    /// looked up once, however many versions are stored (a point forked many times stores
+    /// one snapshot per fork, all of one counter).
+    by_encoding: HashMap<Vec<u8>, String>,
     /// What a compact record holds where it names one of `versions`, while few enough to
     /// search for: a record without any of these bytes names none (see [`Seeds::found_in`]).
     searched: Option<Vec<memmem::Finder<'static>>>,
@@ -37,7 +38,7 @@ const SEARCHED: usize = 8;
 impl Seeds {
     /// Adds a stored version.
     fn insert(&mut self, version: String) {
-        let version = ChannelVersion::new(version);
+        let encoded = record::encode_version(&ChannelVersion::new(version.as_str()));
         if self.versions.is_empty() {
             self.searched = Some(Vec::new());
         }
@@ -45,23 +46,15 @@ impl Seeds {
             // A prefix of the encoding is found wherever the encoding is: the versions a
             // fork or a snapshot stores share their counter (the prefix) and differ in
             // the suffix's 8 bytes, which are left out here.
-            let mut encoded = record::encode_version(&version);
-            if encoded.len() > 9 {
-                encoded.truncate(encoded.len() - 8);
-            }
-            if !searched.iter().any(|f| f.needle() == encoded.as_slice()) {
-                searched.push(memmem::Finder::new(&encoded).into_owned());
+            let prefix = &encoded[..encoded.len() - if encoded.len() > 9 { 8 } else { 0 }];
+            if !searched.iter().any(|f| f.needle() == prefix) {
+                searched.push(memmem::Finder::new(prefix).into_owned());
             }
             if searched.len() > SEARCHED {
                 self.searched = None;
             }
         }
-        let counter = version.counter();
-        let version = version.as_str().to_owned();
-        self.by_counter
-            .entry(counter)
-            .or_default()
-            .push(version.clone());
+        self.by_encoding.insert(encoded, version.clone());
         self.versions.insert(version);
     }
 
@@ -79,17 +72,7 @@ impl Seeds {
             let Some(encoded) = record::channel_version_encoded(stored, channel)? else {
                 return Ok(None);
             };
-            let same =
-                |v: &&String| record::encode_version(&ChannelVersion::new(v.as_str())) == encoded;
-            return Ok(match record::encoded_version_counter(encoded) {
-                Some(counter) => self
-                    .by_counter
-                    .get(&Some(counter))
-                    .and_then(|candidates| candidates.iter().find(same)),
-                // A version stored as text may have any counter.
-                None => self.versions.iter().find(same),
-            }
-            .cloned());
+            return Ok(self.by_encoding.get(encoded).cloned());
         }
         Ok(version_named(stored, channel)?.filter(|v| self.versions.contains(v)))
     }

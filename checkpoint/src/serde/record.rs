@@ -185,19 +185,6 @@ pub fn channel_version_encoded<'b>(bytes: &'b [u8], channel: &str) -> Result<Opt
     Ok(None)
 }
 
-/// The counter of an encoded version (from [`channel_version_encoded`]); `None` when the
-/// version is stored as text. Versions with different counters never encode alike, so a
-/// walk can narrow its candidates by counter before comparing bytes.
-pub fn encoded_version_counter(mut encoded: &[u8]) -> Option<u64> {
-    if matches!(
-        encoded.first().map(|b| Marker::from_u8(*b)),
-        Some(Marker::FixStr(_) | Marker::Str8 | Marker::Str16 | Marker::Str32) | None
-    ) {
-        return None;
-    }
-    rmp::decode::read_int(&mut encoded).ok()
-}
-
 /// How a compact record encodes `version` (see [`channel_version_encoded`]).
 pub fn encode_version(version: &ChannelVersion) -> Vec<u8> {
     let mut out = Vec::new();
