@@ -256,26 +256,28 @@ pub(crate) fn delta_history(
     Ok(out)
 }
 
-/// The two ranges of [`stored_versions`], read through the index `$by` names (migration 6's
-/// index of stored values, whose range skips the empty markers; empty on databases without it).
+/// The two ranges of [`stored_versions`], read through the index `$by` names (migration 7's
+/// index of stored values, whose range skips the empty markers and is read without the rows;
+/// empty on databases without it).
 macro_rules! stored_versions_sql {
     ($by:literal) => {
         concat!(
             "SELECT version FROM checkpoint_blobs",
             $by,
             " WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version <= ?4
-                 AND type <> 'empty' AND blob IS NOT NULL
+                 AND type <> 'empty'
              UNION ALL
              SELECT version FROM checkpoint_blobs",
             $by,
             " WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version >= '1'
-                 AND version > ?4 AND type <> 'empty' AND blob IS NOT NULL"
+                 AND version > ?4 AND type <> 'empty'"
         )
     };
 }
 
 /// The stored (non-empty) versions of each channel of `wanted` that the ancestors of the
-/// checkpoint whose record is `target` may name.
+/// checkpoint whose record is `target` may name. A row of another writer with a type but no
+/// blob is listed too (the index does not read rows); the walk passes over it.
 ///
 /// Along a chain a channel's counter never falls, so an ancestor's version in LangGraph's
 /// form (a 32-digit counter, zero-padded, then a dot and the suffix) sorts at or below the
@@ -295,10 +297,10 @@ fn stored_versions<T>(
         " INDEXED BY checkpoint_blobs_stored_idx"
     )) {
         Ok(stmt) => stmt,
-        // A database of schema version 5 or older, opened without setup; any other failure
-        // is the caller's error.
+        // A database of schema version 6 or older, opened without setup (no index, or
+        // migration 6's, which this query cannot use); any other failure is the caller's.
         Err(rusqlite::Error::SqliteFailure(_, Some(message)))
-            if message.starts_with("no such index") =>
+            if message.starts_with("no such index") || message.starts_with("no query solution") =>
         {
             conn.prepare_cached(stored_versions_sql!(""))
                 .map_err(sqlite_error)?
@@ -353,6 +355,13 @@ fn walk(
         .query(params![thread_id, ns, target_id])
         .map_err(sqlite_error)?;
     let mut by_key = conn.prepare_cached(CHECKPOINT_AT).map_err(sqlite_error)?;
+    // Whether a listed version's row holds a value, checked only where the walk would stop.
+    let mut holds_value = conn
+        .prepare_cached(
+            "SELECT blob IS NOT NULL FROM checkpoint_blobs WHERE thread_id = ?1
+             AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4",
+        )
+        .map_err(sqlite_error)?;
     let mut falling = true;
     let mut next = parent;
     while let Some(wanted) = next.take() {
@@ -391,6 +400,11 @@ fn walk(
         for (channel, seeds) in seeds {
             if !seeded.contains_key(channel)
                 && let Some(version) = seeds.found_in(bytes_at(row, 2)?, channel)?
+                && holds_value
+                    .query_row(params![thread_id, ns, channel, version], |r| r.get(0))
+                    .optional()
+                    .map_err(sqlite_error)?
+                    .unwrap_or(false)
             {
                 seeded.insert(channel.clone(), (chain.len(), version));
             }
@@ -828,6 +842,40 @@ mod tests {
                 "the walk stopped at a snapshot"
             );
         }
+        // Migration 6's index, which names `blob` and so cannot serve this query: the same.
+        conn.execute_batch(
+            "CREATE INDEX checkpoint_blobs_stored_idx ON checkpoint_blobs
+                 (thread_id, checkpoint_ns, channel, version)
+                 WHERE type <> 'empty' AND blob IS NOT NULL",
+        )
+        .expect("migration 6's index");
+        for (config, expected) in configs.iter().zip(&with_index) {
+            let read = older
+                .delta_channel_history(config, &wanted)
+                .await
+                .expect("read with migration 6's index");
+            assert_eq!(&read, expected, "at {config:?}");
+        }
+        // Back to migration 7's index. A row another writer left with a type and no blob
+        // (step 15's snapshot) holds no value: the walk passes over it to step 4's.
+        conn.execute_batch(
+            "DROP INDEX checkpoint_blobs_stored_idx;
+             CREATE INDEX checkpoint_blobs_stored_idx ON checkpoint_blobs
+                 (thread_id, checkpoint_ns, channel, version, type) WHERE type <> 'empty';
+             UPDATE checkpoint_blobs SET blob = NULL
+                 WHERE channel = 'm' AND type <> 'empty' AND CAST(blob AS TEXT) = '\"snapshot 15\"'",
+        )
+        .expect("null step 15's snapshot");
+        assert_eq!(conn.changes(), 1, "step 15's snapshot is nulled");
+        let read = saver
+            .delta_channel_history(&configs[20], &wanted)
+            .await
+            .expect("read past a row without a blob");
+        assert_eq!(
+            read["m"].seed, with_index[10]["m"].seed,
+            "step 4's snapshot"
+        );
+        assert!(read["m"].writes.len() > with_index[20]["m"].writes.len());
     }
 
     /// Versions stored as JSON integers (older savers) find their values, as `get` finds them.
