@@ -46,7 +46,8 @@ impl Seeds {
             // A prefix of the encoding is found wherever the encoding is: the versions a
             // fork or a snapshot stores share their counter (the prefix) and differ in
             // the suffix's 8 bytes, which are left out here.
-            let prefix = &encoded[..encoded.len() - if encoded.len() > 9 { 8 } else { 0 }];
+            let suffix = if encoded.len() > 9 { 8 } else { 0 };
+            let prefix = &encoded[..encoded.len() - suffix];
             if !searched.iter().any(|f| f.needle() == prefix) {
                 searched.push(memmem::Finder::new(prefix).into_owned());
             }
