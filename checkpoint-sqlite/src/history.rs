@@ -832,30 +832,30 @@ mod tests {
         let older = SqliteSaver::open(crate::SqliteConfig::file(&path).auto_setup(false))
             .await
             .expect("open without setup");
-        for (config, expected) in configs.iter().zip(&with_index) {
-            let read = older
-                .delta_channel_history(config, &wanted)
-                .await
-                .expect("read without the index");
-            assert_eq!(&read, expected, "at {config:?}");
-            assert!(
-                read["m"].writes.len() <= 11,
-                "the walk stopped at a snapshot"
-            );
-        }
-        // Migration 6's index, which names `blob` and so cannot serve this query: the same.
-        conn.execute_batch(
-            "CREATE INDEX checkpoint_blobs_stored_idx ON checkpoint_blobs
-                 (thread_id, checkpoint_ns, channel, version)
-                 WHERE type <> 'empty' AND blob IS NOT NULL",
-        )
-        .expect("migration 6's index");
-        for (config, expected) in configs.iter().zip(&with_index) {
-            let read = older
-                .delta_channel_history(config, &wanted)
-                .await
-                .expect("read with migration 6's index");
-            assert_eq!(&read, expected, "at {config:?}");
+        // Without the index, then with migration 6's (which names `blob` and so cannot serve
+        // this query): the same histories, through the primary key.
+        let schemas = [
+            ("without the index", ""),
+            (
+                "with migration 6's index",
+                "CREATE INDEX checkpoint_blobs_stored_idx ON checkpoint_blobs
+                     (thread_id, checkpoint_ns, channel, version)
+                     WHERE type <> 'empty' AND blob IS NOT NULL",
+            ),
+        ];
+        for (schema, sql) in schemas {
+            conn.execute_batch(sql).expect(schema);
+            for (config, expected) in configs.iter().zip(&with_index) {
+                let read = older
+                    .delta_channel_history(config, &wanted)
+                    .await
+                    .expect(schema);
+                assert_eq!(&read, expected, "{schema}, at {config:?}");
+                assert!(
+                    read["m"].writes.len() <= 11,
+                    "the walk stopped at a snapshot"
+                );
+            }
         }
         // Back to migration 7's index. A row another writer left with a type and no blob
         // (step 15's snapshot) holds no value: the walk passes over it to step 4's.
