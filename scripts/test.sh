@@ -41,6 +41,9 @@ python_pid=$!
 
 step "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --all-features -- -D warnings
+# The checkpoint crate's formats are features: its build without them must stay clean too
+# (JSON alone, as an embedder that wants no MessagePack builds it).
+cargo clippy --quiet -p waypoint-checkpoint --no-default-features -- -D warnings
 
 step "cargo doc"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --all-features --no-deps --quiet
