@@ -459,8 +459,9 @@ fn writes(
     // Task paths, distinct: a write keeps the index of its own (few in a thread), not a copy.
     let mut paths: Vec<String> = Vec::new();
     // (ancestor's position, task path's index, write): ordered below, which the index does
-    // not give (SQLite would sort each checkpoint's rows in a temporary b-tree).
-    let mut found: Vec<(usize, usize, RawWrite)> = Vec::new();
+    // not give (SQLite would sort each checkpoint's rows in a temporary b-tree). Sized for
+    // one write per ancestor, an appending channel's usual history, so it rarely grows.
+    let mut found: Vec<(usize, usize, RawWrite)> = Vec::with_capacity(ancestors.len());
     while let Some(row) = rows.next().map_err(sqlite_error)? {
         let at = bytes_at(row, 0)?;
         while left > 0 && chain[ancestors[left - 1]].as_bytes() < at {
