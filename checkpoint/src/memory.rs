@@ -65,9 +65,8 @@ struct Namespace {
     checkpoints: BTreeMap<String, Stored>,
     /// Channel to version to value; `None` is a versioned-but-empty channel.
     blobs: Map<String, Map<ChannelVersion, Option<SerializedValue>>>,
-    /// Checkpoint id to its writes by `(task_id, idx)` (read in [`step_order`]); may precede
-    /// the checkpoint.
-    writes: Map<String, BTreeMap<(String, i64), StoredWrite>>,
+    /// Checkpoint id to its writes (read in [`step_order`]); may precede the checkpoint.
+    writes: Map<String, Writes>,
     /// The channel names of the last checkpoint stored, shared by the [`Versions`] of every
     /// checkpoint with the same channels.
     names: Arc<[String]>,
@@ -123,6 +122,10 @@ impl Stored {
         record::decode_metadata(&self.metadata)
     }
 }
+
+/// One checkpoint's writes by `(task_id, idx)`. Boxed: a B-tree node holds room for eleven
+/// entries, and most checkpoints have one or two writes (unboxed, their node took ~1.5 KiB).
+type Writes = BTreeMap<(String, i64), Box<StoredWrite>>;
 
 #[derive(Clone, Debug)]
 struct StoredWrite {
@@ -224,7 +227,7 @@ impl InMemorySaver {
                     value: row.value,
                     task_path: path,
                 };
-                by_task.insert(key, stored);
+                by_task.insert(key, Box::new(stored));
             }
         }
     }
@@ -257,7 +260,7 @@ impl InMemorySaver {
         }
         let pending_writes = match ns.writes.get(id) {
             None => Vec::new(),
-            Some(writes) => step_order(writes.iter())
+            Some(writes) => step_order(writes)
                 .map(|((task_id, idx), w)| {
                     let slot = write_slot(thread_id, ns_name, id, task_id, &w.channel, *idx);
                     Ok(PendingWrite {
@@ -326,10 +329,8 @@ impl InMemorySaver {
 
 /// A checkpoint's writes in the order a step applied them, LangGraph's `writes_sort_key`:
 /// `(task_path, task_id, idx)`.
-fn step_order<'w, I>(writes: I) -> impl Iterator<Item = (&'w (String, i64), &'w StoredWrite)>
-where
-    I: Iterator<Item = (&'w (String, i64), &'w StoredWrite)> + Clone,
-{
+fn step_order(writes: &Writes) -> impl Iterator<Item = (&(String, i64), &StoredWrite)> {
+    let writes = writes.iter().map(|(key, w)| (key, &**w));
     // The map gives `(task_id, idx)` order; a stable sort by path puts the path first. When
     // all share one path (one task's writes do), the map's order is the step's, and nothing
     // is collected.
@@ -766,7 +767,7 @@ impl CheckpointSaver for InMemorySaver {
                 let Some(writes) = ns.writes.get(id) else {
                     continue;
                 };
-                let mine = step_order(writes.iter().filter(|(_, w)| &w.channel == channel));
+                let mine = step_order(writes).filter(|(_, w)| &w.channel == channel);
                 for ((task_id, idx), w) in mine {
                     let slot = write_slot(thread_id, ns_name, id, task_id, channel, *idx);
                     history.writes.push(PendingWrite {
