@@ -1,8 +1,11 @@
 //! One writer per thread: a run (or `update_state`) holds the thread's lease while it writes.
 //!
 //! The lease comes from the checkpointer, so it excludes writers in other processes on the
-//! same database too. A background task renews it while the run goes on (a node may take
-//! longer than the lease's ttl); if the process dies, the lease expires. Every write of the
+//! same database too. The holder's own task renews it while the work goes on, a timer polled
+//! beside the work ([`LeaseGuard::hold`]): a node may await longer than the lease's ttl. No
+//! task is spawned and no thread woken per run (a spawned renewer's start and abort cost more
+//! than a short run's steps). A node that blocks its thread past the ttl blocks the renewal
+//! too, as it blocks the run. If the process dies, the lease expires. Every write of the
 //! run goes through [`Fenced`], which proves in the same atomic step that the lease still
 //! holds: a run paused past its lease while another run took the thread fails with
 //! `Conflict` at its next write and writes nothing.
@@ -12,6 +15,7 @@
 //! claims the same thread again, so a failed run does not lock its own client out.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -22,13 +26,15 @@ use crate::error::{Error, Result};
 /// How long a lease lasts without renewal; a killed process holds its thread this long.
 pub const LEASE_TTL: Duration = Duration::from_secs(30);
 
-/// A held lease, renewed in the background until released.
+/// A held lease, renewed while work runs under [`LeaseGuard::hold`], until released; dropped
+/// without a release (a cancelled run), it lapses after its ttl.
 pub(crate) struct LeaseGuard {
     saver: Arc<dyn CheckpointSaver>,
     /// The claim as first granted: thread and token never change with renewals.
     granted: Lease,
-    lease: Arc<tokio::sync::Mutex<Lease>>,
-    renewer: tokio::task::JoinHandle<()>,
+    /// The claim as last renewed.
+    lease: Mutex<Lease>,
+    ttl: Duration,
 }
 
 /// One lease whose release failed.
@@ -95,40 +101,56 @@ impl LeaseGuard {
                 Err(err) => return Err(err.into()),
             }
         };
-        let granted = lease.clone();
-        let lease = Arc::new(tokio::sync::Mutex::new(lease));
-        let renewer = tokio::spawn({
-            let (saver, lease) = (Arc::clone(saver), Arc::clone(&lease));
-            async move {
-                loop {
-                    tokio::time::sleep(ttl / 3).await;
-                    let mut held = lease.lock().await;
-                    match saver.renew_lease(&held, ttl).await {
-                        Ok(renewed) => *held = renewed,
-                        // Lost (taken over after expiring): the run's next fenced write
-                        // fails with `Conflict`. A transient error is retried next tick.
-                        Err(waypoint_checkpoint::Error::Conflict(_)) => {
-                            tracing::warn!(
-                                thread_id = %held.thread_id,
-                                "lease lost: another run took the thread; this run's next write fails"
-                            );
-                            return;
-                        }
-                        Err(error) => tracing::warn!(
-                            thread_id = %held.thread_id,
-                            %error,
-                            "lease renewal failed; retrying"
-                        ),
-                    }
-                }
-            }
-        });
         Ok(Some(LeaseGuard {
             saver: Arc::clone(saver),
-            granted,
-            lease,
-            renewer,
+            granted: lease.clone(),
+            lease: Mutex::new(lease),
+            ttl,
         }))
+    }
+
+    /// Runs `work` while renewing the lease every third of its ttl, in the caller's task.
+    pub(crate) async fn hold<F: Future>(&self, work: F) -> F::Output {
+        let work = std::pin::pin!(work);
+        let renewing = std::pin::pin!(self.renew());
+        match futures::future::select(work, renewing).await {
+            futures::future::Either::Left((output, _)) => output,
+            // Lost: the work goes on unrenewed, and its next fenced write fails.
+            futures::future::Either::Right(((), work)) => work.await,
+        }
+    }
+
+    /// Renews the lease every third of its ttl; ends only when another writer took it.
+    async fn renew(&self) {
+        loop {
+            tokio::time::sleep(self.ttl / 3).await;
+            let held = self.current();
+            match self.saver.renew_lease(&held, self.ttl).await {
+                Ok(renewed) => *self.lease.lock().unwrap_or_else(|p| p.into_inner()) = renewed,
+                // Lost (taken over after expiring): the run's next fenced write fails with
+                // `Conflict`. A transient error is retried next tick.
+                Err(waypoint_checkpoint::Error::Conflict(_)) => {
+                    tracing::warn!(
+                        thread_id = %held.thread_id,
+                        "lease lost: another run took the thread; this run's next write fails"
+                    );
+                    return;
+                }
+                Err(error) => tracing::warn!(
+                    thread_id = %held.thread_id,
+                    %error,
+                    "lease renewal failed; retrying"
+                ),
+            }
+        }
+    }
+
+    /// The claim as last renewed.
+    fn current(&self) -> Lease {
+        self.lease
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
     }
 
     /// The saver whose writes prove this lease still holds the thread.
@@ -136,11 +158,10 @@ impl LeaseGuard {
         Arc::new(Fenced::new(Arc::clone(&self.saver), self.granted.clone()))
     }
 
-    /// Stops renewing and gives the lease up. A release that fails (the server is away)
-    /// is retried in the background, and before this process next claims the thread.
+    /// Gives the lease up. A release that fails (the server is away) is retried in the
+    /// background, and before this process next claims the thread.
     pub(crate) async fn release(self) {
-        self.renewer.abort();
-        let lease = self.lease.lock().await.clone();
+        let lease = self.current();
         if let Err(error) = self.saver.release_lease(&lease).await {
             tracing::warn!(
                 thread_id = %lease.thread_id,
@@ -149,14 +170,6 @@ impl LeaseGuard {
             );
             orphan(Arc::clone(&self.saver), lease);
         }
-    }
-}
-
-impl Drop for LeaseGuard {
-    fn drop(&mut self) {
-        // A guard dropped without `release` (a cancelled run) stops renewing, so the lease
-        // expires after its ttl.
-        self.renewer.abort();
     }
 }
 

@@ -1113,6 +1113,38 @@ pub async fn one_writer_per_thread(saver: Saver) -> TestResult {
     Ok(())
 }
 
+/// A run that outlasts its lease's ttl keeps renewing it: another run is refused well
+/// after the first claim would have lapsed, and the long run finishes and is stored.
+pub async fn a_run_longer_than_its_lease_keeps_the_thread(saver: Saver) -> TestResult {
+    use std::time::Duration;
+    let mut graph = StateGraph::json(JsonSchema::new().append("log"));
+    graph.add_node("slow", |_s: JsonState, ctx: Context| async move {
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        let who = ctx.config().get("who").cloned().unwrap_or_default();
+        Ok(obj(json!({"log": [who]})))
+    });
+    graph.add_edge(START, "slow");
+    let graph = graph.compile(CompileOptions::default().checkpointer(saver))?;
+    let thread_id = thread();
+    let config = |who: &str| RunConfig::thread(thread_id.clone()).with("who", who);
+    let long = tokio::spawn({
+        let (graph, config) = (
+            graph.clone(),
+            config("long").lease_ttl(Duration::from_millis(300)),
+        );
+        async move { graph.invoke(Some(obj(json!({}))), &config).await }
+    });
+    // Twice the ttl into the node: the claim holds only if it was renewed.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let other = graph.invoke(Some(obj(json!({}))), &config("other")).await;
+    assert!(matches!(other, Err(Error::Conflict(_))), "{other:?}");
+    let out = long.await??;
+    assert_eq!(out.get("log"), Some(&json!(["long"])));
+    let state = graph.get_state(&config("")).await?;
+    assert_eq!(state.values.get("log"), Some(&json!(["long"])));
+    Ok(())
+}
+
 /// Appending channels stored as deltas (snapshots only now and then) give exactly the
 /// states, history, replays and forks that storing every value gives.
 pub async fn delta_history_matches_full_values(saver: Saver) -> TestResult {

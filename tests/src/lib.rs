@@ -82,6 +82,7 @@ macro_rules! runtime_suite {
             corrupt_channel_value_is_an_error,
             thread_id_required,
             one_writer_per_thread,
+            a_run_longer_than_its_lease_keeps_the_thread,
             delta_history_matches_full_values,
             delta_history_keeps_a_parallel_step_in_order,
         );

@@ -311,7 +311,11 @@ impl<S: State> CompiledGraph<S> {
             let writer = lease
                 .as_ref()
                 .map_or_else(|| Arc::clone(saver), LeaseGuard::fenced);
-            let result = update.put(&writer, config).await;
+            let put = update.put(&writer, config);
+            let result = match &lease {
+                Some(lease) => lease.hold(put).await,
+                None => put.await,
+            };
             if let Some(lease) = lease {
                 lease.release().await;
             }
@@ -324,12 +328,14 @@ impl<S: State> CompiledGraph<S> {
         let writer = lease
             .as_ref()
             .map_or_else(|| Arc::clone(saver), LeaseGuard::fenced);
-        let result = match self.update_base(&writer, &thread, config).await {
-            Ok(frame) => match self.build_update(&writer, thread, config, frame, values, as_node) {
-                Ok(update) => update.put(&writer, config).await,
-                Err(err) => Err(err),
-            },
-            Err(err) => Err(err),
+        let work = async {
+            let frame = self.update_base(&writer, &thread, config).await?;
+            let update = self.build_update(&writer, thread, config, frame, values, as_node)?;
+            update.put(&writer, config).await
+        };
+        let result = match &lease {
+            Some(lease) => lease.hold(work).await,
+            None => work.await,
         };
         if let Some(lease) = lease {
             lease.release().await;

@@ -92,13 +92,20 @@ pub(crate) async fn run<S: State>(
     if let Some(lease) = &lease {
         run.nested.saver = Some(lease.fenced());
     }
-    let result = run.execute(input).await;
-    // Exit durability (and a failed run) still leave the thread where the run stopped.
-    let target = run.make_target();
-    let finished = run
-        .saves
-        .finish(target.as_ref(), graph, &mut run.frame)
-        .await;
+    let work = async {
+        let result = run.execute(input).await;
+        // Exit durability (and a failed run) still leave the thread where the run stopped.
+        let target = run.make_target();
+        let finished = run
+            .saves
+            .finish(target.as_ref(), graph, &mut run.frame)
+            .await;
+        (result, finished)
+    };
+    let (result, finished) = match &lease {
+        Some(lease) => lease.hold(work).await,
+        None => work.await,
+    };
     if let Some(lease) = lease {
         lease.release().await;
     }
