@@ -15,6 +15,7 @@ use waypoint_store::{InMemoryStore, StoreExt};
 
 use crate::graphs::{
     Calls, Failures, FooBar, FooBarUpdate, documented_json, documented_typed, linear, logging_node,
+    slow_logger,
 };
 use crate::{TestResult, obj, thread};
 
@@ -1043,14 +1044,7 @@ pub async fn thread_id_required(saver: Saver) -> TestResult {
 /// Two runs on one thread at once never interleave: the second fails fast with
 /// `Error::Conflict`, or waits its turn when asked to; `update_state` respects the same rule.
 pub async fn one_writer_per_thread(saver: Saver) -> TestResult {
-    let mut graph = StateGraph::json(JsonSchema::new().append("log"));
-    graph.add_node("slow", |_s: JsonState, ctx: Context| async move {
-        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-        let who = ctx.config().get("who").cloned().unwrap_or_default();
-        Ok(obj(json!({"log": [who]})))
-    });
-    graph.add_edge(START, "slow");
-    let graph = graph.compile(CompileOptions::default().checkpointer(saver))?;
+    let graph = slow_logger(saver, std::time::Duration::from_millis(300))?;
     let thread_id = thread();
     let config = |who: &str| RunConfig::thread(thread_id.clone()).with("who", who);
 
@@ -1117,14 +1111,7 @@ pub async fn one_writer_per_thread(saver: Saver) -> TestResult {
 /// after the first claim would have lapsed, and the long run finishes and is stored.
 pub async fn a_run_longer_than_its_lease_keeps_the_thread(saver: Saver) -> TestResult {
     use std::time::Duration;
-    let mut graph = StateGraph::json(JsonSchema::new().append("log"));
-    graph.add_node("slow", |_s: JsonState, ctx: Context| async move {
-        tokio::time::sleep(Duration::from_millis(1200)).await;
-        let who = ctx.config().get("who").cloned().unwrap_or_default();
-        Ok(obj(json!({"log": [who]})))
-    });
-    graph.add_edge(START, "slow");
-    let graph = graph.compile(CompileOptions::default().checkpointer(saver))?;
+    let graph = slow_logger(saver, Duration::from_millis(1200))?;
     let thread_id = thread();
     let config = |who: &str| RunConfig::thread(thread_id.clone()).with("who", who);
     let long = tokio::spawn({

@@ -110,6 +110,22 @@ pub fn linear(
     graph.compile(CompileOptions::default().checkpointer(saver))
 }
 
+/// A JSON graph of one node, `slow`, that waits `pause` and appends the run's `who` key to
+/// `log`: a run that holds its thread for a while.
+pub fn slow_logger(
+    saver: Arc<dyn CheckpointSaver>,
+    pause: std::time::Duration,
+) -> waypoint_runtime::Result<CompiledGraph<JsonState>> {
+    let mut graph = StateGraph::json(JsonSchema::new().append("log"));
+    graph.add_node("slow", move |_s: JsonState, ctx: Context| async move {
+        tokio::time::sleep(pause).await;
+        let who = ctx.config().get("who").cloned().unwrap_or_default();
+        Ok(obj(json!({"log": [who]})))
+    });
+    graph.add_edge(START, "slow");
+    graph.compile(CompileOptions::default().checkpointer(saver))
+}
+
 /// A node appending its own name to `log` and setting `last`, counting its calls.
 pub fn logging_node(
     calls: &Calls,
