@@ -109,10 +109,14 @@ impl LeaseGuard {
         }))
     }
 
-    /// Runs `work` while renewing the lease every third of its ttl, in the caller's task.
-    pub(crate) async fn hold<F: Future>(&self, work: F) -> F::Output {
+    /// Runs `work` while renewing `lease` (when there is one) every third of its ttl, in the
+    /// caller's task.
+    pub(crate) async fn hold<F: Future>(lease: Option<&Self>, work: F) -> F::Output {
+        let Some(lease) = lease else {
+            return work.await;
+        };
         let work = std::pin::pin!(work);
-        let renewing = std::pin::pin!(self.renew());
+        let renewing = std::pin::pin!(lease.renew());
         match futures::future::select(work, renewing).await {
             futures::future::Either::Left((output, _)) => output,
             // Lost: the work goes on unrenewed, and its next fenced write fails.

@@ -312,10 +312,7 @@ impl<S: State> CompiledGraph<S> {
                 .as_ref()
                 .map_or_else(|| Arc::clone(saver), LeaseGuard::fenced);
             let put = update.put(&writer, config);
-            let result = match &lease {
-                Some(lease) => lease.hold(put).await,
-                None => put.await,
-            };
+            let result = LeaseGuard::hold(lease.as_ref(), put).await;
             if let Some(lease) = lease {
                 lease.release().await;
             }
@@ -333,10 +330,7 @@ impl<S: State> CompiledGraph<S> {
             let update = self.build_update(&writer, thread, config, frame, values, as_node)?;
             update.put(&writer, config).await
         };
-        let result = match &lease {
-            Some(lease) => lease.hold(work).await,
-            None => work.await,
-        };
+        let result = LeaseGuard::hold(lease.as_ref(), work).await;
         if let Some(lease) = lease {
             lease.release().await;
         }

@@ -102,10 +102,7 @@ pub(crate) async fn run<S: State>(
             .await;
         (result, finished)
     };
-    let (result, finished) = match &lease {
-        Some(lease) => lease.hold(work).await,
-        None => work.await,
-    };
+    let (result, finished) = LeaseGuard::hold(lease.as_ref(), work).await;
     if let Some(lease) = lease {
         lease.release().await;
     }
