@@ -260,7 +260,7 @@ impl InMemorySaver {
         }
         let pending_writes = match ns.writes.get(id) {
             None => Vec::new(),
-            Some(writes) => step_order(writes)
+            Some(writes) => step_order(entries(writes))
                 .map(|((task_id, idx), w)| {
                     let slot = write_slot(thread_id, ns_name, id, task_id, &w.channel, *idx);
                     Ok(PendingWrite {
@@ -329,8 +329,10 @@ impl InMemorySaver {
 
 /// A checkpoint's writes in the order a step applied them, LangGraph's `writes_sort_key`:
 /// `(task_path, task_id, idx)`.
-fn step_order(writes: &Writes) -> impl Iterator<Item = (&(String, i64), &StoredWrite)> {
-    let writes = writes.iter().map(|(key, w)| (key, &**w));
+fn step_order<'w, I>(writes: I) -> impl Iterator<Item = (&'w (String, i64), &'w StoredWrite)>
+where
+    I: Iterator<Item = (&'w (String, i64), &'w StoredWrite)> + Clone,
+{
     // The map gives `(task_id, idx)` order; a stable sort by path puts the path first. When
     // all share one path (one task's writes do), the map's order is the step's, and nothing
     // is collected.
@@ -352,6 +354,11 @@ fn step_order(writes: &Writes) -> impl Iterator<Item = (&(String, i64), &StoredW
         .into_iter()
         .flatten()
         .chain(sorted.into_iter().flatten())
+}
+
+/// A checkpoint's writes by key, unboxed.
+fn entries(writes: &Writes) -> impl Iterator<Item = (&(String, i64), &StoredWrite)> + Clone {
+    writes.iter().map(|(key, w)| (key, &**w))
 }
 
 fn write_slot<'a>(
@@ -767,7 +774,7 @@ impl CheckpointSaver for InMemorySaver {
                 let Some(writes) = ns.writes.get(id) else {
                     continue;
                 };
-                let mine = step_order(writes).filter(|(_, w)| &w.channel == channel);
+                let mine = step_order(entries(writes).filter(|(_, w)| &w.channel == channel));
                 for ((task_id, idx), w) in mine {
                     let slot = write_slot(thread_id, ns_name, id, task_id, channel, *idx);
                     history.writes.push(PendingWrite {
