@@ -290,6 +290,56 @@ async fn reopening_rebuilds_the_index_from_stored_vectors() -> Result<()> {
     Ok(())
 }
 
+/// The change log holds each key a statement changed, whoever wrote it (plain SQL here):
+/// inserts, an upsert's inserted and updated rows, value updates, renames (both keys), deletes,
+/// and not the updates that change nothing a reader's index holds (TTL changes, rewrites of the
+/// same value).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_change_log_holds_every_changed_key_and_no_refresh() -> Result<()> {
+    let Some(store) = open(StoreConfig::new()).await? else {
+        return Ok(());
+    };
+    let logged = async |statement: &str| -> Vec<String> {
+        let before: i64 =
+            sqlx::query_scalar("SELECT coalesce(max(seq), 0) FROM waypoint_store_changes")
+                .fetch_one(store.pool())
+                .await
+                .expect("seq");
+        sql(&store, statement).await;
+        sqlx::query_scalar(
+            "SELECT prefix || '/' || key FROM waypoint_store_changes WHERE seq > $1 ORDER BY 1",
+        )
+        .bind(before)
+        .fetch_all(store.pool())
+        .await
+        .expect("log")
+    };
+    let insert = "INSERT INTO store (prefix, key, value) VALUES ('p', 'a', '{\"n\": 1}'), ('p', 'b', '{\"n\": 1}')";
+    assert_eq!(logged(insert).await, ["p/a", "p/b"]);
+    let upsert = "INSERT INTO store (prefix, key, value) VALUES ('p', 'b', '{\"n\": 2}'), ('p', 'c', '{\"n\": 1}')
+        ON CONFLICT (prefix, key) DO UPDATE SET value = EXCLUDED.value, updated_at = now()";
+    assert_eq!(logged(upsert).await, ["p/b", "p/c"]);
+    let ttl = "UPDATE store SET ttl_minutes = 5, expires_at = now() + interval '5 minutes'";
+    assert!(logged(ttl).await.is_empty(), "a TTL change is not logged");
+    assert!(
+        logged("UPDATE store SET value = value").await.is_empty(),
+        "nothing changed"
+    );
+    assert_eq!(
+        logged("UPDATE store SET value = '{\"n\": 3}' WHERE key = 'a'").await,
+        ["p/a"]
+    );
+    assert_eq!(
+        logged("UPDATE store SET key = 'z' WHERE key = 'c'").await,
+        ["p/c", "p/z"]
+    );
+    assert_eq!(
+        logged("DELETE FROM store WHERE key IN ('a', 'z')").await,
+        ["p/a", "p/z"]
+    );
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reader_behind_a_trimmed_log_reloads_every_vector() -> Result<()> {
     let Some((writer, reader)) = two_instances().await? else {
@@ -398,7 +448,7 @@ async fn setup_is_idempotent_and_safe_when_run_at_once() -> Result<()> {
         .fetch_all(pool)
         .await
         .expect("versions");
-    assert_eq!(ours, [1, 2, 3, 4, 5, 6, 7]);
+    assert_eq!(ours, [1, 2, 3, 4, 5, 6, 7, 8]);
     // Every index is valid (a failed concurrent build would leave an invalid one).
     let invalid: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
@@ -1377,9 +1427,11 @@ async fn upgrading_keeps_stored_vectors_and_embeds_the_items_without() -> Result
     // The schema as the previous version left it: no log trigger, no embedded mark.
     sql(
         &old,
-        "DROP TRIGGER waypoint_store_log_write ON store;
+        "DROP TRIGGER waypoint_store_log_inserts ON store;
+         DROP TRIGGER waypoint_store_log_deletes ON store;
          DROP TRIGGER waypoint_store_log_update ON store;
          DROP TRIGGER waypoint_store_log_truncate ON store;
+         DROP FUNCTION waypoint_store_log_rows();
          DROP FUNCTION waypoint_store_log_change();
          DROP FUNCTION waypoint_store_log_truncate();
          DROP INDEX waypoint_store_unembedded_idx;
@@ -1472,7 +1524,7 @@ async fn put_cost_with_and_without_the_log_trigger() -> Result<()> {
             sql(
                 &store,
                 &format!(
-                    "ALTER TABLE store {trigger} TRIGGER waypoint_store_log_write;
+                    "ALTER TABLE store {trigger} TRIGGER waypoint_store_log_inserts;
                      ALTER TABLE store {trigger} TRIGGER waypoint_store_log_update"
                 ),
             )
@@ -1515,7 +1567,7 @@ async fn put_cost_with_and_without_the_log_trigger() -> Result<()> {
         }
         sql(
             &store,
-            "ALTER TABLE store ENABLE TRIGGER waypoint_store_log_write;
+            "ALTER TABLE store ENABLE TRIGGER waypoint_store_log_inserts;
              ALTER TABLE store ENABLE TRIGGER waypoint_store_log_update",
         )
         .await;

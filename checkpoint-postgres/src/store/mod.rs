@@ -8,7 +8,7 @@
 //! `waypoint_store_changes`, from which every process keeps its index current, and the last
 //! snapshot of an index's search graph, `waypoint_store_index_snapshot`, restored at open.
 //!
-//! A trigger on `store` feeds the log, so it holds every client's writes: inserts, updates of
+//! Triggers on `store` feed the log, so it holds every client's writes: inserts, updates of
 //! a value (not TTL refreshes), deletes, TTL sweeps, Python's included. The column
 //! `waypoint_embedded_at` says which version of a value (its `updated_at`) the stored vectors
 //! were made from; a writer that does not embed (Python, a store without an index, plain SQL)
@@ -18,8 +18,9 @@
 //! thus found by the first search after its commit (a few milliseconds in the interop tests),
 //! and an overwritten item no longer matches its old text. Items written while no Waypoint
 //! process was open are embedded the same way, up to 128 per search, newest first. The
-//! trigger costs 6 to 13 µs of server time per row written (see the README and the
-//! `put_cost_with_and_without_the_log_trigger` measurement in `tests/store.rs`).
+//! triggers cost 6 to 9 µs of server time per row inserted and 12 to 28 µs per row updated
+//! (see the README and the `put_cost_with_and_without_the_log_trigger` measurement in
+//! `tests/store.rs`).
 
 mod convert;
 mod embed;
