@@ -292,8 +292,8 @@ async fn reopening_rebuilds_the_index_from_stored_vectors() -> Result<()> {
 
 /// The change log holds each key a statement changed, whoever wrote it (plain SQL here):
 /// inserts, an upsert's inserted and updated rows, value updates, renames (both keys), deletes,
-/// and not the updates that change nothing a reader's index holds (TTL changes, rewrites of the
-/// same value).
+/// a delete and an insert in one statement, and not the updates that change nothing a
+/// reader's index holds (TTL changes, rewrites of the same value).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_change_log_holds_every_changed_key_and_no_refresh() -> Result<()> {
     let Some(store) = open(StoreConfig::new()).await? else {
@@ -337,6 +337,10 @@ async fn the_change_log_holds_every_changed_key_and_no_refresh() -> Result<()> {
         logged("DELETE FROM store WHERE key IN ('a', 'z')").await,
         ["p/a", "p/z"]
     );
+    // A batch deletes and upserts in one statement (`del` and `up` CTEs): both are logged.
+    let batch = "WITH del AS (DELETE FROM store WHERE key = 'b' RETURNING 1)
+        INSERT INTO store (prefix, key, value) VALUES ('p', 'd', '{\"n\": 1}')";
+    assert_eq!(logged(batch).await, ["p/b", "p/d"]);
     Ok(())
 }
 
