@@ -95,4 +95,6 @@ step "waypoint bench --quick --peers: both sides in one run, as README's figures
     --only serde,checkpoint,fork,limits --out "$scratch/bench"
 grep -q '^## Against LangGraph$' "$scratch/bench/REPORT.md"
 grep -qE '^\| checkpoint put \(sequential\), puts/s \| [0-9,.]+ / [0-9,.]+ \(' "$scratch/bench/REPORT.md"
+# The limit of the PostgreSQL put's own rows, beside the single-row one.
+grep -qE "^\| put \(16 writers\), one put's rows \| puts/s .*\| [0-9][0-9,.]* \|" "$scratch/bench/REPORT.md"
 step "done"

@@ -1,8 +1,9 @@
 //! The machine's and the servers' limits, measured in the same run as the savers: `pgbench`
-//! single-row INSERTs shaped like one PostgreSQL put (one client and 16), `redis-benchmark -c 1`
-//! running the commands of one Redis put as a script, a bare rusqlite loop writing the rows
-//! of SQLite puts in the same mode, the fdatasync rate of the temporary directory's file
-//! system and memcpy bandwidth. A missing tool or server leaves a note, not a failure.
+//! single-row INSERTs shaped like one PostgreSQL put, and writing the put's own rows (one
+//! client and 16), `redis-benchmark -c 1` running the commands of one Redis put as a script,
+//! a bare rusqlite loop writing the rows of SQLite puts in the same mode, the fdatasync rate
+//! of the temporary directory's file system and memcpy bandwidth. A missing tool or server
+//! leaves a note, not a failure.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -37,7 +38,7 @@ pub(crate) fn steps(targets: &Targets) -> u64 {
         .list
         .iter()
         .map(|t| match t {
-            Target::Postgres(_) => 2,
+            Target::Postgres(_) => 4,
             Target::Redis(_) => 1,
             _ => 0,
         })
@@ -57,7 +58,9 @@ pub(crate) async fn run(targets: &Targets, scale: &Scale, bar: &ProgressBar) -> 
         format!(
             "What the same machine and servers do without Waypoint, for the share of the limit: \
              `pgbench -M prepared` single-row INSERTs of one put's checkpoint row and value \
-             (1 client, then {WRITERS}; per-second tps, the first second dropped); \
+             (1 client, then {WRITERS}; per-second tps, the first second dropped; \
+             `{PUT_ROWS}`: the checkpoint row and the value row, as our put stores them, in \
+             one statement into copies of the saver's tables with their keys and indexes); \
              `redis-benchmark -c 1` running one put's commands as EVALSHA ({} per sample); a \
              bare rusqlite loop writing the rows of {} SQLite puts per sample in the same \
              mode; fdatasync of {SYNC_BYTES}-byte appends in the temporary directory; memcpy \
@@ -82,18 +85,24 @@ pub(crate) async fn run(targets: &Targets, scale: &Scale, bar: &ProgressBar) -> 
         match target {
             Target::Postgres(url) => {
                 for clients in [1, WRITERS] {
-                    bar.set_message(format!("limits · postgres · pgbench -c {clients}"));
-                    let done = pgbench(url, clients, scale).await;
                     let workload = match clients {
                         1 => SEQUENTIAL.to_owned(),
                         n => format!("put ({n} writers)"),
                     };
-                    note(
-                        &mut table,
-                        "postgres",
-                        done.map(|s| (workload.as_str(), "puts/s", s)),
-                    );
-                    bar.inc(1);
+                    for shape in [Shape::OneRow, Shape::PutRows] {
+                        bar.set_message(format!(
+                            "limits · postgres · pgbench -c {clients}{}",
+                            shape.suffix()
+                        ));
+                        let done = pgbench(url, clients, shape, scale).await;
+                        let workload = format!("{workload}{}", shape.suffix());
+                        note(
+                            &mut table,
+                            "postgres",
+                            done.map(|s| (workload.as_str(), "puts/s", s)),
+                        );
+                        bar.inc(1);
+                    }
                 }
             }
             Target::Redis(url) => {
@@ -393,39 +402,126 @@ fn insert(
     Ok(())
 }
 
-/// Per-second tps of `pgbench -M prepared` with `clients` clients inserting, one row per
-/// transaction, one put's checkpoint row and its changed value (copied from a put of our
-/// saver on the same server) into a table with the checkpoints table's key; the first
-/// second (connections, warm-up) is dropped.
-async fn pgbench(url: &str, clients: usize, scale: &Scale) -> Result<Vec<f64>> {
+/// What each transaction of a pgbench limit writes.
+#[derive(Clone, Copy)]
+enum Shape {
+    /// One put's checkpoint row and value as one row of a table with one key: the limit
+    /// of a put's share.
+    OneRow,
+    /// One put's rows, as our saver's put stores them: its checkpoint row and its value's
+    /// row (each put of the workload versions one channel anew), in one statement, into
+    /// copies of the saver's `checkpoints` and `checkpoint_blobs` with their keys, indexes
+    /// and storage settings (not our triggers): what the rows themselves cost the server.
+    PutRows,
+}
+
+/// The suffix of the limit rows of [`Shape::PutRows`].
+const PUT_ROWS: &str = ", one put's rows";
+
+impl Shape {
+    /// The suffix of this shape's limit rows.
+    fn suffix(self) -> &'static str {
+        match self {
+            Shape::OneRow => "",
+            Shape::PutRows => PUT_ROWS,
+        }
+    }
+}
+
+/// Per-second tps of `pgbench -M prepared` with `clients` clients, one transaction each
+/// time writing `shape`'s rows (copied from the latest put of our saver on the same server;
+/// fresh ids from a sequence, one thread); the first second (connections, warm-up) is
+/// dropped.
+async fn pgbench(url: &str, clients: usize, shape: Shape, scale: &Scale) -> Result<Vec<f64>> {
     let saver = servers::postgres_saver(url, 1).await?;
     let value = checkpoints::channel_value();
     checkpoints::put_all(&saver, "limit", checkpoints::history(6, &value)).await?;
     let schema = format!("limit_{}", uuid::Uuid::new_v4().simple());
     let pool = saver.pool();
+    let (tables, statement) = match shape {
+        Shape::OneRow => (
+            format!(
+                "CREATE TABLE {schema}.t (thread_id text NOT NULL, checkpoint_ns text NOT NULL,
+                     checkpoint_id text NOT NULL, parent_checkpoint_id text,
+                     checkpoint jsonb NOT NULL, metadata jsonb NOT NULL, type text NOT NULL,
+                     blob bytea, PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id));
+                 CREATE TABLE {schema}.one AS
+                     SELECT c.thread_id, c.checkpoint_ns, c.parent_checkpoint_id,
+                         c.checkpoint, c.metadata, b.type, b.blob
+                     FROM checkpoints c, checkpoint_blobs b
+                     ORDER BY c.checkpoint_id DESC, length(b.blob) DESC NULLS LAST LIMIT 1;"
+            ),
+            format!(
+                "INSERT INTO {schema}.t SELECT thread_id, checkpoint_ns, \
+                 lpad(nextval('{schema}.ids')::text, 36, '0'), parent_checkpoint_id, \
+                 checkpoint, metadata, type, blob FROM {schema}.one;"
+            ),
+        ),
+        Shape::PutRows => {
+            // Every column of the saver's rows, the key's id from the sequence.
+            let columns = |table: &'static str| async move {
+                sqlx::query_scalar::<_, String>(
+                    "SELECT column_name::text FROM information_schema.columns
+                     WHERE table_schema = current_schema() AND table_name = $1
+                     ORDER BY ordinal_position",
+                )
+                .bind(table)
+                .fetch_all(pool)
+                .await
+                .with_context(|| format!("cannot read the columns of {table}"))
+            };
+            let insert = |table: &str, columns: &[String], id: &str| {
+                let named: Vec<String> = columns.iter().map(|c| format!("\"{c}\"")).collect();
+                let values: Vec<String> = columns
+                    .iter()
+                    .map(|c| {
+                        if c == id {
+                            "id.v".to_owned()
+                        } else {
+                            format!("o.\"{c}\"")
+                        }
+                    })
+                    .collect();
+                format!(
+                    "INSERT INTO {schema}.{table} ({}) SELECT {} FROM {schema}.one_{table} o, id",
+                    named.join(", "),
+                    values.join(", ")
+                )
+            };
+            let rows = insert(
+                "checkpoints",
+                &columns("checkpoints").await?,
+                "checkpoint_id",
+            );
+            let values = insert(
+                "checkpoint_blobs",
+                &columns("checkpoint_blobs").await?,
+                "version",
+            );
+            (
+                format!(
+                    "CREATE TABLE {schema}.checkpoints (LIKE checkpoints INCLUDING ALL);
+                     CREATE TABLE {schema}.checkpoint_blobs (LIKE checkpoint_blobs INCLUDING ALL);
+                     CREATE TABLE {schema}.one_checkpoints AS
+                         SELECT * FROM checkpoints ORDER BY checkpoint_id DESC LIMIT 1;
+                     CREATE TABLE {schema}.one_checkpoint_blobs AS
+                         SELECT * FROM checkpoint_blobs ORDER BY length(blob) DESC NULLS LAST LIMIT 1;"
+                ),
+                format!(
+                    "WITH id AS (SELECT lpad(nextval('{schema}.ids')::text, 36, '0') AS v), \
+                     value AS ({values}) {rows};"
+                ),
+            )
+        }
+    };
     sqlx::raw_sql(&format!(
-        "CREATE SCHEMA {schema};
-         CREATE SEQUENCE {schema}.ids;
-         CREATE TABLE {schema}.t (thread_id text NOT NULL, checkpoint_ns text NOT NULL,
-             checkpoint_id text NOT NULL, parent_checkpoint_id text, checkpoint jsonb NOT NULL,
-             metadata jsonb NOT NULL, type text NOT NULL, blob bytea,
-             PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id));
-         CREATE TABLE {schema}.one AS
-             SELECT c.thread_id, c.checkpoint_ns, c.parent_checkpoint_id, c.checkpoint,
-                 c.metadata, b.type, b.blob
-             FROM checkpoints c, checkpoint_blobs b
-             ORDER BY c.checkpoint_id DESC, length(b.blob) DESC LIMIT 1;"
+        "CREATE SCHEMA {schema}; CREATE SEQUENCE {schema}.ids; {tables}"
     ))
     .execute(pool)
     .await
     .context("cannot create the pgbench tables")?;
     let script = tempfile::NamedTempFile::new()?;
-    writeln!(
-        script.as_file(),
-        "INSERT INTO {schema}.t SELECT thread_id, checkpoint_ns, \
-         lpad(nextval('{schema}.ids')::text, 36, '0'), parent_checkpoint_id, checkpoint, \
-         metadata, type, blob FROM {schema}.one;"
-    )?;
+    writeln!(script.as_file(), "{statement}")?;
     let threads = if clients == 1 { 1 } else { 2 };
     let seconds = scale.samples + 1;
     let run = Command::new("pgbench")
